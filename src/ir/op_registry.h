@@ -1,0 +1,110 @@
+// The op registry: one OpDef per op, holding everything the compiler knows about it side by side
+// (arity, shape rule, dtype rule, reference kernel, fusion class). Op families register their
+// ops from src/ops/<family>.cpp; nothing else in the compiler special-cases an op by name unless
+// it is a pass that rewrites that op.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ingot/graph.h"
+#include "ingot/tensor.h"
+
+namespace ingot {
+
+// How an op may be fused by backends (consumed by the fusion pass).
+enum class FusionClass {
+  Elementwise,  // out[i] = f(in[i], ...) with broadcasting: fuses into loops
+  Reduction,    // reduces axes: elementwise producers fuse into it
+  RowKernel,    // softmax, layer norm, batch norm: fused per-row kernels
+  Injective,    // data movement: reshape, transpose, slice, concat, gather, broadcast
+  Dense,        // matmul, conv: library kernel with fusible epilogue
+  Source,       // random: no data inputs
+  Opaque,       // everything else
+};
+std::string_view fusion_class_name(FusionClass c);
+
+using DimVar = int32_t;
+
+// What an op's shape rule sees: symbolic dimensions (union-find variables) of its inputs and
+// outputs. Rules run repeatedly until nothing changes, so they must be idempotent and may run
+// before all input ranks are known (then they do what they can and return). Information flows
+// both ways: unifying an output dim with an input dim constrains whichever is still unknown.
+class ShapeInfer {
+ public:
+  virtual ~ShapeInfer() = default;
+  virtual const Node& node() const = 0;
+  ValueId in(int i) const { return node().inputs.at(static_cast<size_t>(i)); }
+  ValueId out(int i = 0) const { return node().outputs.at(static_cast<size_t>(i)); }
+  int num_inputs() const { return static_cast<int>(node().inputs.size()); }
+  const Attrs& attrs() const { return node().attrs; }
+
+  virtual bool has_rank(ValueId v) const = 0;
+  virtual int rank(ValueId v) const = 0;  // requires has_rank
+  virtual DimVar dim(ValueId v, int axis) const = 0;  // axis < 0 counts from the end
+  // Gives `v` rank r (fresh unknown dims) or checks it already has rank r.
+  virtual void set_rank(ValueId v, int r) = 0;
+  virtual void unify(DimVar a, DimVar b) = 0;
+  virtual void bind(DimVar d, int64_t size) = 0;
+  virtual std::optional<int64_t> value(DimVar d) const = 0;
+  // out = broadcast(a, b) by NumPy's rule; unresolved pairs (two different unknown symbols)
+  // are decided after the fixpoint by assuming they are equal.
+  virtual void broadcast(DimVar a, DimVar b, DimVar out) = 0;
+  // Throws ingot::Error naming the node, its scope and the values involved.
+  [[noreturn]] virtual void fail(const std::string& message) const = 0;
+
+  // Helpers built from the primitives above.
+  bool ready(std::initializer_list<ValueId> vs) const {
+    for (ValueId v : vs)
+      if (!has_rank(v)) return false;
+    return true;
+  }
+  void set_dims(ValueId v, const std::vector<DimVar>& dims) {
+    set_rank(v, static_cast<int>(dims.size()));
+    for (size_t i = 0; i < dims.size(); ++i) unify(dim(v, static_cast<int>(i)), dims[i]);
+  }
+  std::vector<DimVar> dims(ValueId v) const {
+    std::vector<DimVar> out;
+    for (int i = 0; i < rank(v); ++i) out.push_back(dim(v, i));
+    return out;
+  }
+  // a and b have identical shapes; whichever has a known rank gives it to the other.
+  void same_shape(ValueId a, ValueId b) {
+    if (has_rank(a)) set_dims(b, dims(a));
+    else if (has_rank(b)) set_dims(a, dims(b));
+  }
+  // Normalizes a possibly negative axis against rank r, failing with a clear message.
+  int normalize_axis(int64_t axis, int r) const {
+    if (axis < -r || axis >= r)
+      fail("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(r));
+    return static_cast<int>(axis < 0 ? axis + r : axis);
+  }
+};
+
+using ShapeRule = void (*)(ShapeInfer& s);
+// Fills `out` (one dtype per output) from the input dtypes; throws on invalid input dtypes.
+using DTypeRule = void (*)(const Node& n, std::span<const DType> in, std::span<DType> out);
+// Reference kernel: inputs are contiguous; the kernel allocates each outputs[i] itself
+// (contiguous) with the concrete shape it computes from its inputs.
+using Kernel = void (*)(const Node& n, std::span<const Tensor> inputs, std::span<Tensor> outputs);
+
+struct OpDef {
+  std::string name;
+  int min_inputs = 1;
+  int max_inputs = 1;  // -1: any number
+  int num_outputs = 1;
+  FusionClass fusion = FusionClass::Opaque;
+  ShapeRule shape = nullptr;
+  DTypeRule dtype = nullptr;
+  Kernel eval = nullptr;
+  std::string doc;  // one line, shown by `ingot ops`
+};
+
+void register_op(OpDef def);  // throws if the name is taken
+const OpDef& get_op(std::string_view name);  // throws "Unknown op 'x'"
+const OpDef* find_op(std::string_view name);
+std::vector<const OpDef*> all_ops();  // sorted by name
+
+}  // namespace ingot

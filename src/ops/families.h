@@ -1,0 +1,63 @@
+// The built-in op families and the catalogue of ops they define. This list is the contract
+// between frontends (which emit these names and attributes) and everything downstream.
+//
+// Conventions: tensors are row-major; image ops use NCHW with weights [Cout, Cin/groups, kh, kw];
+// `axes`/`axis` may be negative; integer flags (`keepdims`, `training`) are 0/1.
+//
+// elementwise.cpp (FusionClass::Elementwise; binary and ternary ops broadcast like NumPy)
+//   unary, float result (ints compute in float32): exp log sqrt rsqrt sin cos tanh sigmoid erf
+//       gelu {approximate: "none" | "tanh"}
+//   unary, same dtype: neg abs relu sign floor ceil
+//   cast {dtype: "<dtype name>"}
+//   binary, promoted dtype: add sub mul pow maximum minimum; div (float result)
+//   binary, bool result: equal not_equal less less_equal greater greater_equal
+//   where(cond, a, b): cond is nonzero-is-true; dtype promote(a, b)
+// reduce.cpp
+//   sum mean max min {axes: ints (missing or empty = all), keepdims: 0|1}     (Reduction)
+//       sum of bool -> int64; mean -> float; max/min keep dtype
+//   argmax {axis: int, keepdims: 0|1} -> int64                                 (Reduction)
+//   moments(input) {axes, keepdims: 0|1} -> (mean, variance) biased, 2 outputs (Reduction)
+//   softmax log_softmax {axis: int = -1}                                       (RowKernel)
+//   layer_norm(input, [weight], [bias]) {axis: int = -1, eps: 1e-5}: normalizes over
+//       dims axis..end; weight/bias have the shape of those dims                (RowKernel)
+//   batch_norm(input, weight, bias, mean, variance) {eps: 1e-5}: per-channel (dim 1)
+//       (x - mean) / sqrt(variance + eps) * weight + bias; all four are [C]     (RowKernel)
+// linalg.cpp
+//   matmul(a, b): NumPy matmul (1-D operands promoted and squeezed, batch dims broadcast)
+//   conv2d(input, weight, [bias]) {stride: [sh, sw] = [1,1], padding: [ph, pw] = [0,0],
+//       dilation: [dh, dw] = [1,1], groups: int = 1}                           (Dense)
+//   max_pool2d avg_pool2d {kernel: [kh, kw], stride: [sh, sw] = kernel, padding: [ph, pw] = 0,
+//       avg only: count_include_pad: 0|1 = 1}                                  (Opaque)
+//   global_avg_pool2d {keepdims: 0|1 = 0}: [N, C, H, W] -> [N, C] (or [N, C, 1, 1]) (Reduction)
+// movement.cpp (FusionClass::Injective)
+//   identity
+//   reshape {shape: ints; -1 = inferred, 0 = copy the input's dim at that position}
+//   transpose {perm: ints; missing = reverse}
+//   broadcast_to {shape: ints}
+//   slice {starts, ends, axes, steps: ints; ends clamp; negative indices count from the end}
+//   concat(x0, x1, ...) {axis: int}
+//   gather(input, indices) {axis: int = 0}: NumPy take; out = in[:axis] + idx + in[axis+1:]
+// random.cpp (seeded, counter-based: same seed, same numbers, on every backend)
+//   random_uniform {shape: ints, low: 0, high: 1, seed: int, dtype: "float32"}  (Source)
+//   random_normal {shape: ints, mean: 0, std: 1, seed: int, dtype: "float32"}   (Source)
+//   dropout(input) {p: float, seed: int, training: 0|1}: training keeps x/(1-p) where
+//       uniform(seed, i) >= p, else 0; not training = identity                  (Elementwise)
+#pragma once
+
+namespace ingot::ops {
+
+void register_elementwise_ops();
+void register_reduce_ops();
+void register_linalg_ops();
+void register_movement_ops();
+void register_random_ops();
+
+inline void register_all_families() {
+  register_elementwise_ops();
+  register_reduce_ops();
+  register_linalg_ops();
+  register_movement_ops();
+  register_random_ops();
+}
+
+}  // namespace ingot::ops
