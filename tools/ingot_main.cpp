@@ -1,2 +1,209 @@
-#include <cstdio>
-int main() { std::puts("ingot"); return 0; }
+// The `ingot` command-line program.
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ingot/ingot.h"
+#include "ir/op_registry.h"
+
+using namespace ingot;
+
+namespace {
+
+constexpr const char* kUsage = R"(ingot: a compiler for machine-learning models
+
+usage:
+  ingot demo [--batch N]                 build, compile and run the bundled CNN and MLP
+  ingot dump <model> [options]           print a model's compiled graph
+  ingot summary <model> [--shape ...]    print a model's blocks, shapes and parameters
+  ingot save <model> <file.json>         write a model's structure as JSON
+  ingot ops                              list the ops the compiler knows
+  ingot --help                           this text
+
+<model> is a bundled model (cnn, mlp) or a model JSON file written by `ingot save` or
+Model::save.
+
+dump options:
+  --shape NAME=D1,D2,...   shape of a terminal; a dim is a number, a symbol (N), None, or a
+                           variadic run (Batch...); repeatable. Defaults: cnn input N,3,32,32;
+                           mlp input N,784
+  --format text|json|dot   graph format (default text)
+  --inference              compile the inference graph (Dropout off, BatchNorm running stats)
+  --verbose                print each compile stage and what it decided
+
+Backends: only the reference interpreter exists today; `compile(model, ReferenceBackend())`.
+)";
+
+ShapeTemplate parse_shape(const std::string& spec) {
+  ShapeTemplate t;
+  std::stringstream ss(spec);
+  std::string tok;
+  while (std::getline(ss, tok, ',')) {
+    if (tok == "None" || tok == "?" || tok.empty()) {
+      t.emplace_back();
+    } else if (tok.find_first_not_of("0123456789") == std::string::npos) {
+      t.emplace_back(static_cast<int64_t>(std::stoll(tok)));
+    } else {
+      t.emplace_back(tok);
+    }
+  }
+  return t;
+}
+
+Model load_model(const std::string& name) {
+  for (const auto& n : example_model_names())
+    if (n == name) return example_model(name);
+  if (name.size() > 5 && name.substr(name.size() - 5) == ".json") return Model::load(name);
+  std::string names;
+  for (const auto& n : example_model_names()) names += (names.empty() ? "" : ", ") + n;
+  INGOT_FAIL("Unknown model '", name, "': expected a bundled model (", names, ") or a .json file");
+}
+
+std::map<std::string, ShapeTemplate> default_shapes(const std::string& name) {
+  if (name == "cnn") return {{"input", {"N", 3, 32, 32}}};
+  if (name == "mlp") return {{"input", {"N", 784}}};
+  return {};
+}
+
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, ShapeTemplate> shapes;
+  std::string format = "text";
+  bool inference = false, verbose = false;
+  int64_t batch = 8;
+};
+
+Args parse_args(int argc, char** argv, int first) {
+  Args a;
+  for (int i = first; i < argc; ++i) {
+    std::string s = argv[i];
+    auto value = [&]() -> std::string {
+      INGOT_CHECK(i + 1 < argc, "Option ", s, " needs a value");
+      return argv[++i];
+    };
+    if (s == "--shape") {
+      std::string spec = value();
+      auto eq = spec.find('=');
+      INGOT_CHECK(eq != std::string::npos, "--shape expects NAME=D1,D2,..., got '", spec, "'");
+      a.shapes[spec.substr(0, eq)] = parse_shape(spec.substr(eq + 1));
+    } else if (s == "--format") {
+      a.format = value();
+      parse_dump_format(a.format);
+    } else if (s == "--batch") {
+      a.batch = std::stoll(value());
+      INGOT_CHECK(a.batch > 0, "--batch must be positive");
+    } else if (s == "--inference") {
+      a.inference = true;
+    } else if (s == "--verbose") {
+      a.verbose = true;
+    } else if (s.rfind("--", 0) == 0) {
+      INGOT_FAIL("Unknown option '", s, "' (see ingot --help)");
+    } else {
+      a.positional.push_back(s);
+    }
+  }
+  return a;
+}
+
+CompileOptions options_for(const Args& a, const std::string& model_name) {
+  CompileOptions o;
+  o.shapes = a.shapes.empty() ? default_shapes(model_name) : a.shapes;
+  o.inference = a.inference;
+  o.verbose = a.verbose;
+  return o;
+}
+
+Tensor random_input(const Shape& shape, uint64_t seed) {
+  Tensor t(DType::Float32, shape);
+  float* p = t.data<float>();
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    p[i] = static_cast<float>(s >> 40) / 16777216.0f * 2.0f - 1.0f;
+  }
+  return t;
+}
+
+void demo_model(const std::string& name, const Shape& input_shape) {
+  Model model = example_model(name);
+  CompileOptions opts;
+  opts.shapes = {{"input", default_shapes(name).at("input")}};
+  opts.inference = true;
+  std::cout << "== " << name << " ==\n" << model.summary(opts.shapes) << "\n";
+  auto t0 = std::chrono::steady_clock::now();
+  PhysicalModel pm = compile(model, ReferenceBackend(), opts);
+  double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "compiled with the reference backend in " << compile_ms << " ms\n";
+  std::cout << "shapes:";
+  for (const auto& [k, s] : pm.get_shapes()) std::cout << "\n  " << k << ": " << to_string(s);
+  std::cout << "\ntypes:";
+  for (const auto& [k, t] : pm.get_types()) std::cout << "\n  " << k << ": " << dtype_name(t);
+  std::cout << "\n\ngraph:\n" << print_graph(pm.graph()) << "\n";
+
+  TensorMap params = pm.randomize_params(0);
+  Tensor x = random_input(input_shape, 1);
+  t0 = std::chrono::steady_clock::now();
+  TensorMap out = pm.evaluate(params, {{"input", x}});
+  double run_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const Tensor& y = out.at("output");
+  std::cout << "evaluate(input " << to_string(input_shape) << ") -> output " << to_string(y.shape())
+            << " in " << run_ms << " ms\n  first row: " << y.str(10) << "\n\n";
+}
+
+int run(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    std::cout << kUsage;
+    return argc < 2 ? 1 : 0;
+  }
+  std::string cmd = argv[1];
+  Args a = parse_args(argc, argv, 2);
+  if (cmd == "demo") {
+    demo_model("mlp", {a.batch, 784});
+    demo_model("cnn", {a.batch, 3, 32, 32});
+    return 0;
+  }
+  if (cmd == "dump" || cmd == "summary") {
+    INGOT_CHECK(a.positional.size() == 1, "ingot ", cmd, " needs exactly one model (see ingot --help)");
+    const std::string& name = a.positional[0];
+    Model model = load_model(name);
+    CompileOptions o = options_for(a, name);
+    if (cmd == "summary") {
+      std::cout << model.summary(o.shapes);
+      return 0;
+    }
+    Graph g = build_graph(model, o);
+    std::cout << print_graph(g, parse_dump_format(a.format));
+    return 0;
+  }
+  if (cmd == "save") {
+    INGOT_CHECK(a.positional.size() == 2, "ingot save needs a model and a file name");
+    load_model(a.positional[0]).save(a.positional[1]);
+    std::cout << "wrote " << a.positional[1] << "\n";
+    return 0;
+  }
+  if (cmd == "ops") {
+    for (const OpDef* op : all_ops())
+      std::cout << std::left << op->name << "  [" << fusion_class_name(op->fusion) << "]  " << op->doc << "\n";
+    return 0;
+  }
+  std::cerr << "ingot: unknown command '" << cmd << "' (see ingot --help)\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const Error& e) {
+    std::cerr << "ingot: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "ingot: error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -65,7 +65,8 @@ struct Value {
   int producer_output = 0;
   Tensor constant;           // kind == Constant
   bool differentiable = false;  // parameters default to true, data inputs to false
-  std::string init;          // parameter initializer: "weight", "bias", "zeros", "ones", ...
+  std::string init;          // parameter initializer spec, see randomize_params
+  bool weak_type = false;    // a scalar literal: takes the dtype of the operand it meets
 };
 
 struct Node {
@@ -111,7 +112,7 @@ class Graph {
   std::vector<int> use_counts() const;
 
   // Rebuilds the graph keeping only `keep` nodes (in order) and renumbering ids densely.
-  // Used by passes; leaves not read by any kept node or output are dropped unless inputs.
+  // Used by passes; leaves that no kept node or output reads are dropped.
   void compact(const std::vector<bool>& keep_node);
 
  private:

@@ -310,9 +310,38 @@ ShapeInferenceReport infer_shapes(Graph& g, const std::vector<ShapeConstraint>& 
   return engine.run(constraints);
 }
 
+namespace {
+// A scalar literal (`x * 2.0`) takes the dtype of the array operand it meets, like JAX's weak
+// types: float operands take it as their own float type, integer operands keep integer-valued
+// literals integral. Otherwise it stays float32.
+void resolve_weak_scalars(Graph& g, const Node& n) {
+  DType strong = DType::Float32;
+  bool found = false;
+  for (ValueId v : n.inputs) {
+    const Value& val = g.value(v);
+    if (!(val.kind == ValueKind::Constant && val.weak_type) && !found) {
+      strong = val.dtype;
+      found = true;
+    }
+  }
+  for (ValueId v : n.inputs) {
+    Value& val = g.value(v);
+    if (!(val.kind == ValueKind::Constant && val.weak_type) || !found) continue;
+    double x = val.constant.item(0);
+    bool integral_value = x == static_cast<double>(static_cast<int64_t>(x));
+    if (is_floating(strong) || (is_integral(strong) && integral_value)) {
+      val.constant = val.constant.astype(strong);
+      val.dtype = strong;
+    }
+    val.weak_type = false;
+  }
+}
+}  // namespace
+
 void infer_types(Graph& g) {
   for (const Node& n : g.nodes()) {
     const OpDef& def = get_op(n.op);
+    resolve_weak_scalars(g, n);
     std::vector<DType> in, out(n.outputs.size(), DType::Float32);
     for (ValueId v : n.inputs) in.push_back(g.value(v).dtype);
     try {

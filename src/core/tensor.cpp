@@ -114,7 +114,7 @@ std::vector<T> Tensor::to_vector() const {
   std::vector<T> out(static_cast<size_t>(numel()));
   const char* base = static_cast<const char*>(raw_data());
   if (dtype_ == dtype_v<T> && is_contiguous()) {
-    std::memcpy(out.data(), base, nbytes());
+    if (!out.empty()) std::memcpy(out.data(), base, nbytes());
     return out;
   }
   for_each_offset(*this, [&](int64_t i, int64_t off) {
@@ -217,7 +217,7 @@ void copy_strided(const Tensor& src, Tensor& dst) {
   const char* s = static_cast<const char*>(src.raw_data());
   char* d = static_cast<char*>(dst.raw_data());
   if (src.is_contiguous()) {
-    std::memcpy(d, s, src.nbytes());
+    if (src.nbytes() > 0) std::memcpy(d, s, src.nbytes());
     return;
   }
   for_each_offset(src, [&](int64_t i, int64_t off) {

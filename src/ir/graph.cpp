@@ -172,8 +172,6 @@ void Graph::compact(const std::vector<bool>& keep_node) {
     for (ValueId v : n.outputs) keep_value[v] = true;
   }
   for (const auto& [name, id] : outputs_) keep_value[id] = true;
-  for (ValueId id : leaves_)
-    if (values_[id].kind == ValueKind::Input) keep_value[id] = true;
 
   std::vector<ValueId> remap(values_.size(), -1);
   std::vector<Value> values;

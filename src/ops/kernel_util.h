@@ -109,4 +109,20 @@ inline void dtype_same_as_input(const Node&, std::span<const DType> in, std::spa
   for (DType& o : out) o = in[0];
 }
 
+// True for the floating storage types, Half and BFloat16 included.
+template <class T>
+inline constexpr bool is_float_v = std::is_floating_point_v<T> || std::is_class_v<T>;
+
+// Runs f() inside a shape rule `s` (a ShapeInfer), turning an ingot::Error it throws (say from
+// attribute checks shared with the kernel) into s.fail(...), which names the node.
+template <class Infer, class F>
+auto or_fail(Infer& s, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    s.fail(e.what());
+  }
+  __builtin_unreachable();  // GCC does not see [[noreturn]] through the virtual fail()
+}
+
 }  // namespace ingot::ops

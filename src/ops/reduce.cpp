@@ -1,6 +1,575 @@
-// Placeholder: the reduce family is being written.
+// The reduce family: axis reductions (sum, mean, max, min, argmax, moments) and the per-row
+// kernels (softmax, log_softmax, layer_norm, batch_norm). Float sums accumulate in double.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "ir/op_registry.h"
 #include "ops/families.h"
+#include "ops/kernel_util.h"
 
 namespace ingot::ops {
-void register_reduce_ops() {}
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers
+
+// The kernel asks the op's own dtype rule for its output dtypes, so a kernel can never disagree
+// with type inference and rejects exactly what the rule rejects. Checks the arity first, so
+// neither indexes past the inputs it was given.
+std::vector<DType> output_dtypes(const Node& n, std::span<const Tensor> inputs) {
+  const OpDef& def = get_op(n.op);
+  const auto count = static_cast<int>(inputs.size());
+  INGOT_CHECK(count >= def.min_inputs && count <= def.max_inputs, n.op, ": expects ",
+              def.min_inputs,
+              def.min_inputs == def.max_inputs ? "" : " to " + std::to_string(def.max_inputs),
+              " inputs, got ", count);
+  std::vector<DType> in, out(static_cast<size_t>(def.num_outputs), DType::Float32);
+  for (const Tensor& t : inputs) in.push_back(t.dtype());
+  def.dtype(n, in, out);
+  return out;
+}
+
+// Attribute checks throw ingot::Error; shape rules re-raise them through s.fail for context.
+template <class F>
+void checked(ShapeInfer& s, F&& check) {
+  try {
+    check();
+  } catch (const Error& e) {
+    s.fail(e.what());
+  }
+}
+
+int checked_axis(const Node& n, int64_t axis, int rank) {
+  INGOT_CHECK(axis >= -rank && axis < rank, n.op, ": axis ", axis, " out of range for rank ", rank);
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+// The normalized `axis` attribute; softmax and layer_norm default to -1, argmax requires it.
+int axis_attr(const Node& n, int rank) {
+  return checked_axis(n, n.attrs.get_int("axis", -1), rank);
+}
+int argmax_axis(const Node& n, int rank) { return checked_axis(n, n.attrs.get_int("axis"), rank); }
+
+// The `axes` attribute, sorted and normalized; missing or empty means all axes.
+std::vector<int> axes_attr(const Node& n, int rank) {
+  std::vector<int> out;
+  for (int64_t a : n.attrs.get_ints("axes", {})) out.push_back(checked_axis(n, a, rank));
+  if (out.empty())
+    for (int i = 0; i < rank; ++i) out.push_back(i);
+  std::sort(out.begin(), out.end());
+  const auto dup = std::adjacent_find(out.begin(), out.end());
+  INGOT_CHECK(dup == out.end(), n.op, ": axis ", dup == out.end() ? 0 : *dup,
+              " appears twice in axes");
+  return out;
+}
+
+bool keepdims_attr(const Node& n) {
+  const int64_t k = n.attrs.get_int("keepdims", 0);
+  INGOT_CHECK(k == 0 || k == 1, n.op, ": keepdims must be 0 or 1, got ", k);
+  return k == 1;
+}
+
+// Sizes of the dims before `axis`, at it, and after it (the row layout of a per-axis kernel).
+struct AxisSplit {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+AxisSplit split_at(const Shape& s, int axis) {
+  AxisSplit r;
+  for (int d = 0; d < static_cast<int>(s.size()); ++d)
+    (d < axis ? r.outer : d == axis ? r.n : r.inner) *= s[static_cast<size_t>(d)];
+  return r;
+}
+
+void require_float(const Node& n, DType t, const char* what) {
+  INGOT_CHECK(is_floating(t), n.op, ": ", what, " must be floating point, got ", dtype_name(t));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Axis reductions: sum mean max min moments
+
+// How to walk a contiguous input once, in memory order, accumulating into the output: size-1
+// dims are dropped and neighbouring dims of one kind (reduced or kept) merged, so the inner
+// loop is as long as possible; reduced dims get output stride 0.
+struct ReducePlan {
+  Shape out_shape;  // honors keepdims
+  Shape iter_shape;
+  Strides out_strides;
+  int64_t out_numel = 1;
+  int64_t count = 1;  // input elements per output element
+};
+
+ReducePlan plan_reduce(const Node& n, const Shape& in) {
+  const int rank = static_cast<int>(in.size());
+  const bool keep = keepdims_attr(n);
+  std::vector<bool> reduced(in.size(), false);
+  for (int a : axes_attr(n, rank)) reduced[static_cast<size_t>(a)] = true;
+  ReducePlan p;
+  std::vector<bool> iter_reduced;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (reduced[d]) {
+      p.count *= in[d];
+      if (keep) p.out_shape.push_back(1);
+    } else {
+      p.out_numel *= in[d];
+      p.out_shape.push_back(in[d]);
+    }
+    if (in[d] == 1) continue;
+    if (!iter_reduced.empty() && iter_reduced.back() == reduced[d]) {
+      p.iter_shape.back() *= in[d];
+    } else {
+      p.iter_shape.push_back(in[d]);
+      iter_reduced.push_back(reduced[d]);
+    }
+  }
+  p.out_strides.assign(p.iter_shape.size(), 0);
+  int64_t stride = 1;
+  for (size_t i = p.iter_shape.size(); i-- > 0;) {
+    if (iter_reduced[i]) continue;
+    p.out_strides[i] = stride;
+    stride *= p.iter_shape[i];
+  }
+  return p;
+}
+
+// f(acc[o], x[i]) for every input element i and the output element o it reduces into. Runs
+// row by row over the innermost iteration dim: a reduced row accumulates in a local (no
+// store/reload per element), a kept row maps onto consecutive outputs (vectorizable).
+template <class T, class A, class F>
+void accumulate(const ReducePlan& p, const T* x, A* acc, F f) {
+  if (p.iter_shape.empty()) {  // a single element
+    f(acc[0], x[0]);
+    return;
+  }
+  const int64_t len = p.iter_shape.back();
+  const bool reduced_row = p.out_strides.back() == 0;
+  const Shape rows(p.iter_shape.begin(), p.iter_shape.end() - 1);
+  const Strides row_strides(p.out_strides.begin(), p.out_strides.end() - 1);
+  for_each_strided<1>(rows, {row_strides}, [&](int64_t r, int64_t o) {
+    const T* row = x + r * len;
+    if (reduced_row) {
+      A a = acc[o];
+      for (int64_t j = 0; j < len; ++j) f(a, row[j]);
+      acc[o] = a;
+    } else {
+      A* out = acc + o;
+      for (int64_t j = 0; j < len; ++j) f(out[j], row[j]);
+    }
+  });
+}
+
+template <class T>
+using sum_acc_t = std::conditional_t<is_float_v<T>, double, uint64_t>;  // ints wrap
+
+void sum_kernel(const Node& n, std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  const DType od = output_dtypes(n, inputs)[0];
+  const Tensor x = inputs[0].contiguous();
+  const ReducePlan p = plan_reduce(n, x.shape());
+  outputs[0] = Tensor(od, p.out_shape);
+  dispatch_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using A = sum_acc_t<T>;
+    using O = std::conditional_t<std::is_same_v<T, bool>, int64_t, T>;
+    std::vector<A> acc(static_cast<size_t>(p.out_numel), A(0));
+    accumulate(p, x.data<T>(), acc.data(),
+               [](A& a, T v) { a += static_cast<A>(static_cast<compute_t<T>>(v)); });
+    O* out = outputs[0].data<O>();
+    for (int64_t i = 0; i < p.out_numel; ++i) out[i] = static_cast<O>(acc[i]);
+  });
+}
+
+// Mean and biased variance in double, two passes (the second around the mean, for accuracy).
+// Writes mean to outputs[0] and, when asked, variance to outputs[1].
+void moments_into(const Node& n, std::span<const Tensor> inputs, std::span<Tensor> outputs,
+                  bool variance) {
+  const DType od = output_dtypes(n, inputs)[0];
+  const Tensor x = inputs[0].contiguous();
+  const ReducePlan p = plan_reduce(n, x.shape());
+  for (Tensor& o : outputs) o = Tensor(od, p.out_shape);
+  dispatch_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const T* px = x.data<T>();
+    const double count = static_cast<double>(p.count);  // 0: mean is NaN, as in NumPy
+    struct Stats {
+      double mean = 0, m2 = 0;
+    };
+    std::vector<Stats> st(static_cast<size_t>(p.out_numel));
+    auto value = [](T v) { return static_cast<double>(static_cast<C>(v)); };
+    accumulate(p, px, st.data(), [&](Stats& a, T v) { a.mean += value(v); });
+    for (Stats& s : st) s.mean /= count;
+    if (variance)
+      accumulate(p, px, st.data(), [&](Stats& a, T v) {
+        const double d = value(v) - a.mean;
+        a.m2 += d * d;
+      });
+    using O = std::conditional_t<is_float_v<T>, T, float>;  // the dtype rule's to_floating
+    O* out_mean = outputs[0].data<O>();
+    O* out_var = variance ? outputs[1].data<O>() : nullptr;
+    for (size_t i = 0; i < st.size(); ++i) {
+      out_mean[i] = static_cast<O>(st[i].mean);
+      if (variance) out_var[i] = static_cast<O>(st[i].m2 / count);
+    }
+  });
+}
+
+void mean_kernel(const Node& n, std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  moments_into(n, inputs, outputs.first(1), false);
+}
+
+void moments_kernel(const Node& n, std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  moments_into(n, inputs, outputs.first(2), true);
+}
+
+// max (kMax) or min, NaN-propagating like NumPy; the dtype is kept.
+template <bool kMax>
+void extreme_kernel(const Node& n, std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  const DType od = output_dtypes(n, inputs)[0];
+  const Tensor x = inputs[0].contiguous();
+  const ReducePlan p = plan_reduce(n, x.shape());
+  INGOT_CHECK(p.count > 0 || p.out_numel == 0, n.op,
+              ": cannot reduce over a zero-size dimension (no identity), input shape ",
+              to_string(x.shape()));
+  outputs[0] = Tensor(od, p.out_shape);
+  dispatch_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    using L = std::numeric_limits<C>;
+    C identity;
+    if constexpr (L::has_infinity)
+      identity = kMax ? -L::infinity() : L::infinity();
+    else
+      identity = kMax ? L::lowest() : L::max();
+    auto acc = std::make_unique<C[]>(static_cast<size_t>(p.out_numel));  // not vector<bool>
+    std::fill_n(acc.get(), p.out_numel, identity);
+    accumulate(p, x.data<T>(), acc.get(), [](C& a, T t) {
+      const C v = static_cast<C>(t);
+      if constexpr (std::is_floating_point_v<C>) {
+        if (std::isnan(v)) a = v;  // once a is NaN, no comparison below replaces it
+      }
+      if (kMax ? v > a : v < a) a = v;
+    });
+    T* out = outputs[0].data<T>();
+    for (int64_t i = 0; i < p.out_numel; ++i) out[i] = static_cast<T>(acc[i]);
+  });
+}
+
+// Reduced dims become 1 (keepdims) or vanish; kept dims unify with the input. All outputs
+// (moments has two) get that shape.
+void reduce_shape(ShapeInfer& s) {
+  if (!s.has_rank(s.in(0))) return;
+  const int r = s.rank(s.in(0));
+  std::vector<int> axes;
+  bool keep = false;
+  checked(s, [&] {
+    axes = axes_attr(s.node(), r);
+    keep = keepdims_attr(s.node());
+  });
+  std::vector<bool> reduced(static_cast<size_t>(r), false);
+  for (int a : axes) reduced[static_cast<size_t>(a)] = true;
+  for (size_t o = 0; o < s.node().outputs.size(); ++o) {
+    const ValueId out = s.out(static_cast<int>(o));
+    s.set_rank(out, keep ? r : r - static_cast<int>(axes.size()));
+    int j = 0;
+    for (int d = 0; d < r; ++d) {
+      if (!reduced[static_cast<size_t>(d)])
+        s.unify(s.dim(out, j++), s.dim(s.in(0), d));
+      else if (keep)
+        s.bind(s.dim(out, j++), 1);
+    }
+  }
+}
+
+void sum_dtype(const Node&, std::span<const DType> in, std::span<DType> out) {
+  out[0] = in[0] == DType::Bool ? DType::Int64 : in[0];
+}
+
+void float_dtype(const Node&, std::span<const DType> in, std::span<DType> out) {
+  for (DType& o : out) o = to_floating(in[0]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// argmax
+
+void argmax_kernel(const Node& n, std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  const DType od = output_dtypes(n, inputs)[0];
+  const Tensor x = inputs[0].contiguous();
+  const int axis = argmax_axis(n, x.rank());
+  const bool keep = keepdims_attr(n);
+  const AxisSplit sp = split_at(x.shape(), axis);
+  Shape out_shape = x.shape();
+  if (keep)
+    out_shape[static_cast<size_t>(axis)] = 1;
+  else
+    out_shape.erase(out_shape.begin() + axis);
+  INGOT_CHECK(sp.n > 0 || numel(out_shape) == 0, n.op, ": axis ", axis,
+              " has size 0, so there is no maximum; input shape ", to_string(x.shape()));
+  outputs[0] = Tensor(od, out_shape);  // zero-filled: index 0
+  int64_t* idx = outputs[0].data<int64_t>();
+  dispatch_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const T* px = x.data<T>();
+    // Scan the axis one whole inner block at a time, keeping the best so far per position.
+    auto best = std::make_unique<C[]>(static_cast<size_t>(sp.inner));  // not vector<bool>
+    for (int64_t o = 0; o < sp.outer; ++o) {
+      const T* block = px + o * sp.n * sp.inner;
+      int64_t* oi = idx + o * sp.inner;
+      for (int64_t i = 0; i < sp.inner; ++i) best[i] = static_cast<C>(block[i]);
+      for (int64_t k = 1; k < sp.n; ++k) {
+        const T* row = block + k * sp.inner;
+        for (int64_t i = 0; i < sp.inner; ++i) {
+          const C v = static_cast<C>(row[i]);
+          C& b = best[i];
+          bool better = v > b;  // strict: the first maximum wins
+          if constexpr (std::is_floating_point_v<C>)
+            better = better || (std::isnan(v) && !std::isnan(b));
+          if (better) {
+            b = v;
+            oi[i] = k;
+          }
+        }
+      }
+    }
+  });
+}
+
+void argmax_shape(ShapeInfer& s) {
+  if (!s.has_rank(s.in(0))) return;
+  const int r = s.rank(s.in(0));
+  int axis = 0;
+  bool keep = false;
+  checked(s, [&] {
+    axis = argmax_axis(s.node(), r);
+    keep = keepdims_attr(s.node());
+  });
+  s.set_rank(s.out(), keep ? r : r - 1);
+  int j = 0;
+  for (int d = 0; d < r; ++d) {
+    if (d != axis)
+      s.unify(s.dim(s.out(), j++), s.dim(s.in(0), d));
+    else if (keep)
+      s.bind(s.dim(s.out(), j++), 1);
+  }
+}
+
+void int64_dtype(const Node&, std::span<const DType>, std::span<DType> out) {
+  out[0] = DType::Int64;
+}
+
+// ---------------------------------------------------------------------------------------------
+// softmax, log_softmax
+
+// Rows are the `n` elements along the axis, `inner` apart. Each block of `inner` rows is done
+// together, walking memory in order: the max, then exp(x - max) and its sum (in double), then
+// the output. Subtracting the max keeps exp from overflowing.
+template <bool kLog, class TI, class TO>
+void softmax_rows(const TI* x, TO* y, const AxisSplit& sp) {
+  using C = compute_t<TO>;
+  const int64_t n = sp.n, inner = sp.inner;
+  std::vector<C> mx(static_cast<size_t>(inner)), norm(static_cast<size_t>(inner));
+  std::vector<C> buf(static_cast<size_t>(n * inner));  // x - max (log) or exp(x - max)
+  std::vector<double> sum(static_cast<size_t>(inner));
+  for (int64_t o = 0; o < sp.outer; ++o) {
+    const TI* xb = x + o * n * inner;
+    TO* yb = y + o * n * inner;
+    std::fill(mx.begin(), mx.end(), -std::numeric_limits<C>::infinity());
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < inner; ++i)
+        mx[i] = std::max(mx[i], static_cast<C>(xb[k * inner + i]));
+    std::fill(sum.begin(), sum.end(), 0.0);
+    for (int64_t k = 0; k < n; ++k) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const C d = static_cast<C>(xb[k * inner + i]) - mx[i];
+        const C e = std::exp(d);
+        sum[i] += static_cast<double>(e);
+        buf[k * inner + i] = kLog ? d : e;
+      }
+    }
+    for (int64_t i = 0; i < inner; ++i)
+      norm[i] = static_cast<C>(kLog ? std::log(sum[i]) : 1.0 / sum[i]);
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < inner; ++i) {
+        const C v = buf[k * inner + i];
+        yb[k * inner + i] = static_cast<TO>(kLog ? v - norm[i] : v * norm[i]);
+      }
+  }
+}
+
+template <bool kLog>
+void softmax_kernel(const Node& n, std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  const DType od = output_dtypes(n, inputs)[0];
+  const Tensor x = inputs[0].contiguous();
+  const AxisSplit sp = split_at(x.shape(), axis_attr(n, x.rank()));
+  outputs[0] = Tensor(od, x.shape());
+  Tensor& y = outputs[0];
+  dispatch_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (is_float_v<T>)
+      softmax_rows<kLog>(x.data<T>(), y.data<T>(), sp);
+    else
+      softmax_rows<kLog>(x.data<T>(), y.data<float>(), sp);
+  });
+}
+
+void softmax_shape(ShapeInfer& s) {
+  s.same_shape(s.in(0), s.out());
+  if (s.has_rank(s.in(0))) checked(s, [&] { axis_attr(s.node(), s.rank(s.in(0))); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// layer_norm, batch_norm
+
+// Parameters (weight, bias, running stats) as doubles; checked against the expected shape.
+std::vector<double> param(const Node& n, const Tensor& t, const char* what, const Shape& want) {
+  INGOT_CHECK(t.shape() == want, n.op, ": ", what, " has shape ", to_string(t.shape()),
+              " but must have shape ", to_string(want));
+  return t.to_vector<double>();
+}
+
+void layer_norm_kernel(const Node& n, std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  const DType od = output_dtypes(n, inputs)[0];
+  const Tensor x = inputs[0].contiguous();
+  const int axis = axis_attr(n, x.rank());
+  const double eps = n.attrs.get_float("eps", 1e-5);
+  outputs[0] = Tensor(od, x.shape());
+  const Shape row_shape(x.shape().begin() + axis, x.shape().end());
+  const int64_t len = numel(row_shape), rows = len == 0 ? 0 : x.numel() / len;
+  const std::vector<double> w = inputs.size() > 1
+                                    ? param(n, inputs[1], "weight", row_shape)
+                                    : std::vector<double>(static_cast<size_t>(len), 1.0);
+  const std::vector<double> b = inputs.size() > 2
+                                    ? param(n, inputs[2], "bias", row_shape)
+                                    : std::vector<double>(static_cast<size_t>(len), 0.0);
+  dispatch_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* xr = x.data<T>() + r * len;
+      T* yr = outputs[0].data<T>() + r * len;
+      double mean = 0, var = 0;
+      for (int64_t k = 0; k < len; ++k) mean += static_cast<double>(static_cast<C>(xr[k]));
+      mean /= static_cast<double>(len);
+      for (int64_t k = 0; k < len; ++k) {
+        const double d = static_cast<double>(static_cast<C>(xr[k])) - mean;
+        var += d * d;
+      }
+      const double rstd = 1.0 / std::sqrt(var / static_cast<double>(len) + eps);
+      for (int64_t k = 0; k < len; ++k) {
+        const auto kk = static_cast<size_t>(k);
+        const double d = static_cast<double>(static_cast<C>(xr[k])) - mean;
+        yr[k] = static_cast<T>(static_cast<C>(d * rstd * w[kk] + b[kk]));
+      }
+    }
+  });
+}
+
+// weight and bias have the shape of the normalized trailing dims.
+void layer_norm_shape(ShapeInfer& s) {
+  s.same_shape(s.in(0), s.out());
+  if (!s.has_rank(s.in(0))) return;
+  const int r = s.rank(s.in(0));
+  int axis = 0;
+  checked(s, [&] { axis = axis_attr(s.node(), r); });
+  for (int p = 1; p < s.num_inputs(); ++p) {
+    s.set_rank(s.in(p), r - axis);
+    for (int d = axis; d < r; ++d) s.unify(s.dim(s.in(p), d - axis), s.dim(s.in(0), d));
+  }
+}
+
+void layer_norm_dtype(const Node& n, std::span<const DType> in, std::span<DType> out) {
+  static const char* const kNames[] = {"input", "weight", "bias"};
+  for (size_t i = 0; i < std::min(in.size(), std::size(kNames)); ++i)
+    require_float(n, in[i], kNames[i]);
+  out[0] = in[0];
+}
+
+void batch_norm_kernel(const Node& n, std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  const DType od = output_dtypes(n, inputs)[0];
+  const Tensor x = inputs[0].contiguous();
+  INGOT_CHECK(x.rank() >= 2, n.op, ": input must be [N, C, ...], got shape ", to_string(x.shape()));
+  const double eps = n.attrs.get_float("eps", 1e-5);
+  const AxisSplit sp = split_at(x.shape(), 1);
+  const Shape c_shape = {sp.n};
+  const std::vector<double> w = param(n, inputs[1], "weight", c_shape);
+  const std::vector<double> b = param(n, inputs[2], "bias", c_shape);
+  const std::vector<double> mean = param(n, inputs[3], "mean", c_shape);
+  const std::vector<double> var = param(n, inputs[4], "variance", c_shape);
+  // Fold the four parameters into one scale and shift per channel.
+  std::vector<double> scale(w.size()), shift(w.size());
+  for (size_t c = 0; c < w.size(); ++c) {
+    scale[c] = w[c] / std::sqrt(var[c] + eps);
+    shift[c] = b[c] - mean[c] * scale[c];
+  }
+  outputs[0] = Tensor(od, x.shape());
+  dispatch_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using C = compute_t<T>;
+    const T* px = x.data<T>();
+    T* py = outputs[0].data<T>();
+    for (int64_t o = 0; o < sp.outer; ++o) {
+      for (int64_t c = 0; c < sp.n; ++c) {
+        const C sc = static_cast<C>(scale[static_cast<size_t>(c)]);
+        const C sh = static_cast<C>(shift[static_cast<size_t>(c)]);
+        const int64_t base = (o * sp.n + c) * sp.inner;
+        for (int64_t i = 0; i < sp.inner; ++i)
+          py[base + i] = static_cast<T>(static_cast<C>(px[base + i]) * sc + sh);
+      }
+    }
+  });
+}
+
+// weight, bias, mean and variance are all [C], C being input dim 1.
+void batch_norm_shape(ShapeInfer& s) {
+  s.same_shape(s.in(0), s.out());
+  if (!s.has_rank(s.in(0))) return;
+  if (s.rank(s.in(0)) < 2)
+    s.fail("batch_norm: input must be [N, C, ...], got rank " + std::to_string(s.rank(s.in(0))));
+  for (int p = 1; p < s.num_inputs(); ++p) {
+    s.set_rank(s.in(p), 1);
+    s.unify(s.dim(s.in(p), 0), s.dim(s.in(0), 1));
+  }
+}
+
+void batch_norm_dtype(const Node& n, std::span<const DType> in, std::span<DType> out) {
+  static const char* const kNames[] = {"input", "weight", "bias", "mean", "variance"};
+  for (size_t i = 0; i < std::min(in.size(), std::size(kNames)); ++i)
+    require_float(n, in[i], kNames[i]);
+  out[0] = in[0];
+}
+
+// ---------------------------------------------------------------------------------------------
+
+void define(const char* name, int min_in, int max_in, int outs, FusionClass fusion, ShapeRule shape,
+            DTypeRule dtype, Kernel eval, const char* doc) {
+  register_op(OpDef{name, min_in, max_in, outs, fusion, shape, dtype, eval, doc});
+}
+
+}  // namespace
+
+void register_reduce_ops() {
+  constexpr FusionClass kRed = FusionClass::Reduction, kRow = FusionClass::RowKernel;
+  define("sum", 1, 1, 1, kRed, reduce_shape, sum_dtype, sum_kernel,
+         "sum over {axes} (all if empty) {keepdims}; bool sums to int64");
+  define("mean", 1, 1, 1, kRed, reduce_shape, float_dtype, mean_kernel,
+         "mean over {axes} {keepdims}; float result");
+  define("max", 1, 1, 1, kRed, reduce_shape, dtype_same_as_input, extreme_kernel<true>,
+         "max over {axes} {keepdims}; NaN propagates");
+  define("min", 1, 1, 1, kRed, reduce_shape, dtype_same_as_input, extreme_kernel<false>,
+         "min over {axes} {keepdims}; NaN propagates");
+  define("argmax", 1, 1, 1, kRed, argmax_shape, int64_dtype, argmax_kernel,
+         "int64 index of the first max along {axis} {keepdims}; NaN counts as max");
+  define("moments", 1, 1, 2, kRed, reduce_shape, float_dtype, moments_kernel,
+         "(mean, biased variance) over {axes} {keepdims}");
+  define("softmax", 1, 1, 1, kRow, softmax_shape, float_dtype, softmax_kernel<false>,
+         "exp(x) / sum exp(x) along {axis = -1}, max-subtracted");
+  define("log_softmax", 1, 1, 1, kRow, softmax_shape, float_dtype, softmax_kernel<true>,
+         "x - log sum exp(x) along {axis = -1}, max-subtracted");
+  define("layer_norm", 1, 3, 1, kRow, layer_norm_shape, layer_norm_dtype, layer_norm_kernel,
+         "layer_norm(input, [weight], [bias]) over dims {axis = -1}..end, {eps = 1e-5}");
+  define("batch_norm", 5, 5, 1, kRow, batch_norm_shape, batch_norm_dtype, batch_norm_kernel,
+         "batch_norm(input, weight, bias, mean, variance) per channel (dim 1), {eps = 1e-5}");
+}
+
 }  // namespace ingot::ops

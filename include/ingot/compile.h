@@ -1,0 +1,78 @@
+// compile(model, backend, options) -> PhysicalModel.
+//
+// Stages (each printed with `verbose`): flatten -> resolve terminals -> shape inference ->
+// type inference -> optimize -> lower (backend) -> function generation.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ingot/graph.h"
+#include "ingot/model.h"
+#include "ingot/physical_model.h"
+
+namespace ingot {
+
+struct CompileOptions {
+  // Shape templates per terminal (numbers, symbols, nullptr for unknown, "Batch..." variadic).
+  std::map<std::string, ShapeTemplate> shapes;
+  // Dtype per terminal.
+  std::map<std::string, DType> types;
+  // Key sets (Mithril): constants are fixed at compile time and folded; data keys are run-time
+  // inputs never differentiated; trainable keys are forced differentiable; discarded keys are
+  // dropped with everything that only they need (inputs) or that only feeds them (outputs).
+  std::map<std::string, Tensor> constant_keys;
+  std::vector<std::string> data_keys;
+  std::vector<std::string> trainable_keys;
+  std::vector<std::string> discard_keys;
+
+  bool static_shapes = false;  // every dimension must be known at compile time
+  bool inference = false;      // inference graph: Dropout off, BatchNorm uses running stats
+  bool jit = true;             // lower now (true) or on the first evaluate (false)
+  std::string file_path;       // write the backend's generated code (reference: its plan) here
+  std::string dump_graph;      // write the final graph here ("-" = stdout)
+  std::string dump_format = "text";  // text | json | dot
+  bool verbose = false;        // print each stage and what it decided (to stderr)
+
+  // Sets an option from its name and a string value (CLI, Python). Unknown names and
+  // unparsable values are errors that name the option and list what is valid.
+  void set(const std::string& name, const std::string& value);
+  static std::vector<std::string> option_names();
+  void validate() const;  // bad values (e.g. dump_format = "xml") are errors
+};
+
+// An executable lowered by a backend. Inputs follow PhysicalModel::run_inputs() order; outputs
+// follow the graph's output order.
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  virtual std::vector<Tensor> run(std::span<const Tensor> inputs) const = 0;
+  // Human-readable form of what will run (for file_path): generated source or a plan.
+  virtual std::string source() const = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual std::unique_ptr<Executable> lower(const Graph& graph, const CompileOptions& options) const = 0;
+  virtual std::unique_ptr<Backend> clone() const = 0;
+};
+
+// The oracle: executes the graph op by op with each op's reference kernel.
+class ReferenceBackend final : public Backend {
+ public:
+  std::string name() const override { return "reference"; }
+  std::unique_ptr<Executable> lower(const Graph& graph, const CompileOptions& options) const override;
+  std::unique_ptr<Backend> clone() const override { return std::make_unique<ReferenceBackend>(); }
+};
+
+PhysicalModel compile(const Model& model, const Backend& backend, const CompileOptions& options = {});
+
+// The compiler's front half alone: the optimized, shape- and type-inferred graph.
+Graph build_graph(const Model& model, const CompileOptions& options = {});
+
+}  // namespace ingot

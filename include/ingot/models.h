@@ -1,0 +1,98 @@
+// The model zoo: ready blocks built from primitives. Every block has the canonical terminals
+// "input" and "output" (losses: "input", "target", "output"), so `+=` chains them. Parameters are
+// terminals too ("weight", "bias", "running_mean", ...), named hierarchically once added
+// ("linear_0.weight"); their shapes come from inference, so input widths are never required.
+//
+//   Model m;
+//   m += Conv2d(64, 3);  m += BatchNorm2d();  m += Relu();
+//   m += GlobalAvgPool2d();  m += Linear(10);
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "ingot/model.h"
+
+namespace ingot {
+
+// y = x @ weight + bias; weight [in, out] (in inferred from the input's last dim), bias [out].
+// Init: weight U(±1/sqrt(in)) (Init::fan_in(0)), bias zeros.
+Model Linear(int64_t out_features, bool use_bias = true);
+
+struct Conv2dOptions {
+  int64_t out_channels = 0;
+  int64_t kernel_size = 3;  // square; use kernel_h/kernel_w for rectangles
+  int64_t stride = 1;
+  int64_t padding = 0;
+  int64_t dilation = 1;
+  int64_t groups = 1;
+  bool use_bias = true;
+  std::optional<int64_t> in_channels;  // inferred from the input when not given
+  std::optional<int64_t> kernel_h, kernel_w;
+};
+// NCHW convolution; weight [out, in/groups, kh, kw], bias [out].
+// Init: weight U(±1/sqrt(in/groups * kh * kw)) (Init::fan_in_all_but_first()), bias zeros.
+Model Conv2d(const Conv2dOptions& options);
+Model Conv2d(int64_t out_channels, int64_t kernel_size, int64_t stride = 1, int64_t padding = 0);
+
+// Per-channel (dim 1) normalization of [N, C, H, W]. Training: batch statistics (biased
+// variance); inference (compile option `inference`): running_mean / running_var.
+// Parameters: weight (ones), bias (zeros), running_mean (zeros), running_var (ones). The running
+// statistics are plain parameters until the training issue makes them non-trainable state (and
+// applies `momentum`); a training graph does not read them, so they are absent from it. To pass
+// them as data, name them in the compile option `data_keys`.
+Model BatchNorm2d(double eps = 1e-5, double momentum = 0.1);
+// Normalizes over the last `normalized_dims` dims; weight (ones) / bias (zeros) of that shape
+// when affine.
+Model LayerNorm(int normalized_dims = 1, double eps = 1e-5, bool affine = true);
+
+Model Relu();
+Model Gelu(bool tanh_approximation = false);
+Model Sigmoid();
+Model Tanh();
+Model Softmax(int64_t axis = -1);
+Model LogSoftmax(int64_t axis = -1);
+// Training: zeroes each element with probability p (seeded), scales the rest by 1/(1-p).
+// Inference: identity.
+Model Dropout(double p = 0.5, uint64_t seed = 0);
+
+Model MaxPool2d(int64_t kernel_size, std::optional<int64_t> stride = std::nullopt, int64_t padding = 0);
+Model AvgPool2d(int64_t kernel_size, std::optional<int64_t> stride = std::nullopt, int64_t padding = 0);
+// [N, C, H, W] -> [N, C]
+Model GlobalAvgPool2d();
+// [N, d1, d2, ...] -> [N, d1*d2*...]
+Model Flatten();
+// weight [num_embeddings, dim], init N(0, 1); input: integer indices of any shape -> [..., dim].
+// The input is int64 unless the compile option `types` says otherwise (e.g. int32).
+Model Embedding(int64_t num_embeddings, int64_t dim);
+
+// Two-input blocks: terminals "left", "right", "output".
+Model Add();
+Model Multiply();
+// "input" -> "output" unchanged.
+Model Identity();
+
+// Linear layers of the given widths with `activation` ("relu", "gelu", "tanh", "sigmoid" or
+// "none") between them (not after the last).
+Model MLP(const std::vector<int64_t>& widths, const std::string& activation = "relu");
+
+// Losses: terminals "input" (prediction), "target", "output" (a scalar).
+// reduction: "mean" | "sum" | "none".
+Model MSELoss(const std::string& reduction = "mean");
+// `input` are logits [N, C]; `target` integer class indices [N] (int64, or int32 through the
+// compile option `types`) or, with `one_hot_target`, probabilities [N, C] of the input's dtype.
+// Integer targets are picked without a one-hot, through an [N, N] gather (see zoo.cpp).
+Model CrossEntropyLoss(const std::string& reduction = "mean", bool one_hot_target = false);
+
+// The bundled example networks used by the demo and tests.
+// CNN: Conv2d(64, k3) -> BatchNorm2d -> Relu -> Conv2d(128, k3) -> GlobalAvgPool2d -> Linear(10)
+Model ExampleCNN(int64_t num_classes = 10);
+// MLP 784 -> 256 -> 10 with relu.
+Model ExampleMLP();
+
+// A bundled model by name: "cnn" or "mlp" (throws listing the names otherwise).
+Model example_model(const std::string& name);
+std::vector<std::string> example_model_names();
+
+}  // namespace ingot

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what building and testing ingot needs, from Debian's packages. Safe to re-run: it
+# asks apt only for what is missing.
+set -euo pipefail
+packages=(g++ cmake ninja-build libgtest-dev nlohmann-json3-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[deps] installing: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+echo "[deps] ok: ${packages[*]}"

@@ -1,0 +1,51 @@
+// The first two compile stages: flatten a logical model into primitive nodes over global wires,
+// then resolve terminals (names, key sets, data/parameter/constant kinds, training vs inference
+// mode, discards) into an IR graph plus the shape constraints inference must satisfy.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/shape_inference.h"
+#include "ingot/compile.h"
+#include "models/model_impl.h"
+
+namespace ingot {
+
+struct FlatWire {
+  std::string name;  // global: top-level terminal names, "<instance path>.<name>" inside blocks
+  bool top_level = false;
+  std::vector<ShapeConstraint> shapes;  // value ids filled in by resolve
+  std::optional<DType> dtype;
+  std::optional<Tensor> value;
+  bool weak = false;
+  detail::WireRole role = detail::WireRole::Unspecified;
+  std::optional<Init> init;
+  int producer = -1;  // flat node index
+  bool output = false;  // an output of the top-level model
+};
+
+struct FlatNode {
+  std::string op;
+  Attrs attrs;
+  std::vector<int> inputs, outputs;  // wire indices
+  std::string scope;  // instance path, "mlp.linear_1.matmul_0"
+};
+
+struct FlatModel {
+  std::vector<FlatWire> wires;
+  std::vector<FlatNode> nodes;
+};
+
+FlatModel flatten(const Model& model);
+
+struct ResolvedModel {
+  Graph graph;
+  std::vector<ShapeConstraint> constraints;
+  std::vector<std::string> notes;  // what resolution decided, for `verbose`
+};
+
+ResolvedModel resolve_terminals(const FlatModel& flat, const CompileOptions& options);
+
+}  // namespace ingot

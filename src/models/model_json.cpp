@@ -1,0 +1,234 @@
+// Model structure and settings as JSON: {"format": "ingot.model", "version": 1, "model": ...}.
+// The whole block tree is written out (zoo blocks too), so loading needs no zoo lookup and the
+// file diffs line by line.
+#include <nlohmann/json.hpp>
+
+#include "ingot/error.h"
+#include "ingot/model.h"
+#include "models/model_impl.h"
+#include "runtime/atomic_file.h"
+
+namespace ingot {
+
+using json = nlohmann::ordered_json;
+using detail::ModelImpl;
+using detail::Wire;
+using detail::WireRole;
+
+namespace {
+
+constexpr int kFormatVersion = 1;
+
+json dim_to_json(const Dim& d) {
+  switch (d.kind()) {
+    case Dim::Kind::Fixed: return d.value();
+    case Dim::Kind::Symbol: return d.name();
+    case Dim::Kind::Unknown: return nullptr;
+    case Dim::Kind::Variadic: return d.name() + "...";
+  }
+  return nullptr;
+}
+
+Dim dim_from_json(const json& j) {
+  if (j.is_null()) return Dim();
+  if (j.is_number_integer()) return Dim(j.get<int64_t>());
+  if (j.is_string()) return Dim(j.get<std::string>());
+  INGOT_FAIL("shape entry must be an integer, a string or null, got ", j.dump());
+}
+
+json attr_to_json(const Attr& a) {
+  return std::visit(
+      [](const auto& v) -> json {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::vector<int64_t>>) return json{{"ints", v}};
+        else if constexpr (std::is_same_v<T, std::vector<double>>) return json{{"floats", v}};
+        else return v;
+      },
+      a);
+}
+
+Attr attr_from_json(const json& j) {
+  if (j.is_number_integer()) return j.get<int64_t>();
+  if (j.is_number_float()) return j.get<double>();
+  if (j.is_string()) return j.get<std::string>();
+  if (j.is_object() && j.contains("ints")) return j.at("ints").get<std::vector<int64_t>>();
+  if (j.is_object() && j.contains("floats")) return j.at("floats").get<std::vector<double>>();
+  INGOT_FAIL("attribute value must be a number, a string, {\"ints\": [...]} or {\"floats\": [...]}, got ", j.dump());
+}
+
+json tensor_to_json(const Tensor& t) {
+  return {{"dtype", dtype_name(t.dtype())}, {"shape", t.shape()}, {"data", t.to_vector<double>()}};
+}
+
+Tensor tensor_from_json(const json& j) {
+  DType dt = parse_dtype(j.at("dtype").get<std::string>());
+  Shape shape = j.at("shape").get<Shape>();
+  for (int64_t d : shape) INGOT_CHECK(d >= 0, "negative dimension in tensor shape");
+  std::vector<double> data = j.at("data").get<std::vector<double>>();
+  INGOT_CHECK(static_cast<int64_t>(data.size()) == numel(shape), "tensor data has ", data.size(),
+              " values for shape ", to_string(shape));
+  return Tensor::from_vector<double>(data, shape).astype(dt);
+}
+
+const char* role_name(WireRole r) {
+  switch (r) {
+    case WireRole::Input: return "input";
+    case WireRole::Parameter: return "parameter";
+    default: return "unspecified";
+  }
+}
+
+WireRole role_from(const std::string& s) {
+  if (s == "input") return WireRole::Input;
+  if (s == "parameter") return WireRole::Parameter;
+  INGOT_CHECK(s == "unspecified", "unknown wire role '", s, "'");
+  return WireRole::Unspecified;
+}
+
+json model_to_json(const Model& model) {
+  const ModelImpl& m = model.impl();
+  json j;
+  j["type"] = m.type_name;
+  if (!m.instance_name.empty()) j["instance_name"] = m.instance_name;
+  if (m.primitive()) {
+    j["op"] = m.op;
+    j["inputs"] = m.input_names;
+    j["outputs"] = m.output_names;
+    json attrs = json::object();
+    for (const auto& [k, v] : m.attrs.items()) attrs[k] = attr_to_json(v);
+    j["attrs"] = attrs;
+    return j;
+  }
+  json wires = json::array();
+  for (const Wire& w : m.wires) {
+    json jw;
+    if (!w.name.empty()) jw["name"] = w.name;
+    if (!w.auto_name.empty()) jw["auto_name"] = w.auto_name;
+    if (w.exposed) jw["exposed"] = true;
+    if (!w.shapes.empty()) {
+      json shapes = json::array();
+      for (const ShapeTemplate& t : w.shapes) {
+        json s = json::array();
+        for (const Dim& d : t) s.push_back(dim_to_json(d));
+        shapes.push_back(s);
+      }
+      jw["shapes"] = shapes;
+    }
+    if (w.dtype) jw["dtype"] = dtype_name(*w.dtype);
+    if (w.value) jw["value"] = tensor_to_json(*w.value);
+    if (w.weak) jw["weak"] = true;
+    if (w.role != WireRole::Unspecified) jw["role"] = role_name(w.role);
+    if (w.init) jw["init"] = w.init->str();
+    wires.push_back(jw);
+  }
+  json blocks = json::array();
+  for (const detail::Block& b : m.blocks) {
+    json links = json::object();
+    for (size_t t = 0; t < b.terminals.size(); ++t) links[b.terminals[t]] = b.wires[t];
+    blocks.push_back({{"instance", b.instance}, {"links", links}, {"model", model_to_json(*b.model)}});
+  }
+  j["wires"] = wires;
+  j["blocks"] = blocks;
+  j["cin"] = m.cin;
+  j["cout"] = m.cout;
+  return j;
+}
+
+Model model_from_json(const json& j, const std::string& path) {
+  INGOT_CHECK(j.is_object(), "at ", path, ": a model must be a JSON object");
+  if (j.contains("op")) {
+    Attrs attrs;
+    for (const auto& [k, v] : j.at("attrs").items()) attrs.set(k, attr_from_json(v));
+    Model p = Model::primitive(j.at("op").get<std::string>(), j.at("inputs").get<std::vector<std::string>>(),
+                               j.at("outputs").get<std::vector<std::string>>(), attrs,
+                               j.value("type", std::string()));
+    if (j.contains("instance_name")) p.set_name(j.at("instance_name").get<std::string>());
+    return p;
+  }
+  Model model;
+  ModelImpl& m = model.impl();
+  m.type_name = j.value("type", std::string("Model"));
+  m.instance_name = j.value("instance_name", std::string());
+  for (const json& jw : j.at("wires")) {
+    Wire w;
+    w.name = jw.value("name", std::string());
+    w.auto_name = jw.value("auto_name", std::string());
+    w.exposed = jw.value("exposed", false);
+    if (jw.contains("shapes"))
+      for (const json& s : jw.at("shapes")) {
+        ShapeTemplate t;
+        for (const json& d : s) t.push_back(dim_from_json(d));
+        w.shapes.push_back(std::move(t));
+      }
+    if (jw.contains("dtype")) w.dtype = parse_dtype(jw.at("dtype").get<std::string>());
+    if (jw.contains("value")) w.value = tensor_from_json(jw.at("value"));
+    w.weak = jw.value("weak", false);
+    w.role = role_from(jw.value("role", std::string("unspecified")));
+    if (jw.contains("init")) w.init = Init::parse(jw.at("init").get<std::string>());
+    m.wires.push_back(std::move(w));
+  }
+  const int num_wires = static_cast<int>(m.wires.size());
+  for (const json& jb : j.at("blocks")) {
+    detail::Block b;
+    b.instance = jb.at("instance").get<std::string>();
+    b.model = std::make_unique<Model>(model_from_json(jb.at("model"), path + "." + b.instance));
+    const json& links = jb.at("links");
+    std::vector<TerminalInfo> terms = b.model->terminals();
+    INGOT_CHECK(links.is_object() && links.size() == terms.size(), "at ", path, ".", b.instance,
+                ": expected links for its ", terms.size(), " terminals, got ", links.dump());
+    for (const TerminalInfo& t : terms) {
+      INGOT_CHECK(links.contains(t.name), "at ", path, ".", b.instance, ": terminal '", t.name, "' is not linked");
+      int w = links.at(t.name).get<int>();
+      INGOT_CHECK(w >= 0 && w < num_wires, "at ", path, ".", b.instance, ": terminal '", t.name,
+                  "' links to wire ", w, " of ", num_wires);
+      b.terminals.push_back(t.name);
+      b.wires.push_back(w);
+      b.is_output.push_back(t.role == TerminalInfo::Role::Output);
+    }
+    m.blocks.push_back(std::move(b));
+  }
+  m.cin = j.value("cin", -1);
+  m.cout = j.value("cout", -1);
+  INGOT_CHECK(m.cin >= -1 && m.cin < num_wires && m.cout >= -1 && m.cout < num_wires, "at ", path,
+              ": canonical input/output index out of range");
+  return model;
+}
+
+}  // namespace
+
+std::string Model::to_json() const {
+  json j{{"format", "ingot.model"}, {"version", kFormatVersion}, {"model", model_to_json(*this)}};
+  return j.dump(2) + "\n";
+}
+
+Model Model::from_json(const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    INGOT_FAIL("Model JSON is not valid JSON: ", e.what());
+  }
+  INGOT_CHECK(j.is_object() && j.value("format", std::string()) == "ingot.model",
+              "Not an ingot model file: expected \"format\": \"ingot.model\"");
+  INGOT_CHECK(j.contains("version") && j.at("version").is_number_integer(), "Model JSON has no integer \"version\"");
+  int version = j.at("version").get<int>();
+  INGOT_CHECK(version == kFormatVersion, "Unsupported model format version ", version,
+              " (this ingot reads version ", kFormatVersion, ")");
+  try {
+    return model_from_json(j.at("model"), "model");
+  } catch (const json::exception& e) {
+    INGOT_FAIL("Malformed model JSON: ", e.what());
+  }
+}
+
+void Model::save(const std::string& path) const { write_file_atomic(path, to_json()); }
+
+Model Model::load(const std::string& path) {
+  try {
+    return from_json(read_file(path));
+  } catch (const Error& e) {
+    INGOT_FAIL("Cannot load model '", path, "': ", e.what());
+  }
+}
+
+}  // namespace ingot

@@ -1,0 +1,79 @@
+// The `ingot` program, run as a user would run it.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace {
+
+struct Result {
+  int status;
+  std::string output;  // stdout and stderr together
+};
+
+Result run_cli(const std::string& args) {
+  std::string cmd = std::string(INGOT_CLI_PATH) + " " + args + " 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  Result r{-1, ""};
+  if (!pipe) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe.get())) > 0) r.output.append(buf.data(), n);
+  int status = pclose(pipe.release());
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+}  // namespace
+
+TEST(Cli, Help) {
+  Result r = run_cli("--help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.output.find("ingot dump <model>"), std::string::npos);
+  EXPECT_NE(r.output.find("ingot demo"), std::string::npos);
+  EXPECT_EQ(run_cli("").status, 1);  // no command: usage, non-zero
+}
+
+TEST(Cli, DumpBundledModels) {
+  Result r = run_cli("dump cnn");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("conv2d"), std::string::npos) << r.output;
+  r = run_cli("dump mlp --shape input=8,784 --format json");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.front(), '{');
+  r = run_cli("dump mlp --format dot");
+  EXPECT_NE(r.output.find("digraph"), std::string::npos) << r.output;
+  r = run_cli("summary cnn");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("total parameters"), std::string::npos) << r.output;
+}
+
+TEST(Cli, SaveAndReloadJson) {
+  std::string path = (std::filesystem::temp_directory_path() / ("ingot_cli_" + std::to_string(::getpid()) + ".json")).string();
+  Result r = run_cli("save mlp " + path);
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = run_cli("dump " + path + " --shape input=N,784");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("matmul"), std::string::npos) << r.output;
+  std::filesystem::remove(path);
+}
+
+TEST(Cli, ErrorsAreClear) {
+  Result r = run_cli("dump nosuchmodel");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("Unknown model 'nosuchmodel'"), std::string::npos) << r.output;
+  r = run_cli("dump mlp --format xml");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("xml"), std::string::npos) << r.output;
+  r = run_cli("dump cnn --shape input=N,3");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("Cannot infer shape"), std::string::npos) << r.output;
+  r = run_cli("frobnicate");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("unknown command 'frobnicate'"), std::string::npos) << r.output;
+  r = run_cli("dump mlp --bogus");
+  EXPECT_NE(r.output.find("Unknown option '--bogus'"), std::string::npos) << r.output;
+}
