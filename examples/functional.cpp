@@ -13,7 +13,7 @@ int main() {
   m.expose(y.sum({-1}), "score");
 
   CompileOptions o;
-  o.shapes = {{"x", {"Batch...", 16}}};  // any leading dims
+  o.shapes = {{"x", {"B", "T", 16}}};  // symbolic batch and sequence
   o.verbose = true;
   std::cout << m.summary({{"x", {2, 5, 16}}});
   PhysicalModel pm = compile(m, ReferenceBackend(), o);

@@ -40,7 +40,8 @@ Tensor first_samples(const Tensor& t, int64_t n) {
   const int64_t per_sample = t.numel() / s[0];
   s[0] = n;
   Tensor out(t.dtype(), s);
-  std::memcpy(out.raw_data(), t.raw_data(), static_cast<size_t>(n * per_sample) * dtype_size(t.dtype()));
+  std::memcpy(out.raw_data(), t.raw_data(),
+              static_cast<size_t>(n * per_sample) * dtype_size(t.dtype()));
   return out;
 }
 
@@ -72,7 +73,8 @@ Act conv_valid(Act& x, const Tensor& w, const Tensor& b) {
           for (int64_t c = 0; c < ws[1]; ++c)
             for (int64_t i = 0; i < ws[2]; ++i)
               for (int64_t j = 0; j < ws[3]; ++j)
-                acc += x.at(n, c, h + i, q + j) * wv[static_cast<size_t>(((m * ws[1] + c) * ws[2] + i) * ws[3] + j)];
+                acc += x.at(n, c, h + i, q + j) *
+                       wv[static_cast<size_t>(((m * ws[1] + c) * ws[2] + i) * ws[3] + j)];
           y.at(n, m, h, q) = acc;
         }
   return y;
@@ -87,7 +89,8 @@ void batch_norm_relu(Act& x) {
       for (int64_t i = 0; i < hw; ++i) mean += x.v[static_cast<size_t>((s * c + ch) * hw + i)];
     mean /= static_cast<double>(n * hw);
     for (int64_t s = 0; s < n; ++s)
-      for (int64_t i = 0; i < hw; ++i) var += std::pow(x.v[static_cast<size_t>((s * c + ch) * hw + i)] - mean, 2);
+      for (int64_t i = 0; i < hw; ++i)
+        var += std::pow(x.v[static_cast<size_t>((s * c + ch) * hw + i)] - mean, 2);
     var /= static_cast<double>(n * hw);
     for (int64_t s = 0; s < n; ++s)
       for (int64_t i = 0; i < hw; ++i) {
@@ -103,7 +106,8 @@ Values cnn_reference(const Tensor& input, const TensorMap& p) {
   batch_norm_relu(h);
   Act y = conv_valid(h, p.at("conv2d_1.weight"), p.at("conv2d_1.bias"));
   const int64_t n = y.shape[0], c = y.shape[1], hw = y.shape[2] * y.shape[3];
-  const Values w = p.at("linear_0.weight").to_vector<double>(), b = p.at("linear_0.bias").to_vector<double>();
+  const Values w = p.at("linear_0.weight").to_vector<double>(),
+               b = p.at("linear_0.bias").to_vector<double>();
   const int64_t classes = static_cast<int64_t>(b.size());
   Values out;
   for (int64_t s = 0; s < n; ++s)
@@ -156,7 +160,8 @@ TEST(E2E, ExampleCNNMatchesAHandWrittenForwardPass) {
   Tensor y = pm.evaluate(params, {{"input", x}}).at("output");
   ASSERT_EQ(y.shape(), (Shape{3, 10}));
   const Values want = cnn_reference(x, params);
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(y.item(static_cast<int64_t>(i)), want[i], 1e-4) << i;
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(y.item(static_cast<int64_t>(i)), want[i], 1e-4) << i;
 }
 
 TEST(E2E, ExampleCNNInferenceIsPerSampleAndTrainingIsNot) {
@@ -167,7 +172,8 @@ TEST(E2E, ExampleCNNInferenceIsPerSampleAndTrainingIsNot) {
   Tensor all = inference.evaluate(params, {{"input", x}}).at("output");
   Tensor two = inference.evaluate(params, {{"input", first_samples(x, 2)}}).at("output");
   expect_finite(all);
-  EXPECT_TRUE(allclose(two, first_samples(all, 2), 1e-5, 1e-6)) << max_abs_diff(two, first_samples(all, 2));
+  EXPECT_TRUE(allclose(two, first_samples(all, 2), 1e-5, 1e-6))
+      << max_abs_diff(two, first_samples(all, 2));
   // Training normalizes with the batch's statistics, so the batch changes every row.
   TensorMap train_params = training.randomize_params(0);  // no running statistics
   EXPECT_EQ(train_params.size() + 2, params.size());
@@ -178,7 +184,8 @@ TEST(E2E, ExampleCNNInferenceIsPerSampleAndTrainingIsNot) {
 
 // The one full-size evaluation: ~2e11 FLOPs in the reference convolution.
 TEST(E2E, ExampleCNNFullSizeBatch32) {
-  if (slow_tests_skipped()) GTEST_SKIP() << "INGOT_SKIP_SLOW=1: skipping the [32, 3, 224, 224] CNN evaluation";
+  if (slow_tests_skipped())
+    GTEST_SKIP() << "INGOT_SKIP_SLOW=1: skipping the [32, 3, 224, 224] CNN evaluation";
   PhysicalModel batch32 = compile_cnn({32, 3, 224, 224}, /*inference=*/true);
   PhysicalModel symbolic = compile_cnn({"N", 3, 224, 224}, /*inference=*/true);
   TensorMap params = batch32.randomize_params(0);
@@ -194,14 +201,16 @@ TEST(E2E, ExampleCNNFullSizeBatch32) {
 
   Tensor two = symbolic.evaluate(params, {{"input", first_samples(x, 2)}}).at("output");
   ASSERT_EQ(two.shape(), (Shape{2, 10}));
-  EXPECT_TRUE(allclose(two, first_samples(y, 2), 1e-5, 1e-6)) << max_abs_diff(two, first_samples(y, 2));
+  EXPECT_TRUE(allclose(two, first_samples(y, 2), 1e-5, 1e-6))
+      << max_abs_diff(two, first_samples(y, 2));
 }
 
 TEST(E2E, ExampleMLPEndToEnd) {
   CompileOptions o;
   o.shapes = {{"input", {"N", 784}}};
   PhysicalModel pm = compile(example_model("mlp"), ReferenceBackend(), o);
-  EXPECT_EQ(pm.parameter_names(), (std::vector<std::string>{"linear_0.weight", "linear_0.bias", "linear_1.weight", "linear_1.bias"}));
+  EXPECT_EQ(pm.parameter_names(), (std::vector<std::string>{"linear_0.weight", "linear_0.bias",
+                                                            "linear_1.weight", "linear_1.bias"}));
   EXPECT_EQ(shape_of(pm, "linear_0.weight"), "[784, 256]");
   EXPECT_EQ(shape_of(pm, "linear_1.weight"), "[256, 10]");
   EXPECT_EQ(shape_of(pm, "output"), "[N, 10]");
@@ -213,7 +222,8 @@ TEST(E2E, ExampleMLPEndToEnd) {
   Tensor y = pm.evaluate(params, {{"input", x}}).at("output");
   ASSERT_EQ(y.shape(), (Shape{3, 10}));
   const Values xv = x.to_vector<double>(), w0 = params.at("linear_0.weight").to_vector<double>(),
-               b0 = params.at("linear_0.bias").to_vector<double>(), w1 = params.at("linear_1.weight").to_vector<double>();
+               b0 = params.at("linear_0.bias").to_vector<double>(),
+               w1 = params.at("linear_1.weight").to_vector<double>();
   for (size_t n = 0; n < 3; ++n) {
     Values hidden(256);
     for (size_t j = 0; j < 256; ++j) {

@@ -53,7 +53,8 @@ std::vector<double> affine(const Tensor& x, const Tensor& w, const Tensor& b) {
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < m; ++j) {
       double acc = bv[static_cast<size_t>(j)];
-      for (int64_t p = 0; p < k; ++p) acc += xv[static_cast<size_t>(i * k + p)] * wv[static_cast<size_t>(p * m + j)];
+      for (int64_t p = 0; p < k; ++p)
+        acc += xv[static_cast<size_t>(i * k + p)] * wv[static_cast<size_t>(p * m + j)];
       y[static_cast<size_t>(i * m + j)] = acc;
     }
   return y;
@@ -74,7 +75,8 @@ TEST(Model, PlusEqualsChainsCanonicalTerminals) {
   m += Linear(4);
   m += Relu();
   m += Linear(2);
-  EXPECT_EQ(m.input_keys(), (Names{"input", "linear_0.weight", "linear_0.bias", "linear_1.weight", "linear_1.bias"}));
+  EXPECT_EQ(m.input_keys(), (Names{"input", "linear_0.weight", "linear_0.bias", "linear_1.weight",
+                                   "linear_1.bias"}));
   EXPECT_EQ(m.output_keys(), (Names{"output"}));
   PhysicalModel pm = compile_ref(m, with_shapes({{"input", {"N", 3}}}));
   EXPECT_EQ(pm.input_names(), (Names{"input"}));
@@ -88,8 +90,8 @@ TEST(Model, PipeEqualsLinksOnlyWhatTheCallNames) {
   Model m;
   m |= Linear(4);
   m |= Linear(2);
-  EXPECT_EQ(m.input_keys(),
-            (Names{"input", "linear_0.weight", "linear_0.bias", "linear_1.input", "linear_1.weight", "linear_1.bias"}));
+  EXPECT_EQ(m.input_keys(), (Names{"input", "linear_0.weight", "linear_0.bias", "linear_1.input",
+                                   "linear_1.weight", "linear_1.bias"}));
   EXPECT_EQ(m.output_keys(), (Names{"output"}));
   // The canonical output moved to linear_1, so linear_0 feeds nothing and is not compiled.
   PhysicalModel pm = compile_ref(m, with_shapes({{"linear_1.input", {5, 3}}}));
@@ -136,15 +138,16 @@ TEST(Model, NestedModelsNameParametersByPath) {
   encoder += MLP({8, 4});
   encoder += Relu();
   Model m;
-  m += encoder;             // a plain Model is named "model_0"
-  m += MLP({2});            // "mlp_0"
+  m += encoder;                                     // a plain Model is named "model_0"
+  m += MLP({2});                                    // "mlp_0"
   m.add(Linear(2), {{"input", m.cout()}}, "head");  // an explicit instance name
   Model named = Linear(3);
   m += named.set_name("proj");
-  EXPECT_EQ(m.input_keys(), (Names{"input", "model_0.mlp_0.linear_0.weight", "model_0.mlp_0.linear_0.bias",
-                                   "model_0.mlp_0.linear_1.weight", "model_0.mlp_0.linear_1.bias",
-                                   "mlp_0.linear_0.weight", "mlp_0.linear_0.bias", "head.weight", "head.bias",
-                                   "proj.weight", "proj.bias"}));
+  EXPECT_EQ(m.input_keys(),
+            (Names{"input", "model_0.mlp_0.linear_0.weight", "model_0.mlp_0.linear_0.bias",
+                   "model_0.mlp_0.linear_1.weight", "model_0.mlp_0.linear_1.bias",
+                   "mlp_0.linear_0.weight", "mlp_0.linear_0.bias", "head.weight", "head.bias",
+                   "proj.weight", "proj.bias"}));
   PhysicalModel pm = compile_ref(m, with_shapes({{"input", {"N", 5}}}));
   EXPECT_EQ(shape_of(pm, "model_0.mlp_0.linear_0.weight"), "[5, 8]");
   EXPECT_EQ(shape_of(pm, "model_0.mlp_0.linear_1.weight"), "[8, 4]");
@@ -153,9 +156,11 @@ TEST(Model, NestedModelsNameParametersByPath) {
   EXPECT_EQ(shape_of(pm, "output"), "[N, 3]");
   // Nodes keep the block path they came from.
   bool found = false;
-  for (const Node& n : pm.graph().nodes()) found = found || n.scope == "model_0.mlp_0.linear_1.matmul_0";
+  for (const Node& n : pm.graph().nodes())
+    found = found || n.scope == "model_0.mlp_0.linear_1.matmul_0";
   EXPECT_TRUE(found);
-  EXPECT_TRUE(Contains(error_of([&] { m.add(Relu(), {}, "head"); }), "A block named 'head' is already in this model"));
+  EXPECT_TRUE(Contains(error_of([&] { m.add(Relu(), {}, "head"); }),
+                       "A block named 'head' is already in this model"));
 }
 
 TEST(Model, ExposedWiresAreOutputs) {
@@ -218,11 +223,13 @@ TEST(Model, FunctionalExpressionsMatchHandComputation) {
   expect_values(out.at("affine"), aff);
   expect_values(out.at("xt"), {at(0, 0), at(1, 0), at(0, 1), at(1, 1), at(0, 2), at(1, 2)});
   expect_values(out.at("reshaped"), v);
-  expect_values(out.at("row_sum"), {at(0, 0) + at(0, 1) + at(0, 2), at(1, 0) + at(1, 1) + at(1, 2)});
+  expect_values(out.at("row_sum"),
+                {at(0, 0) + at(0, 1) + at(0, 2), at(1, 0) + at(1, 1) + at(1, 2)});
   double total = 0;
   for (double e : v) total += e;
   expect_values(out.at("mean"), {total / 6});
-  expect_values(out.at("col_max"), {std::max(at(0, 0), at(1, 0)), std::max(at(0, 1), at(1, 1)), std::max(at(0, 2), at(1, 2))});
+  expect_values(out.at("col_max"), {std::max(at(0, 0), at(1, 0)), std::max(at(0, 1), at(1, 1)),
+                                    std::max(at(0, 2), at(1, 2))});
   expect_values(out.at("row1"), {at(1, 0), at(1, 1), at(1, 2)});
   expect_values(out.at("cols_0_2"), {at(0, 0), at(0, 2), at(1, 0), at(1, 2)});
   std::vector<double> ratio, ome;
@@ -272,22 +279,31 @@ TEST(Model, IOKeyShapeDtypeValueAndExpose) {
   TensorMap params = pm.randomize_params(0);
   Tensor x = random_tensor({4, 3}, 1, -1, 1, DType::Float64);
   TensorMap out = pm.evaluate(params, {{"x", x}});
-  expect_values(out.at("y"), affine(x, params.at("linear_0.weight"), Tensor::from_vector<double>({10, 20}, {2})), 1e-12);
+  expect_values(out.at("y"),
+                affine(x, params.at("linear_0.weight"), Tensor::from_vector<double>({10, 20}, {2})),
+                1e-12);
 }
 
 TEST(Model, SetShapesTypesAndValues) {
   Model m;
   m += Linear(2);
   m.set_shapes({{"input", {"N", 3}}});
-  m.set_types({{"input", DType::Float64}, {"linear_0.weight", DType::Float64}, {"linear_0.bias", DType::Float64}});
+  m.set_types({{"input", DType::Float64},
+               {"linear_0.weight", DType::Float64},
+               {"linear_0.bias", DType::Float64}});
   m.set_values({{"linear_0.bias", Tensor::from_vector<double>({1, -1}, {2})}});
   PhysicalModel pm = compile_ref(m);
   EXPECT_EQ(shape_of(pm, "input"), "[N, 3]");
   EXPECT_EQ(shape_of(pm, "output"), "[N, 2]");
   EXPECT_EQ(pm.get_types().at("output"), DType::Float64);
   EXPECT_EQ(pm.constant_names(), (Names{"linear_0.bias"}));
-  EXPECT_TRUE(Contains(error_of([&] { m.set_shapes({{"nope", {1}}}); }), "set_shapes: model has no terminal 'nope'"));
-  EXPECT_TRUE(Contains(error_of([&] { m.set_values({{"output", Tensor::scalar<float>(1)}}); }),
+  EXPECT_TRUE(Contains(error_of([&] {
+                         m.set_shapes({{"nope", {1}}});
+                       }),
+                       "set_shapes: model has no terminal 'nope'"));
+  EXPECT_TRUE(Contains(error_of([&] {
+                         m.set_values({{"output", Tensor::scalar<float>(1)}});
+                       }),
                        "only inputs can hold values"));
 }
 
@@ -303,7 +319,8 @@ TEST(ModelShapes, SymbolicBatchSurvivesTheWholeModel) {
   // Leading dims pass through matmul's batch dims.
   PhysicalModel pv = compile_ref(m, with_shapes({{"input", {"B", "T", 784}}}));
   EXPECT_EQ(shape_of(pv, "output"), "[B, T, 10]");
-  Tensor out = pv.evaluate(pv.randomize_params(0), {{"input", random_tensor({2, 3, 784}, 1)}}).at("output");
+  Tensor out =
+      pv.evaluate(pv.randomize_params(0), {{"input", random_tensor({2, 3, 784}, 1)}}).at("output");
   EXPECT_EQ(out.shape(), (Shape{2, 3, 10}));
 }
 
@@ -312,7 +329,9 @@ TEST(ModelShapes, SizesFlowBackwardsFromParametersAndOutputs) {
   m += Linear(4);
   m += Tanh();
   // The input width comes from the weight; the batch from the output.
-  PhysicalModel pm = compile_ref(m, with_shapes({{"input", {"N", nullptr}}, {"linear_0.weight", {16, 4}}, {"output", {8, 4}}}));
+  PhysicalModel pm = compile_ref(
+      m,
+      with_shapes({{"input", {"N", nullptr}}, {"linear_0.weight", {16, 4}}, {"output", {8, 4}}}));
   EXPECT_EQ(shape_of(pm, "input"), "[8, 16]");
   EXPECT_EQ(shape_of(pm, "linear_0.bias"), "[4]");
   // An elementwise chain given only its output shape.
@@ -339,7 +358,9 @@ TEST(ModelShapes, ConflictingTemplatesCannotBeInferred) {
   // Widths that disagree across a Linear.
   Model lin;
   lin += Linear(4);
-  std::string msg2 = error_of([&] { compile_ref(lin, with_shapes({{"input", {2, 3}}, {"linear_0.weight", {5, 4}}})); });
+  std::string msg2 = error_of([&] {
+    compile_ref(lin, with_shapes({{"input", {2, 3}}, {"linear_0.weight", {5, 4}}}));
+  });
   EXPECT_TRUE(Contains(msg2, "Cannot infer shape for"));
 }
 
@@ -357,7 +378,9 @@ TEST(ModelShapes, StaticShapesRejectsSymbolicDims) {
 
 TEST(ModelErrors, UnknownTerminalInLinksListsTheTerminals) {
   Model m;
-  EXPECT_TRUE(Contains(error_of([&] { m |= Linear(4)({{"inptu", "x"}}); }),
+  EXPECT_TRUE(Contains(error_of([&] {
+                         m |= Linear(4)({{"inptu", "x"}});
+                       }),
                        "Linear has no terminal 'inptu' (terminals: input, weight, bias, output)"));
 }
 
@@ -389,10 +412,13 @@ TEST(ModelErrors, CyclesAreReportedAtCompile) {
 
 TEST(ModelErrors, CompileOptionsAreChecked) {
   CompileOptions o;
-  EXPECT_TRUE(Contains(error_of([&] { o.set("optimisation", "1"); }), "Unknown compile option 'optimisation'"));
+  EXPECT_TRUE(Contains(error_of([&] { o.set("optimisation", "1"); }),
+                       "Unknown compile option 'optimisation'"));
   Model m;
   m += Relu();
-  EXPECT_TRUE(Contains(error_of([&] { compile_ref(m, with_shapes({{"inptu", {2}}})); }),
+  EXPECT_TRUE(Contains(error_of([&] {
+                         compile_ref(m, with_shapes({{"inptu", {2}}}));
+                       }),
                        "shapes: 'inptu' is not a terminal of the model"));
   CompileOptions t;
   t.types = {{"nope", DType::Float64}};
@@ -402,12 +428,17 @@ TEST(ModelErrors, CompileOptionsAreChecked) {
 TEST(ModelErrors, DtypeMismatchNamesTheTerminal) {
   Model m;
   m |= Relu()({{"input", IOKey("x").dtype(DType::Float32)}, {"output", "y"}});
-  EXPECT_TRUE(Contains(error_of([&] { m |= Tanh()({{"input", IOKey("x").dtype(DType::Int64)}, {"output", "z"}}); }),
+  EXPECT_TRUE(Contains(error_of([&] {
+                         m |= Tanh()({{"input", IOKey("x").dtype(DType::Int64)}, {"output", "z"}});
+                       }),
                        "Type mismatch at 'x'"));
   // Across levels: Embedding wants int64 indices where the parent says float32.
   Model n;
   n |= Embedding(5, 2)({{"input", IOKey("x").dtype(DType::Float32)}});
-  EXPECT_TRUE(Contains(error_of([&] { compile_ref(n, with_shapes({{"x", {3}}})); }), "Type mismatch at 'x'"));
+  EXPECT_TRUE(Contains(error_of([&] {
+                         compile_ref(n, with_shapes({{"x", {3}}}));
+                       }),
+                       "Type mismatch at 'x'"));
 }
 
 TEST(ModelErrors, EvaluateChecksInputs) {
@@ -416,15 +447,26 @@ TEST(ModelErrors, EvaluateChecksInputs) {
   PhysicalModel pm = compile_ref(m);
   Tensor a = random_tensor({3, 2}, 1);
   EXPECT_TRUE(Contains(error_of([&] { pm.evaluate({}, {{"a", a}}); }), "Missing input 'b'"));
-  EXPECT_TRUE(Contains(error_of([&] { pm.evaluate({}, {{"a", a}, {"b", a.astype(DType::Float64)}}); }),
+  EXPECT_TRUE(Contains(error_of([&] {
+                         pm.evaluate({}, {{"a", a}, {"b", a.astype(DType::Float64)}});
+                       }),
                        "Type mismatch at 'b': expected float32, got float64"));
-  EXPECT_TRUE(Contains(error_of([&] { pm.evaluate({}, {{"a", a}, {"b", random_tensor({3, 5}, 2)}}); }),
+  EXPECT_TRUE(Contains(error_of([&] {
+                         pm.evaluate({}, {{"a", a}, {"b", random_tensor({3, 5}, 2)}});
+                       }),
                        "Shape mismatch at 'b'"));
-  EXPECT_TRUE(Contains(error_of([&] { pm.evaluate({}, {{"a", a}, {"b", random_tensor({4, 2}, 2)}}); }),
+  EXPECT_TRUE(Contains(error_of([&] {
+                         pm.evaluate({}, {{"a", a}, {"b", random_tensor({4, 2}, 2)}});
+                       }),
                        "dimension 'N' is 4"));
-  EXPECT_TRUE(Contains(error_of([&] { pm.evaluate({}, {{"a", a}, {"b", a}, {"c", a}}); }), "Unknown input 'c'"));
+  EXPECT_TRUE(Contains(error_of([&] {
+                         pm.evaluate({}, {{"a", a}, {"b", a}, {"c", a}});
+                       }),
+                       "Unknown input 'c'"));
   TensorMap out = pm.evaluate({}, {{"a", a}, {"b", a}});
-  for (int64_t i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(static_cast<float>(out.at("output").item(i)), static_cast<float>(2 * a.item(i)));
+  for (int64_t i = 0; i < 6; ++i)
+    EXPECT_FLOAT_EQ(static_cast<float>(out.at("output").item(i)),
+                    static_cast<float>(2 * a.item(i)));
 }
 
 // ---------------------------------------------------------------- key sets
@@ -482,7 +524,8 @@ TEST(KeySets, OverlappingSetsNameTheKey) {
   EXPECT_TRUE(Contains(msg, "Key 'scale' is in both data_keys and trainable_keys"));
   CompileOptions c;
   c.constant_keys = {{"y", Tensor::scalar<float>(1)}};
-  EXPECT_TRUE(Contains(error_of([&] { compile_ref(two_branch_model(), c); }), "constant_keys: 'y' is produced by block"));
+  EXPECT_TRUE(Contains(error_of([&] { compile_ref(two_branch_model(), c); }),
+                       "constant_keys: 'y' is produced by block"));
 }
 
 TEST(KeySets, DiscardingAnOutputRemovesWhatOnlyItNeeds) {

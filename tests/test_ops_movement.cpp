@@ -312,3 +312,33 @@ TEST(MovementOps, GatherValues) {
   expect_error([&] { run_op("gather", {x, tensor<int32_t>({-5}, {1})}, {{"axis", int64_t{1}}}); },
                "index -5 is out of range for axis 1 of size 4");
 }
+
+TEST(MovementOps, TakeAlongAxisPicksOnePerRow) {
+  // Picking the target class of each row of [N, C] logits.
+  Tensor x = ingot::testing::tensor<float>({0, 1, 2, 10, 11, 12}, {2, 3});
+  Tensor idx = ingot::testing::tensor<int64_t>({2, -3}, {2, 1});
+  Tensor y = ingot::testing::run_op("take_along_axis", {x, idx}, {{"axis", int64_t{1}}});
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{2, 10}));
+  // Along axis 0 with several picks per column.
+  Tensor i0 = ingot::testing::tensor<int32_t>({1, 0, 1, 0, 0, 1}, {2, 3});
+  Tensor z = ingot::testing::run_op("take_along_axis", {x, i0}, {{"axis", int64_t{0}}});
+  EXPECT_EQ(z.to_vector<float>(), (std::vector<float>{10, 1, 12, 0, 1, 12}));
+  EXPECT_EQ(ingot::testing::infer_op_shape("take_along_axis", {{"N", "C"}, {nullptr, 1}}, {{"axis", int64_t{1}}}),
+            "[N, 1]");
+}
+
+TEST(MovementOps, TakeAlongAxisErrors) {
+  Tensor x = ingot::testing::tensor<float>({0, 1, 2, 3}, {2, 2});
+  auto message = [&](const Tensor& idx, int64_t axis) -> std::string {
+    try {
+      ingot::testing::run_op("take_along_axis", {x, idx}, {{"axis", axis}});
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(message(ingot::testing::tensor<int64_t>({5, 0}, {2, 1}), 1).find("out of range"), std::string::npos);
+  EXPECT_NE(message(ingot::testing::tensor<float>({0, 0}, {2, 1}), 1).find("integer dtype"), std::string::npos);
+  EXPECT_NE(message(ingot::testing::tensor<int64_t>({0, 0}, {2}), 1).find("rank"), std::string::npos);
+  EXPECT_NE(message(ingot::testing::tensor<int64_t>({0, 0, 0}, {3, 1}), 1), "");
+}

@@ -611,8 +611,11 @@ TEST(NormOps, BatchNormErrors) {
 
 TEST(NormOps, KernelsCheckArity) {
   Tensor p = Tensor(DType::Float32, {3});
-  expect_error([&] { eval_only("batch_norm", {Tensor(DType::Float32, {2, 3}), p}); },
-               "batch_norm: expects 5 inputs, got 2");
+  expect_error(
+      [&] {
+        eval_only("batch_norm", {Tensor(DType::Float32, {2, 3}), p});
+      },
+      "batch_norm: expects 5 inputs, got 2");
   expect_error([&] { eval_only("layer_norm", {p, p, p, p}); }, "expects 1 to 3 inputs, got 4");
   expect_error([&] { eval_only("sum", {}); }, "sum: expects 1 inputs, got 0");
 }

@@ -81,8 +81,8 @@ int64_t at4(const Shape& s, int64_t a, int64_t b, int64_t c, int64_t d) {
 }
 
 // NCHW convolution in double; `bias` may be empty.
-Values conv2d_ref(const Tensor& x, const Tensor& w, const Values& bias, int64_t stride,
-                  int64_t pad, int64_t dil, int64_t groups) {
+Values conv2d_ref(const Tensor& x, const Tensor& w, const Values& bias, int64_t stride, int64_t pad,
+                  int64_t dil, int64_t groups) {
   const Shape xs = x.shape(), ws = w.shape();
   const Values xv = x.to_vector<double>(), wv = w.to_vector<double>();
   const int64_t ho = (xs[2] + 2 * pad - dil * (ws[2] - 1) - 1) / stride + 1;
@@ -100,7 +100,8 @@ Values conv2d_ref(const Tensor& x, const Tensor& w, const Values& bias, int64_t 
                 const int64_t ih = oh * stride - pad + kh * dil, iw = ow * stride - pad + kw * dil;
                 if (ih < 0 || iw < 0 || ih >= xs[2] || iw >= xs[3]) continue;
                 const int64_t ic = m / per_group * ws[1] + c;
-                acc += xv[static_cast<size_t>(at4(xs, n, ic, ih, iw))] * wv[static_cast<size_t>(at4(ws, m, c, kh, kw))];
+                acc += xv[static_cast<size_t>(at4(xs, n, ic, ih, iw))] *
+                       wv[static_cast<size_t>(at4(ws, m, c, kh, kw))];
               }
           y.push_back(acc);
         }
@@ -138,7 +139,8 @@ Values affine_ref(const Values& x, int64_t n, const Tensor& w, const Values& b) 
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < m; ++j) {
       double acc = b.empty() ? 0 : b[static_cast<size_t>(j)];
-      for (int64_t p = 0; p < k; ++p) acc += x[static_cast<size_t>(i * k + p)] * wv[static_cast<size_t>(p * m + j)];
+      for (int64_t p = 0; p < k; ++p)
+        acc += x[static_cast<size_t>(i * k + p)] * wv[static_cast<size_t>(p * m + j)];
       y[static_cast<size_t>(i * m + j)] = acc;
     }
   return y;
@@ -152,7 +154,8 @@ Values log_softmax_rows(const Values& logits, int64_t n, int64_t c) {
     for (int64_t j = 0; j < c; ++j) mx = std::max(mx, logits[static_cast<size_t>(i * c + j)]);
     for (int64_t j = 0; j < c; ++j) sum += std::exp(logits[static_cast<size_t>(i * c + j)] - mx);
     for (int64_t j = 0; j < c; ++j)
-      out[static_cast<size_t>(i * c + j)] = logits[static_cast<size_t>(i * c + j)] - mx - std::log(sum);
+      out[static_cast<size_t>(i * c + j)] =
+          logits[static_cast<size_t>(i * c + j)] - mx - std::log(sum);
   }
   return out;
 }
@@ -216,7 +219,8 @@ TEST(Zoo, Conv2dMatchesNaiveLoopsWithStridePaddingAndGroups) {
   params["conv2d_0.bias"] = random_tensor({6}, 1);
   Tensor x = random_tensor({2, 4, 7, 7}, 2);
   expect_values(pm.evaluate(params, {{"input", x}}).at("output"),
-                conv2d_ref(x, params.at("conv2d_0.weight"), params.at("conv2d_0.bias").to_vector<double>(), 2, 1, 1, 2));
+                conv2d_ref(x, params.at("conv2d_0.weight"),
+                           params.at("conv2d_0.bias").to_vector<double>(), 2, 1, 1, 2));
 }
 
 TEST(Zoo, Conv2dRectangularDilatedWithoutBias) {
@@ -239,7 +243,8 @@ TEST(Zoo, Conv2dRectangularDilatedWithoutBias) {
   EXPECT_EQ(shape_of(pm, "output"), "[1, 5, 4, 4]");
   TensorMap params = pm.randomize_params(4);
   Tensor x = random_tensor({1, 3, 6, 8}, 5);
-  expect_values(pm.evaluate(params, {{"input", x}}).at("output"), conv2d_ref(x, params.at("conv2d_0.weight"), {}, 1, 0, 2, 1));
+  expect_values(pm.evaluate(params, {{"input", x}}).at("output"),
+                conv2d_ref(x, params.at("conv2d_0.weight"), {}, 1, 0, 2, 1));
 }
 
 TEST(Zoo, Conv2dShortFormAndArgumentChecks) {
@@ -249,13 +254,17 @@ TEST(Zoo, Conv2dShortFormAndArgumentChecks) {
   Conv2dOptions bad;
   bad.out_channels = 6;
   bad.groups = 4;
-  EXPECT_TRUE(Contains(error_of([&] { Conv2d(bad); }), "groups (4) must be positive and divide out_channels (6)"));
+  EXPECT_TRUE(Contains(error_of([&] { Conv2d(bad); }),
+                       "groups (4) must be positive and divide out_channels (6)"));
   EXPECT_TRUE(Contains(error_of([] { Conv2d(0, 3); }), "out_channels must be positive"));
   // Input channels that the groups do not divide are a compile error.
   Conv2dOptions grouped;
   grouped.out_channels = 4;
   grouped.groups = 2;
-  EXPECT_TRUE(Contains(error_of([&] { compile_block(Conv2d(grouped), {{"input", {1, 3, 5, 5}}}); }), "groups"));
+  EXPECT_TRUE(Contains(error_of([&] {
+                         compile_block(Conv2d(grouped), {{"input", {1, 3, 5, 5}}});
+                       }),
+                       "groups"));
 }
 
 TEST(Zoo, BatchNorm2dTrainingUsesBatchStatistics) {
@@ -282,22 +291,26 @@ TEST(Zoo, BatchNorm2dTrainingUsesBatchStatistics) {
       for (int64_t i = 0; i < 20; ++i) mean += xv[static_cast<size_t>((n * 2 + c) * 20 + i)];
     mean /= count;
     for (int64_t n = 0; n < 3; ++n)
-      for (int64_t i = 0; i < 20; ++i) var += std::pow(xv[static_cast<size_t>((n * 2 + c) * 20 + i)] - mean, 2);
+      for (int64_t i = 0; i < 20; ++i)
+        var += std::pow(xv[static_cast<size_t>((n * 2 + c) * 20 + i)] - mean, 2);
     var /= count;
     for (int64_t n = 0; n < 3; ++n)
       for (int64_t i = 0; i < 20; ++i) {
         const size_t k = static_cast<size_t>((n * 2 + c) * 20 + i);
-        want[k] = (xv[k] - mean) / std::sqrt(var + 1e-5) * params.at("batch_norm2d_0.weight").item(c) +
-                  params.at("batch_norm2d_0.bias").item(c);
+        want[k] =
+            (xv[k] - mean) / std::sqrt(var + 1e-5) * params.at("batch_norm2d_0.weight").item(c) +
+            params.at("batch_norm2d_0.bias").item(c);
       }
   }
   expect_values(pm.evaluate(params, {{"input", x}}).at("output"), want, 1e-4);
 }
 
 TEST(Zoo, BatchNorm2dInferenceUsesRunningStatistics) {
-  PhysicalModel pm = compile_block(BatchNorm2d(1e-3), {{"input", {"N", 3, 2, 2}}}, /*inference=*/true);
-  EXPECT_EQ(pm.parameter_names(), (Names{"batch_norm2d_0.weight", "batch_norm2d_0.bias",
-                                         "batch_norm2d_0.running_mean", "batch_norm2d_0.running_var"}));
+  PhysicalModel pm =
+      compile_block(BatchNorm2d(1e-3), {{"input", {"N", 3, 2, 2}}}, /*inference=*/true);
+  EXPECT_EQ(pm.parameter_names(),
+            (Names{"batch_norm2d_0.weight", "batch_norm2d_0.bias", "batch_norm2d_0.running_mean",
+                   "batch_norm2d_0.running_var"}));
   EXPECT_EQ(shape_of(pm, "batch_norm2d_0.running_var"), "[3]");
   EXPECT_EQ(shape_of(pm, "output"), "[N, 3, 2, 2]");
   EXPECT_FALSE(has_op(pm, "moments"));
@@ -313,8 +326,12 @@ TEST(Zoo, BatchNorm2dInferenceUsesRunningStatistics) {
   Values want;
   for (int64_t i = 0; i < x.numel(); ++i) {
     const int64_t c = i / 4 % 3;
-    auto p = [&](const char* name) { return params.at(std::string("batch_norm2d_0.") + name).item(c); };
-    want.push_back((x.item(i) - p("running_mean")) / std::sqrt(p("running_var") + 1e-3) * p("weight") + p("bias"));
+    auto p = [&](const char* name) {
+      return params.at(std::string("batch_norm2d_0.") + name).item(c);
+    };
+    want.push_back((x.item(i) - p("running_mean")) / std::sqrt(p("running_var") + 1e-3) *
+                       p("weight") +
+                   p("bias"));
   }
   expect_values(pm.evaluate(params, {{"input", x}}).at("output"), want);
 }
@@ -327,11 +344,13 @@ TEST(Zoo, BatchNorm2dRunningStatisticsCanBeData) {
   o.inference = true;
   o.data_keys = {"batch_norm2d_0.running_mean", "batch_norm2d_0.running_var"};
   PhysicalModel pm = compile(m, ReferenceBackend(), o);
-  EXPECT_EQ(pm.input_names(), (Names{"input", "batch_norm2d_0.running_mean", "batch_norm2d_0.running_var"}));
-  TensorMap out = pm.evaluate(pm.randomize_params(0),
-                              {{"input", Tensor::from_vector<float>({3, 5}, {1, 2, 1, 1})},
-                               {"batch_norm2d_0.running_mean", Tensor::from_vector<float>({1, 1}, {2})},
-                               {"batch_norm2d_0.running_var", Tensor::from_vector<float>({4, 16}, {2})}});
+  EXPECT_EQ(pm.input_names(),
+            (Names{"input", "batch_norm2d_0.running_mean", "batch_norm2d_0.running_var"}));
+  TensorMap out =
+      pm.evaluate(pm.randomize_params(0),
+                  {{"input", Tensor::from_vector<float>({3, 5}, {1, 2, 1, 1})},
+                   {"batch_norm2d_0.running_mean", Tensor::from_vector<float>({1, 1}, {2})},
+                   {"batch_norm2d_0.running_var", Tensor::from_vector<float>({4, 16}, {2})}});
   expect_values(out.at("output"), {2 / std::sqrt(4 + 1e-5), 4 / std::sqrt(16 + 1e-5)});
 }
 
@@ -353,7 +372,8 @@ TEST(Zoo, LayerNormNormalizesTrailingDims) {
     for (size_t k = 0; k < 20; ++k) mean += xv[r * 20 + k] / 20;
     for (size_t k = 0; k < 20; ++k) var += std::pow(xv[r * 20 + k] - mean, 2) / 20;
     for (size_t k = 0; k < 20; ++k)
-      want.push_back((xv[r * 20 + k] - mean) / std::sqrt(var + 1e-5) * params.at("layer_norm_0.weight").item(static_cast<int64_t>(k)) +
+      want.push_back((xv[r * 20 + k] - mean) / std::sqrt(var + 1e-5) *
+                         params.at("layer_norm_0.weight").item(static_cast<int64_t>(k)) +
                      params.at("layer_norm_0.bias").item(static_cast<int64_t>(k)));
   }
   expect_values(pm.evaluate(params, {{"input", x}}).at("output"), want, 1e-4);
@@ -376,7 +396,9 @@ TEST(Zoo, ActivationsMatchTheirFormulas) {
       {"relu", Relu(), [](double v) { return std::max(v, 0.0); }},
       {"gelu", Gelu(), [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }},
       {"gelu_tanh", Gelu(true),
-       [&](double v) { return 0.5 * v * (1 + std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v))); }},
+       [&](double v) {
+         return 0.5 * v * (1 + std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v)));
+       }},
       {"sigmoid", Sigmoid(), [](double v) { return 1 / (1 + std::exp(-v)); }},
       {"tanh", Tanh(), [](double v) { return std::tanh(v); }},
       {"identity", Identity(), [](double v) { return v; }},
@@ -396,7 +418,8 @@ TEST(Zoo, SoftmaxRowsSumToOne) {
   PhysicalModel pm = compile_block(Softmax(), {{"input", {4, 6}}});
   Tensor y = pm.evaluate({}, {{"input", x}}).at("output");
   const Values logp = log_softmax_rows(x.to_vector<double>(), 4, 6);
-  expect_values(y, map_values(Tensor::from_vector<double>(logp, {4, 6}), [](double v) { return std::exp(v); }));
+  expect_values(y, map_values(Tensor::from_vector<double>(logp, {4, 6}),
+                              [](double v) { return std::exp(v); }));
   for (int64_t r = 0; r < 4; ++r) {
     double s = 0;
     for (int64_t k = 0; k < 6; ++k) s += y.item(r * 6 + k);
@@ -405,7 +428,8 @@ TEST(Zoo, SoftmaxRowsSumToOne) {
   PhysicalModel log = compile_block(LogSoftmax(), {{"input", {4, 6}}});
   expect_values(log.evaluate({}, {{"input", x}}).at("output"), logp);
   // Along axis 0 the columns sum to one.
-  Tensor cols = compile_block(Softmax(0), {{"input", {4, 6}}}).evaluate({}, {{"input", x}}).at("output");
+  Tensor cols =
+      compile_block(Softmax(0), {{"input", {4, 6}}}).evaluate({}, {{"input", x}}).at("output");
   for (int64_t k = 0; k < 6; ++k) {
     double s = 0;
     for (int64_t r = 0; r < 4; ++r) s += cols.item(r * 6 + k);
@@ -416,7 +440,8 @@ TEST(Zoo, SoftmaxRowsSumToOne) {
 TEST(Zoo, DropoutTrainingVersusInference) {
   const double p = 0.25;
   Tensor x = random_tensor({40, 50}, 3, 0.5, 1.5);
-  Tensor y = compile_block(Dropout(p, 7), {{"input", {40, 50}}}).evaluate({}, {{"input", x}}).at("output");
+  Tensor y =
+      compile_block(Dropout(p, 7), {{"input", {40, 50}}}).evaluate({}, {{"input", x}}).at("output");
   int64_t zeros = 0;
   for (int64_t i = 0; i < x.numel(); ++i) {
     if (y.item(i) == 0) {
@@ -427,8 +452,10 @@ TEST(Zoo, DropoutTrainingVersusInference) {
   }
   EXPECT_NEAR(static_cast<double>(zeros) / static_cast<double>(x.numel()), p, 0.05);
   // Seeded: the same seed drops the same elements, another seed others.
-  Tensor again = compile_block(Dropout(p, 7), {{"input", {40, 50}}}).evaluate({}, {{"input", x}}).at("output");
-  Tensor other = compile_block(Dropout(p, 8), {{"input", {40, 50}}}).evaluate({}, {{"input", x}}).at("output");
+  Tensor again =
+      compile_block(Dropout(p, 7), {{"input", {40, 50}}}).evaluate({}, {{"input", x}}).at("output");
+  Tensor other =
+      compile_block(Dropout(p, 8), {{"input", {40, 50}}}).evaluate({}, {{"input", x}}).at("output");
   EXPECT_TRUE(equal(y, again));
   EXPECT_FALSE(equal(y, other));
   // Inference: identity, and no dropout node is left.
@@ -460,7 +487,8 @@ TEST(Zoo, PoolsMatchNaiveLoops) {
     PhysicalModel pm = compile_block(c.block, {{"input", {2, 3, 7, 7}}});
     EXPECT_EQ(shape_of(pm, "output"), c.shape);
     EXPECT_TRUE(pm.parameter_names().empty());
-    expect_values(pm.evaluate({}, {{"input", x}}).at("output"), pool_ref(x, c.k, c.stride, c.pad, c.max));
+    expect_values(pm.evaluate({}, {{"input", x}}).at("output"),
+                  pool_ref(x, c.k, c.stride, c.pad, c.max));
   }
   EXPECT_TRUE(Contains(error_of([] { MaxPool2d(0); }), "kernel_size must be positive"));
 }
@@ -492,7 +520,8 @@ TEST(Zoo, EmbeddingGathersRows) {
   EXPECT_EQ(shape_of(pm, "output"), "[2, 3, 4]");
   TensorMap params = pm.randomize_params(0);
   const std::vector<int64_t> ids = {0, 9, 3, 3, -1, 7};  // negative indices count from the end
-  Tensor out = pm.evaluate(params, {{"input", Tensor::from_vector<int64_t>(ids, {2, 3})}}).at("output");
+  Tensor out =
+      pm.evaluate(params, {{"input", Tensor::from_vector<int64_t>(ids, {2, 3})}}).at("output");
   const Tensor& w = params.at("embedding_0.weight");
   for (size_t i = 0; i < ids.size(); ++i)
     for (int64_t d = 0; d < 4; ++d)
@@ -506,7 +535,9 @@ TEST(Zoo, EmbeddingGathersRows) {
   o.types = {{"input", DType::Int32}};
   PhysicalModel p32 = compile(m, ReferenceBackend(), o);
   EXPECT_EQ(shape_of(p32, "output"), "[B, T, 4]");
-  Tensor out32 = p32.evaluate(params, {{"input", Tensor::from_vector<int32_t>({0, 9, 3, 3, -1, 7}, {2, 3})}}).at("output");
+  Tensor out32 =
+      p32.evaluate(params, {{"input", Tensor::from_vector<int32_t>({0, 9, 3, 3, -1, 7}, {2, 3})}})
+          .at("output");
   EXPECT_TRUE(equal(out32, out));
   o.types = {{"input", DType::Float32}};
   EXPECT_TRUE(Contains(error_of([&] { compile(m, ReferenceBackend(), o); }), "integer dtype"));
@@ -549,8 +580,9 @@ TEST(Zoo, AddAndMultiplyTakeLeftAndRight) {
 
 TEST(Zoo, MLPChainsLinearsWithActivations) {
   PhysicalModel pm = compile_block(MLP({8, 4, 2}, "tanh"), {{"input", {"N", 3}}});
-  EXPECT_EQ(pm.parameter_names(), (Names{"mlp_0.linear_0.weight", "mlp_0.linear_0.bias", "mlp_0.linear_1.weight",
-                                         "mlp_0.linear_1.bias", "mlp_0.linear_2.weight", "mlp_0.linear_2.bias"}));
+  EXPECT_EQ(pm.parameter_names(),
+            (Names{"mlp_0.linear_0.weight", "mlp_0.linear_0.bias", "mlp_0.linear_1.weight",
+                   "mlp_0.linear_1.bias", "mlp_0.linear_2.weight", "mlp_0.linear_2.bias"}));
   EXPECT_EQ(shape_of(pm, "mlp_0.linear_1.weight"), "[8, 4]");
   EXPECT_EQ(shape_of(pm, "output"), "[N, 2]");
   TensorMap params = pm.randomize_params(0);
@@ -567,8 +599,10 @@ TEST(Zoo, MLPChainsLinearsWithActivations) {
   expect_values(pm.evaluate(params, {{"input", x}}).at("output"), h);
 
   Model linear_only = MLP({3, 3}, "none");
-  EXPECT_EQ(linear_only.input_keys(), (Names{"input", "linear_0.weight", "linear_0.bias", "linear_1.weight", "linear_1.bias"}));
-  EXPECT_TRUE(Contains(error_of([] { MLP({4}, "swish"); }), "Unknown activation 'swish' (expected relu, gelu, tanh, sigmoid or none)"));
+  EXPECT_EQ(linear_only.input_keys(), (Names{"input", "linear_0.weight", "linear_0.bias",
+                                             "linear_1.weight", "linear_1.bias"}));
+  EXPECT_TRUE(Contains(error_of([] { MLP({4}, "swish"); }),
+                       "Unknown activation 'swish' (expected relu, gelu, tanh, sigmoid or none)"));
   EXPECT_TRUE(Contains(error_of([] { MLP({}); }), "at least one width"));
 }
 
@@ -599,21 +633,24 @@ TEST(Zoo, MSELossReductions) {
   PhysicalModel mean = compile_loss(MSELoss(), {3, 4}, {3, 4});
   EXPECT_EQ(shape_of(mean, "loss"), "[]");
   expect_values(mean.evaluate({}, inputs).at("loss"), {sum_of(sq) / 12});
-  expect_values(compile_loss(MSELoss("sum"), {3, 4}, {3, 4}).evaluate({}, inputs).at("loss"), {sum_of(sq)});
+  expect_values(compile_loss(MSELoss("sum"), {3, 4}, {3, 4}).evaluate({}, inputs).at("loss"),
+                {sum_of(sq)});
   PhysicalModel none = compile_loss(MSELoss("none"), {3, 4}, {3, 4});
   EXPECT_EQ(shape_of(none, "loss"), "[3, 4]");
   expect_values(none.evaluate({}, inputs).at("loss"), sq);
-  EXPECT_TRUE(Contains(error_of([] { MSELoss("avg"); }), "Unknown reduction 'avg' (expected mean, sum or none)"));
+  EXPECT_TRUE(Contains(error_of([] { MSELoss("avg"); }),
+                       "Unknown reduction 'avg' (expected mean, sum or none)"));
 }
 
 TEST(Zoo, CrossEntropyWithIntegerTargets) {
-  // Repeated classes exercise the same-class mask of the [N, N] gather.
+  // Repeated classes in one batch must each pick their own row.
   const std::vector<int64_t> classes = {2, 0, 2, 3, 2};
   Tensor logits = random_tensor({5, 4}, 3, -3, 3);
   Tensor target = Tensor::from_vector<int64_t>(classes, {5});
   const Values logp = log_softmax_rows(logits.to_vector<double>(), 5, 4);
   Values per_sample;
-  for (size_t i = 0; i < classes.size(); ++i) per_sample.push_back(-logp[i * 4 + static_cast<size_t>(classes[i])]);
+  for (size_t i = 0; i < classes.size(); ++i)
+    per_sample.push_back(-logp[i * 4 + static_cast<size_t>(classes[i])]);
   const TensorMap inputs = {{"pred", logits}, {"target", target}};
 
   PhysicalModel mean = compile_loss(CrossEntropyLoss(), {5, 4}, {5});
@@ -621,20 +658,27 @@ TEST(Zoo, CrossEntropyWithIntegerTargets) {
   EXPECT_EQ(mean.get_types().at("loss"), DType::Float32);
   EXPECT_EQ(shape_of(mean, "loss"), "[]");
   expect_values(mean.evaluate({}, inputs).at("loss"), {sum_of(per_sample) / 5});
-  expect_values(compile_loss(CrossEntropyLoss("sum"), {5, 4}, {5}).evaluate({}, inputs).at("loss"), {sum_of(per_sample)});
+  expect_values(compile_loss(CrossEntropyLoss("sum"), {5, 4}, {5}).evaluate({}, inputs).at("loss"),
+                {sum_of(per_sample)});
   PhysicalModel none = compile_loss(CrossEntropyLoss("none"), {"N", 4}, {"N"});
   EXPECT_EQ(shape_of(none, "loss"), "[N]");
   expect_values(none.evaluate({}, inputs).at("loss"), per_sample);
   // int32 targets through the `types` option.
-  PhysicalModel i32 = compile_loss(CrossEntropyLoss("none"), {5, 4}, {5}, {{"target", DType::Int32}});
-  expect_values(i32.evaluate({}, {{"pred", logits}, {"target", target.astype(DType::Int32)}}).at("loss"), per_sample);
+  PhysicalModel i32 =
+      compile_loss(CrossEntropyLoss("none"), {5, 4}, {5}, {{"target", DType::Int32}});
+  expect_values(
+      i32.evaluate({}, {{"pred", logits}, {"target", target.astype(DType::Int32)}}).at("loss"),
+      per_sample);
 }
 
 TEST(Zoo, CrossEntropyIgnoresMinusInfinityOfOtherClasses) {
   const double inf = std::numeric_limits<double>::infinity();
-  Tensor logits = Tensor::from_vector<float>({1, static_cast<float>(-inf), 0, 0, 2, static_cast<float>(-inf)}, {2, 3});
+  Tensor logits = Tensor::from_vector<float>(
+      {1, static_cast<float>(-inf), 0, 0, 2, static_cast<float>(-inf)}, {2, 3});
   Tensor target = Tensor::from_vector<int64_t>({0, 1}, {2});
-  Tensor loss = compile_loss(CrossEntropyLoss("none"), {2, 3}, {2}).evaluate({}, {{"pred", logits}, {"target", target}}).at("loss");
+  Tensor loss = compile_loss(CrossEntropyLoss("none"), {2, 3}, {2})
+                    .evaluate({}, {{"pred", logits}, {"target", target}})
+                    .at("loss");
   expect_values(loss, {std::log(1 + std::exp(-1.0)), std::log(1 + std::exp(2.0)) - 2});
 }
 
@@ -646,7 +690,8 @@ TEST(Zoo, CrossEntropyWithOneHotTargets) {
   Values per_sample(3, 0);
   for (size_t i = 0; i < 12; ++i) per_sample[i / 4] -= probs[i] * logp[i];
   const TensorMap inputs = {{"pred", logits}, {"target", target}};
-  PhysicalModel none = compile_loss(CrossEntropyLoss("none", /*one_hot_target=*/true), {3, 4}, {3, 4});
+  PhysicalModel none =
+      compile_loss(CrossEntropyLoss("none", /*one_hot_target=*/true), {3, 4}, {3, 4});
   expect_values(none.evaluate({}, inputs).at("loss"), per_sample);
   PhysicalModel mean = compile_loss(CrossEntropyLoss("mean", true), {3, 4}, {3, 4});
   expect_values(mean.evaluate({}, inputs).at("loss"), {sum_of(per_sample) / 3});
@@ -662,8 +707,9 @@ TEST(Zoo, LossOnTopOfANetwork) {
   EXPECT_EQ(pm.input_names(), (Names{"x", "labels"}));
   EXPECT_EQ(pm.output_names(), (Names{"logits", "loss"}));
   EXPECT_EQ(shape_of(pm, "labels"), "[N]");
-  TensorMap out = pm.evaluate(pm.randomize_params(0), {{"x", random_tensor({4, 5}, 1)},
-                                                       {"labels", Tensor::from_vector<int64_t>({0, 1, 2, 1}, {4})}});
+  TensorMap out = pm.evaluate(pm.randomize_params(0),
+                              {{"x", random_tensor({4, 5}, 1)},
+                               {"labels", Tensor::from_vector<int64_t>({0, 1, 2, 1}, {4})}});
   const Values logp = log_softmax_rows(out.at("logits").to_vector<double>(), 4, 3);
   expect_values(out.at("loss"), {-(logp[0] + logp[4] + logp[8] + logp[10]) / 4});
 }
@@ -681,25 +727,47 @@ TEST(Zoo, BlocksAreNamedAfterTheirType) {
   m |= CrossEntropyLoss()({{"input", "z"}});
   m |= ExampleMLP();
   // Scalar literals inside a block are constant wires, so they are terminals too.
-  EXPECT_EQ(m.input_keys(),
-            (Names{"input", "conv2d_0.weight", "conv2d_0.bias", "batch_norm2d_0.weight", "batch_norm2d_0.bias",
-                   "batch_norm2d_0.running_mean", "batch_norm2d_0.running_var", "linear_0.weight", "linear_0.bias",
-                   "mseloss_0.target", "z", "cross_entropy_loss_0.target", "cross_entropy_loss_0.where_0.other",
-                   "example_mlp_0.input",
-                   "example_mlp_0.linear_0.weight", "example_mlp_0.linear_0.bias", "example_mlp_0.linear_1.weight",
-                   "example_mlp_0.linear_1.bias"}));
+  EXPECT_EQ(
+      m.input_keys(),
+      (Names{"input", "conv2d_0.weight", "conv2d_0.bias", "batch_norm2d_0.weight",
+             "batch_norm2d_0.bias", "batch_norm2d_0.running_mean", "batch_norm2d_0.running_var",
+             "linear_0.weight", "linear_0.bias", "mse_loss_0.target", "z",
+             "cross_entropy_loss_0.target",
+             "example_mlp_0.input", "example_mlp_0.linear_0.weight", "example_mlp_0.linear_0.bias",
+             "example_mlp_0.linear_1.weight", "example_mlp_0.linear_1.bias"}));
 }
 
 TEST(Zoo, ExampleModelsByName) {
   EXPECT_EQ(example_model_names(), (Names{"cnn", "mlp"}));
   EXPECT_EQ(example_model("cnn").type_name(), "ExampleCNN");
   EXPECT_EQ(example_model("mlp").type_name(), "ExampleMLP");
-  EXPECT_TRUE(Contains(error_of([] { example_model("resnet"); }), "Unknown example model 'resnet' (bundled: cnn, mlp)"));
+  EXPECT_TRUE(Contains(error_of([] { example_model("resnet"); }),
+                       "Unknown example model 'resnet' (bundled: cnn, mlp)"));
   // ExampleMLP fixes its input width.
   CompileOptions o;
   o.shapes = {{"input", {"N", 100}}};
-  EXPECT_TRUE(Contains(error_of([&] { compile(ExampleMLP(), ReferenceBackend(), o); }), "Cannot infer shape for 'input'"));
+  EXPECT_TRUE(Contains(error_of([&] { compile(ExampleMLP(), ReferenceBackend(), o); }),
+                       "Cannot infer shape for 'input'"));
   PhysicalModel pm = compile(ExampleMLP(), ReferenceBackend());
   EXPECT_EQ(pm.parameter_count(), 784 * 256 + 256 + 256 * 10 + 10);
   EXPECT_EQ(pm.get_shapes().at("output").back(), SymDim(10));
+}
+
+TEST(Zoo, BundledModelsSurviveAJsonRoundTrip) {
+  for (const std::string& name : example_model_names()) {
+    SCOPED_TRACE(name);
+    Model original = example_model(name);
+    Model loaded = Model::from_json(original.to_json());
+    EXPECT_EQ(loaded.type_name(), original.type_name());
+    EXPECT_EQ(loaded.input_keys(), original.input_keys());
+    CompileOptions o;
+    o.shapes = {{"input", name == "cnn" ? ShapeTemplate{2, 3, 8, 8} : ShapeTemplate{2, 784}}};
+    o.inference = true;
+    PhysicalModel a = compile(original, ReferenceBackend(), o),
+                  b = compile(loaded, ReferenceBackend(), o);
+    TensorMap params = a.randomize_params(0);
+    Tensor x = random_tensor(to_shape(a.get_shapes().at("input")), 1);
+    EXPECT_TRUE(equal(a.evaluate(params, {{"input", x}}).at("output"),
+                      b.evaluate(params, {{"input", x}}).at("output")));
+  }
 }

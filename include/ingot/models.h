@@ -82,7 +82,7 @@ Model MLP(const std::vector<int64_t>& widths, const std::string& activation = "r
 Model MSELoss(const std::string& reduction = "mean");
 // `input` are logits [N, C]; `target` integer class indices [N] (int64, or int32 through the
 // compile option `types`) or, with `one_hot_target`, probabilities [N, C] of the input's dtype.
-// Integer targets are picked without a one-hot, through an [N, N] gather (see zoo.cpp).
+// Integer targets pick their class with take_along_axis (no one-hot is built).
 Model CrossEntropyLoss(const std::string& reduction = "mean", bool one_hot_target = false);
 
 // The bundled example networks used by the demo and tests.

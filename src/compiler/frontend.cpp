@@ -157,6 +157,14 @@ std::vector<int> topological_order(const FlatModel& flat) {
   return order;
 }
 
+// A value produced under a generated name ("linear_0.add_0.output") takes the name the user gave
+// the wire it also flows into ("logits"). Leaves keep their own names: they are terminals.
+void adopt_terminal_name(Graph& g, ValueId v, const std::string& wire_name) {
+  Value& val = g.value(v);
+  bool generated = val.name.find('.') != std::string::npos;
+  if (val.producer >= 0 && generated && wire_name.find('.') == std::string::npos) val.name = wire_name;
+}
+
 Tensor initial_value_for(const FlatWire& w, const std::map<std::string, Tensor>& constants) {
   auto it = constants.find(w.name);
   return it != constants.end() ? it->second : *w.value;
@@ -252,6 +260,7 @@ ResolvedModel resolve_terminals(const FlatModel& flat, const CompileOptions& opt
       INGOT_CHECK(ins.size() == 2 && n.outputs.size() == 1, "select_by_mode at '", n.scope,
                   "' needs (training, inference) inputs and one output");
       value_of[n.outputs[0]] = ins[options.inference ? 1 : 0];
+      adopt_terminal_name(g, value_of[n.outputs[0]], flat.wires[n.outputs[0]].name);
       continue;
     }
     INGOT_CHECK(find_op(n.op) != nullptr, "Unknown op '", n.op, "' in block '", n.scope, "'");
@@ -272,8 +281,7 @@ ResolvedModel resolve_terminals(const FlatModel& flat, const CompileOptions& opt
     }
     ValueId v = value_of[w];
     if (v < 0) v = leaf(static_cast<int>(w));
-    if (g.value(v).name != fw.name && g.value(v).producer >= 0 && g.value(v).name.find('.') != std::string::npos)
-      g.value(v).name = fw.name;  // prefer the terminal name over a generated one
+    adopt_terminal_name(g, v, fw.name);
     g.set_output(fw.name, v);
   }
   INGOT_CHECK(!g.outputs().empty(), "The model has no outputs left to compute",

@@ -319,7 +319,8 @@ void resolve_weak_scalars(Graph& g, const Node& n) {
   bool found = false;
   for (ValueId v : n.inputs) {
     const Value& val = g.value(v);
-    if (!(val.kind == ValueKind::Constant && val.weak_type) && !found) {
+    // A bool operand (where's condition, a comparison result) does not decide the literal's type.
+    if (!(val.kind == ValueKind::Constant && val.weak_type) && val.dtype != DType::Bool && !found) {
       strong = val.dtype;
       found = true;
     }

@@ -1,6 +1,7 @@
 // Model::summary: one row per top-level block with its inferred input/output shapes, dtypes and
 // parameter count, computed from the same graph compile builds.
 #include <algorithm>
+#include <array>
 #include <iomanip>
 #include <map>
 #include <set>
@@ -62,14 +63,7 @@ std::string Model::summary(const std::map<std::string, ShapeTemplate>& shapes) c
     }
   }
 
-  std::ostringstream os;
-  auto line = [&](const std::string& a, const std::string& b, const std::string& c,
-                  const std::string& d, const std::string& e, const std::string& f) {
-    os << std::left << std::setw(18) << a << std::setw(16) << b << std::setw(24) << c
-       << std::setw(24) << d << std::setw(10) << e << f << "\n";
-  };
-  line("block", "type", "inputs", "outputs", "dtype", "params");
-  os << std::string(98, '-') << "\n";
+  std::vector<std::array<std::string, 6>> table = {{"block", "type", "inputs", "outputs", "dtype", "params"}};
   int64_t total = 0;
   for (const std::string& name : order) {
     auto it = rows.find(name);
@@ -81,10 +75,21 @@ std::string Model::summary(const std::map<std::string, ShapeTemplate>& shapes) c
       else symbolic = true;
     }
     total += count;
-    line(name, type_of[name], join_shapes(g, it->second.ins), join_shapes(g, it->second.outs),
-         std::string(dtype_name(it->second.dtype)), std::to_string(count) + (symbolic ? "+" : ""));
+    table.push_back({name, type_of[name], join_shapes(g, it->second.ins), join_shapes(g, it->second.outs),
+                     std::string(dtype_name(it->second.dtype)), std::to_string(count) + (symbolic ? "+" : "")});
   }
-  os << std::string(98, '-') << "\n";
+  std::array<size_t, 6> width{};
+  for (const auto& row : table)
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size() + 2);
+  size_t rule = 0;
+  for (size_t w : width) rule += w;
+  std::ostringstream os;
+  for (size_t r = 0; r < table.size(); ++r) {
+    for (size_t c = 0; c < table[r].size(); ++c) os << std::left << std::setw(static_cast<int>(width[c])) << table[r][c];
+    os << "\n";
+    if (r == 0) os << std::string(rule, '-') << "\n";
+  }
+  os << std::string(rule, '-') << "\n";
   os << "total parameters: " << total << "\n";
   for (const auto& [name, v] : g.outputs())
     os << "output '" << name << "': " << dtype_name(g.value(v).dtype) << to_string(g.value(v).shape) << "\n";

@@ -57,14 +57,25 @@ Init Init::parse(const std::string& s) {
 
 namespace detail {
 
+namespace {
+int islower_(int c) { return std::islower(c); }
+int isupper_(int c) { return std::isupper(c); }
+int isdigit_(int c) { return std::isdigit(c); }
+}  // namespace
+
 std::string to_snake_case(const std::string& type_name) {
   std::string out;
   for (size_t i = 0; i < type_name.size(); ++i) {
     char c = type_name[i];
     if (std::isupper(static_cast<unsigned char>(c))) {
-      bool prev_lower = i > 0 && (std::islower(static_cast<unsigned char>(type_name[i - 1])) ||
-                                  std::isdigit(static_cast<unsigned char>(type_name[i - 1])));
-      if (prev_lower) out += '_';
+      // A word starts at an upper-case letter after a lower-case one or a digit ("BatchNorm"),
+      // or at the last capital of an acronym followed by lower case ("MSELoss" -> mse_loss).
+      auto at = [&](size_t k, int (*pred)(int)) {
+        return k < type_name.size() && pred(static_cast<unsigned char>(type_name[k]));
+      };
+      bool boundary = i > 0 && (at(i - 1, islower_) || at(i - 1, isdigit_) ||
+                                (at(i - 1, isupper_) && at(i + 1, islower_)));
+      if (boundary) out += '_';
       out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     } else {
       out += c;

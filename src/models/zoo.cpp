@@ -39,7 +39,7 @@ Model unary_block(const std::string& type, const std::string& op, Attrs attrs = 
   return m;
 }
 
-// A two-op block: "left", "right" -> op -> "output".
+// A two-input block: "left", "right" -> op -> "output".
 Model binary_block(const std::string& type, const std::string& op) {
   Model m = block(type);
   Connection left = m.input("left"), right = m.input("right");
@@ -71,18 +71,12 @@ Model pool_block(const std::string& type, const std::string& op, int64_t kernel_
                       {"padding", pair(padding)}});
 }
 
-// log p[i, target[i]] for log-probabilities logp [N, C] and integer targets [N], without a
-// one-hot (no op builds a [C] range when C is known only from inference):
-//   G[i, j] = logp[i, target[j]]              gather along axis 1 -> [N, N]
-//   S[i, j] = target[i] == target[j]          S[i, i] is always true
-// Wherever S[i, j] holds, G[i, j] = logp[i, target[i]], so the masked row sum is that value
-// times the row count of S. `where` rather than G * S keeps a -inf log-probability of another
-// class from turning into NaN. Costs O(N^2), which is small next to the logits for usual batches.
+// log p[i, target[i]] for log-probabilities logp [N, C] and integer targets [N]: one element
+// per row, picked with take_along_axis on the targets seen as a column [N, 1].
 Connection picked_log_prob(Model& m, const Connection& logp, const Connection& target) {
-  Connection gathered = add_op(m, "gather", {{"input", logp}, {"indices", target}}, {{"axis", int64_t{1}}});
-  Connection same = add_op(m, "equal", {{"left", target.reshape({0, 1})}, {"right", target}});
-  Connection masked = add_op(m, "where", {{"condition", same}, {"input", gathered}, {"other", 0.0}});
-  return masked.sum({1}) / same.sum({1});
+  Connection picked = add_op(m, "take_along_axis", {{"input", logp}, {"indices", target.reshape({0, 1})}},
+                             {{"axis", int64_t{1}}});
+  return picked.reshape({0});
 }
 
 Model activation(const std::string& name) {
@@ -100,7 +94,8 @@ Model Linear(int64_t out_features, bool use_bias) {
   INGOT_CHECK(out_features > 0, "Linear: out_features must be positive, got ", out_features);
   Model m = block("Linear");
   Connection x = m.input("input");
-  Connection y = matmul(x, m.parameter("weight", Init::fan_in(0), ShapeTemplate{"in", out_features}));
+  Connection y =
+      matmul(x, m.parameter("weight", Init::fan_in(0), ShapeTemplate{"in", out_features}));
   if (use_bias) y = y + m.parameter("bias", Init::zeros(), ShapeTemplate{out_features});
   m.set_cout(y);
   return m;
@@ -117,8 +112,8 @@ Model Conv2d(const Conv2dOptions& o) {
   INGOT_CHECK(o.groups > 0 && o.out_channels % o.groups == 0, "Conv2d: groups (", o.groups,
               ") must be positive and divide out_channels (", o.out_channels, ")");
   INGOT_CHECK(!o.in_channels || (*o.in_channels > 0 && *o.in_channels % o.groups == 0),
-              "Conv2d: in_channels (", o.in_channels.value_or(0), ") must be positive and divisible by groups (",
-              o.groups, ")");
+              "Conv2d: in_channels (", o.in_channels.value_or(0),
+              ") must be positive and divisible by groups (", o.groups, ")");
   Model m = block("Conv2d");
   Dim per_group = o.in_channels ? Dim(*o.in_channels / o.groups) : Dim("in_per_group");
   Links inputs = {{"input", m.input("input")},
@@ -150,20 +145,23 @@ Model BatchNorm2d(double eps, double momentum) {
   INGOT_CHECK(eps > 0, "BatchNorm2d: eps must be positive, got ", eps);
   // Running statistics are not updated until training lands; momentum is validated so that a
   // bad value fails where it is written.
-  INGOT_CHECK(momentum >= 0 && momentum <= 1, "BatchNorm2d: momentum must be in [0, 1], got ", momentum);
+  INGOT_CHECK(momentum >= 0 && momentum <= 1, "BatchNorm2d: momentum must be in [0, 1], got ",
+              momentum);
   Model m = block("BatchNorm2d");
   Connection x = m.input("input", ShapeTemplate{nullptr, "C", nullptr, nullptr});
   Connection weight = m.parameter("weight", Init::ones(), ShapeTemplate{"C"});
   Connection bias = m.parameter("bias", Init::zeros(), ShapeTemplate{"C"});
   Connection running_mean = m.parameter("running_mean", Init::zeros(), ShapeTemplate{"C"});
   Connection running_var = m.parameter("running_var", Init::ones(), ShapeTemplate{"C"});
-  auto moments = m.add(Model::primitive("moments", {"input"}, {"mean", "variance"},
-                                        {{"axes", std::vector<int64_t>{0, 2, 3}}, {"keepdims", int64_t{0}}}),
-                       {{"input", x}});
+  auto moments =
+      m.add(Model::primitive("moments", {"input"}, {"mean", "variance"},
+                             {{"axes", std::vector<int64_t>{0, 2, 3}}, {"keepdims", int64_t{0}}}),
+            {{"input", x}});
   auto normalize = [&](const Connection& mean, const Connection& var) {
-    return add_op(m, "batch_norm",
-                  {{"input", x}, {"weight", weight}, {"bias", bias}, {"mean", mean}, {"variance", var}},
-                  {{"eps", eps}});
+    return add_op(
+        m, "batch_norm",
+        {{"input", x}, {"weight", weight}, {"bias", bias}, {"mean", mean}, {"variance", var}},
+        {{"eps", eps}});
   };
   Connection training = normalize(moments.at("mean"), moments.at("variance"));
   m.set_cout(select_by_mode(m, training, normalize(running_mean, running_var)));
@@ -172,7 +170,8 @@ Model BatchNorm2d(double eps, double momentum) {
 
 // Terminals: input, weight and bias (ones, zeros; the shape of the normalized dims), output.
 Model LayerNorm(int normalized_dims, double eps, bool affine) {
-  INGOT_CHECK(normalized_dims >= 1, "LayerNorm: normalized_dims must be >= 1, got ", normalized_dims);
+  INGOT_CHECK(normalized_dims >= 1, "LayerNorm: normalized_dims must be >= 1, got ",
+              normalized_dims);
   INGOT_CHECK(eps > 0, "LayerNorm: eps must be positive, got ", eps);
   Model m = block("LayerNorm");
   Links inputs = {{"input", m.input("input")}};
@@ -186,19 +185,22 @@ Model LayerNorm(int normalized_dims, double eps, bool affine) {
 
 Model Relu() { return unary_block("Relu", "relu"); }
 Model Gelu(bool tanh_approximation) {
-  return unary_block("Gelu", "gelu", {{"approximate", std::string(tanh_approximation ? "tanh" : "none")}});
+  return unary_block("Gelu", "gelu",
+                     {{"approximate", std::string(tanh_approximation ? "tanh" : "none")}});
 }
 Model Sigmoid() { return unary_block("Sigmoid", "sigmoid"); }
 Model Tanh() { return unary_block("Tanh", "tanh"); }
 Model Softmax(int64_t axis) { return unary_block("Softmax", "softmax", {{"axis", axis}}); }
-Model LogSoftmax(int64_t axis) { return unary_block("LogSoftmax", "log_softmax", {{"axis", axis}}); }
+Model LogSoftmax(int64_t axis) {
+  return unary_block("LogSoftmax", "log_softmax", {{"axis", axis}});
+}
 
 Model Dropout(double p, uint64_t seed) {
   INGOT_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p);
   Model m = block("Dropout");
   Connection x = m.input("input");
-  Connection dropped = apply("dropout", x,
-                             {{"p", p}, {"seed", static_cast<int64_t>(seed)}, {"training", int64_t{1}}});
+  Connection dropped = apply(
+      "dropout", x, {{"p", p}, {"seed", static_cast<int64_t>(seed)}, {"training", int64_t{1}}});
   m.set_cout(select_by_mode(m, dropped, x));
   return m;
 }
@@ -212,19 +214,25 @@ Model AvgPool2d(int64_t kernel_size, std::optional<int64_t> stride, int64_t padd
   return pool_block("AvgPool2d", "avg_pool2d", kernel_size, stride, padding);
 }
 
-Model GlobalAvgPool2d() { return unary_block("GlobalAvgPool2d", "global_avg_pool2d", {{"keepdims", int64_t{0}}}); }
+Model GlobalAvgPool2d() {
+  return unary_block("GlobalAvgPool2d", "global_avg_pool2d", {{"keepdims", int64_t{0}}});
+}
 
-Model Flatten() { return unary_block("Flatten", "reshape", {{"shape", std::vector<int64_t>{0, -1}}}); }
+Model Flatten() {
+  return unary_block("Flatten", "reshape", {{"shape", std::vector<int64_t>{0, -1}}});
+}
 
 // Terminals: input (int64 indices by default; override with the compile option `types`),
 // weight [num_embeddings, dim] (normal(1), as in PyTorch), output.
 Model Embedding(int64_t num_embeddings, int64_t dim) {
-  INGOT_CHECK(num_embeddings > 0 && dim > 0, "Embedding: num_embeddings and dim must be positive, got ",
-              num_embeddings, " and ", dim);
+  INGOT_CHECK(num_embeddings > 0 && dim > 0,
+              "Embedding: num_embeddings and dim must be positive, got ", num_embeddings, " and ",
+              dim);
   Model m = block("Embedding");
   Connection indices = m.input("input", std::nullopt, DType::Int64);
   Connection weight = m.parameter("weight", Init::normal(1.0), ShapeTemplate{num_embeddings, dim});
-  m.set_cout(add_op(m, "gather", {{"input", weight}, {"indices", indices}}, {{"axis", int64_t{0}}}));
+  m.set_cout(
+      add_op(m, "gather", {{"input", weight}, {"indices", indices}}, {{"axis", int64_t{0}}}));
   return m;
 }
 
@@ -258,9 +266,10 @@ Model CrossEntropyLoss(const std::string& reduction, bool one_hot_target) {
   Model m = block("CrossEntropyLoss");
   Connection logits = m.input("input", ShapeTemplate{"N", "C"});
   Connection logp = apply("log_softmax", logits, {{"axis", int64_t{1}}});
-  Connection loss = one_hot_target
-                        ? -(logp * m.input("target", ShapeTemplate{"N", "C"})).sum({1})
-                        : -picked_log_prob(m, logp, m.input("target", ShapeTemplate{"N"}, DType::Int64));
+  Connection loss =
+      one_hot_target
+          ? -(logp * m.input("target", ShapeTemplate{"N", "C"})).sum({1})
+          : -picked_log_prob(m, logp, m.input("target", ShapeTemplate{"N"}, DType::Int64));
   m.set_cout(reduce(loss, reduction));
   return m;
 }
@@ -273,7 +282,7 @@ Model ExampleCNN(int64_t num_classes) {
   first.in_channels = 3;
   Model m = block("ExampleCNN");
   m += Conv2d(first)({{"output", "conv1"}});
-  m += BatchNorm2d();
+  m += BatchNorm2d()({{"output", "bn1"}});
   m += Relu()({{"output", "relu1"}});
   m += Conv2d(128, 3)({{"output", "conv2"}});
   m += GlobalAvgPool2d()({{"output", "pool"}});

@@ -389,23 +389,8 @@ void broadcast_dims(ShapeInfer& s, const std::vector<DimVar>& dims, DimVar out) 
   for (size_t i = 1; i < rest.size(); ++i) s.broadcast(rest[i - 1], rest[i], out);
 }
 
-// A binary operand that nothing gives a rank (typically a parameter declared without a shape,
-// as in `matmul(x, w) + b`) is taken to be a bias over the other operand's last dim: rank 1,
-// that dim's size. Broadcasting alone cannot decide it; this is the conventional choice. It
-// applies only against an operand of rank >= 2 (an activation, not another bias), and a shape
-// template on the operand, applied before any rule, overrides it.
-void rank_bias_operand(ShapeInfer& s) {
-  for (int i = 0; i < 2; ++i) {
-    const ValueId known = s.in(1 - i), unknown = s.in(i);
-    if (s.has_rank(unknown) || !s.has_rank(known) || s.rank(known) < 2) continue;
-    s.set_rank(unknown, 1);
-    s.unify(s.dim(unknown, 0), s.dim(known, -1));
-  }
-}
-
 // NumPy broadcasting of all inputs; the output rank is the largest input rank.
 void broadcast_shape(ShapeInfer& s) {
-  if (s.num_inputs() == 2) rank_bias_operand(s);
   int r = 0;
   for (int i = 0; i < s.num_inputs(); ++i) {
     if (!s.has_rank(s.in(i))) return;

@@ -37,6 +37,8 @@
 //   slice {starts, ends, axes, steps: ints; ends clamp; negative indices count from the end}
 //   concat(x0, x1, ...) {axis: int}
 //   gather(input, indices) {axis: int = 0}: NumPy take; out = in[:axis] + idx + in[axis+1:]
+//   take_along_axis(input, indices) {axis: int}: NumPy take_along_axis (torch.gather); indices
+//       have the input's rank and match it off `axis`; out has the indices' shape
 // random.cpp (seeded, counter-based: same seed, same numbers, on every backend)
 //   random_uniform {shape: ints, low: 0, high: 1, seed: int, dtype: "float32"}  (Source)
 //   random_normal {shape: ints, mean: 0, std: 1, seed: int, dtype: "float32"}   (Source)

@@ -500,6 +500,59 @@ void gather_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> ou
                   static_cast<size_t>(inner));
 }
 
+// --- take_along_axis ---------------------------------------------------------------------------
+
+// Indices have the input's rank; every dim but `axis` matches the input, and the output has the
+// indices' shape: out[..., j, ...] = input[..., indices[..., j, ...], ...] (NumPy
+// take_along_axis, torch.gather). Picking one class per row of [N, C] logits is its main use.
+void take_along_axis_shape(ShapeInfer& s) {
+  const ValueId x = s.in(0), idx = s.in(1), y = s.out();
+  if (s.has_rank(x) && !s.has_rank(idx)) s.set_rank(idx, s.rank(x));
+  if (!s.ready({x, idx})) return;
+  const int r = s.rank(x);
+  if (r == 0) s.fail("take_along_axis needs an input of rank >= 1, got a scalar");
+  if (s.rank(idx) != r)
+    s.fail("take_along_axis: indices have rank " + std::to_string(s.rank(idx)) +
+           " but the input has rank " + std::to_string(r));
+  const int ax = s.normalize_axis(s.attrs().get_int("axis"), r);
+  for (int i = 0; i < r; ++i)
+    if (i != ax) s.unify(s.dim(idx, i), s.dim(x, i));
+  s.set_dims(y, s.dims(idx));
+}
+
+void dtype_take_along_axis(const Node&, std::span<const DType> in, std::span<DType> out) {
+  INGOT_CHECK(is_integral(in[1]), "take_along_axis: indices must have an integer dtype, got ",
+              dtype_name(in[1]));
+  out[0] = in[0];
+}
+
+void take_along_axis_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Tensor& x = in[0];
+  const Shape& xs = x.shape();
+  const Shape& is = in[1].shape();
+  INGOT_CHECK(x.rank() > 0 && in[1].rank() == x.rank(), "take_along_axis: indices of shape ",
+              to_string(is), " do not match an input of shape ", to_string(xs));
+  const int ax = normalize_axis(n.attrs.get_int("axis"), x.rank(), "take_along_axis");
+  for (int i = 0; i < x.rank(); ++i)
+    INGOT_CHECK(i == ax || is[i] == xs[i], "take_along_axis: indices of shape ", to_string(is),
+                " do not match an input of shape ", to_string(xs), " off axis ", ax);
+  const std::vector<int64_t> idx = gather_indices(in[1], xs[ax], ax);
+  out[0] = Tensor(x.dtype(), is);
+  const int64_t outer = numel(Shape(xs.begin(), xs.begin() + ax));
+  const int64_t inner = numel(Shape(xs.begin() + ax + 1, xs.end()));
+  const int64_t nx = xs[ax], ni = is[ax];
+  const size_t esize = dtype_size(x.dtype());
+  const char* src = static_cast<const char*>(x.raw_data());
+  char* dst = static_cast<char*>(out[0].raw_data());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < ni; ++j)
+      for (int64_t k = 0; k < inner; ++k) {
+        const int64_t at = (o * ni + j) * inner + k;
+        std::memcpy(dst + at * static_cast<int64_t>(esize),
+                    src + ((o * nx + idx[at]) * inner + k) * static_cast<int64_t>(esize), esize);
+      }
+}
+
 }  // namespace
 
 void register_movement_ops() {
@@ -527,6 +580,8 @@ void register_movement_ops() {
       "joins inputs along {axis} (dtypes promoted)", -1);
   add("gather", gather_shape, dtype_gather, gather_eval,
       "NumPy take(input, indices, axis): integer indices, negative ones wrap", 2, 2);
+  add("take_along_axis", take_along_axis_shape, dtype_take_along_axis, take_along_axis_eval,
+      "NumPy take_along_axis(input, indices, {axis}): indices have the input's rank", 2, 2);
 }
 
 }  // namespace ingot::ops
