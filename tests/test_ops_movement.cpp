@@ -342,3 +342,10 @@ TEST(MovementOps, TakeAlongAxisErrors) {
   EXPECT_NE(message(ingot::testing::tensor<int64_t>({0, 0}, {2}), 1).find("rank"), std::string::npos);
   EXPECT_NE(message(ingot::testing::tensor<int64_t>({0, 0, 0}, {3, 1}), 1), "");
 }
+
+TEST(MovementOps, ReshapeKeepsASymbolThroughMinusOne) {
+  EXPECT_EQ(infer_op_shape("reshape", {{"N"}}, {{"shape", std::vector<int64_t>{-1, 1}}}), "[N, 1]");
+  EXPECT_EQ(infer_op_shape("reshape", {{"N", 4}}, {{"shape", std::vector<int64_t>{2, -1, 2}}}), "[2, N, 2]");
+  // Different known factors: the unknowns differ, so nothing is unified.
+  EXPECT_NE(infer_op_shape("reshape", {{"N", 4}}, {{"shape", std::vector<int64_t>{-1, 2}}}), "[N, 2]");
+}

@@ -30,15 +30,6 @@ DType output_dtype(const Node& n, std::span<const Tensor> inputs) {
   return out;
 }
 
-// Attribute checks throw ingot::Error; shape rules re-raise them through s.fail for context.
-template <class F>
-void checked(ShapeInfer& s, F&& check) {
-  try {
-    check();
-  } catch (const Error& e) {
-    s.fail(e.what());
-  }
-}
 
 // C's conversion, with defined results where C leaves them undefined: float to integer
 // truncates toward zero, saturates out of range and maps NaN to 0; anything to bool is != 0.
@@ -224,7 +215,7 @@ void cast_kernel(const Node& n, std::span<const Tensor> inputs, std::span<Tensor
 void unary_shape(ShapeInfer& s) { s.same_shape(s.in(0), s.out()); }
 
 void gelu_shape(ShapeInfer& s) {
-  checked(s, [&] { gelu_mode(s.node()); });
+  or_fail(s, [&] { gelu_mode(s.node()); });
   unary_shape(s);
 }
 

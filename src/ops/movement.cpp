@@ -85,6 +85,10 @@ Product product(const ShapeInfer& s, const std::vector<DimVar>& dims) {
 void reshape_sizes(ShapeInfer& s, const std::vector<DimVar>& in, const std::vector<DimVar>& out,
                    bool cancelled_unknown) {
   const Product pi = product(s, in), po = product(s, out);
+  // One unknown on each side with equal non-zero known factors: the unknowns are the same size,
+  // so a symbol survives the reshape ([N] -> [-1, 1] gives [N, 1]).
+  if (pi.unknowns == 1 && po.unknowns == 1 && pi.known == po.known && pi.known != 0)
+    s.unify(pi.unknown, po.unknown);
   if (pi.unknowns + po.unknowns > 1) return;
   // Cancelling an unknown dim that may be 0 is only sound when neither side is already 0.
   if (cancelled_unknown && (pi.known == 0 || po.known == 0)) return;

@@ -31,15 +31,6 @@ std::vector<DType> output_dtypes(const Node& n, std::span<const Tensor> inputs) 
   return out;
 }
 
-// Attribute checks throw ingot::Error; shape rules re-raise them through s.fail for context.
-template <class F>
-void checked(ShapeInfer& s, F&& check) {
-  try {
-    check();
-  } catch (const Error& e) {
-    s.fail(e.what());
-  }
-}
 
 int checked_axis(const Node& n, int64_t axis, int rank) {
   INGOT_CHECK(axis >= -rank && axis < rank, n.op, ": axis ", axis, " out of range for rank ", rank);
@@ -262,7 +253,7 @@ void reduce_shape(ShapeInfer& s) {
   const int r = s.rank(s.in(0));
   std::vector<int> axes;
   bool keep = false;
-  checked(s, [&] {
+  or_fail(s, [&] {
     axes = axes_attr(s.node(), r);
     keep = keepdims_attr(s.node());
   });
@@ -340,7 +331,7 @@ void argmax_shape(ShapeInfer& s) {
   const int r = s.rank(s.in(0));
   int axis = 0;
   bool keep = false;
-  checked(s, [&] {
+  or_fail(s, [&] {
     axis = argmax_axis(s.node(), r);
     keep = keepdims_attr(s.node());
   });
@@ -415,7 +406,7 @@ void softmax_kernel(const Node& n, std::span<const Tensor> inputs, std::span<Ten
 
 void softmax_shape(ShapeInfer& s) {
   s.same_shape(s.in(0), s.out());
-  if (s.has_rank(s.in(0))) checked(s, [&] { axis_attr(s.node(), s.rank(s.in(0))); });
+  if (s.has_rank(s.in(0))) or_fail(s, [&] { axis_attr(s.node(), s.rank(s.in(0))); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -471,7 +462,7 @@ void layer_norm_shape(ShapeInfer& s) {
   if (!s.has_rank(s.in(0))) return;
   const int r = s.rank(s.in(0));
   int axis = 0;
-  checked(s, [&] { axis = axis_attr(s.node(), r); });
+  or_fail(s, [&] { axis = axis_attr(s.node(), r); });
   for (int p = 1; p < s.num_inputs(); ++p) {
     s.set_rank(s.in(p), r - axis);
     for (int d = axis; d < r; ++d) s.unify(s.dim(s.in(p), d - axis), s.dim(s.in(0), d));
