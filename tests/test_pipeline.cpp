@@ -268,3 +268,13 @@ TEST(AtomicFile, WritesAndReports) {
   EXPECT_NE(error_of([] { write_file_atomic("/nonexistent/dir/x", "a"); }).find("/nonexistent/dir/x"), std::string::npos);
   EXPECT_NE(error_of([] { read_file("/nonexistent/file"); }).find("/nonexistent/file"), std::string::npos);
 }
+
+TEST(Pipeline, UnconnectedBlockInputIsNamedAtCompile) {
+  Model m;
+  m |= Linear(4)({{"input", "x"}, {"output", "h"}});
+  m |= Relu()({{"output", IOKey("y").expose()}});  // its input was never linked
+  CompileOptions o;
+  o.shapes = {{"x", {2, 3}}};
+  std::string msg = error_of([&] { compile(m, ReferenceBackend(), o); });
+  EXPECT_NE(msg.find("unconnected input of block 'relu_0'"), std::string::npos) << msg;
+}

@@ -261,6 +261,12 @@ class Engine final : public ShapeInfer {
       if (!shapes_[v.id]) {
         current_value_ = describe_value(g_, v.id);
         where_ = v.producer >= 0 ? g_.node(v.producer).op : std::string(value_kind_name(v.kind));
+        // A data input with a generated name is a block terminal nothing was linked to.
+        bool unconnected = v.kind == ValueKind::Input && v.name.find('.') != std::string::npos;
+        if (unconnected)
+          INGOT_FAIL("Cannot infer shape for '", current_value_, "': it is an unconnected input of block '",
+                     v.name.substr(0, v.name.rfind('.')),
+                     "'; link it to a wire (e.g. chain the block with +=) or give it a shape");
         INGOT_FAIL("Cannot infer shape for '", current_value_,
                    "': nothing determines its rank; give it a shape (compile option `shapes` or "
                    "set_shapes)");
