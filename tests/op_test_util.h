@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,27 @@ inline std::vector<SymShape> infer_op_shapes(const std::string& op,
 inline std::string infer_op_shape(const std::string& op, const std::vector<ShapeTemplate>& in,
                                   const Attrs& attrs = {}) {
   return to_string(infer_op_shapes(op, in, attrs)[0]);
+}
+
+// The message of the ingot::Error that f throws, or "(no error)" when it throws none.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Runs f and expects an ingot::Error whose message contains `needle`.
+template <class F>
+void expect_error(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an ingot::Error mentioning \"" << needle << "\"";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
 }
 
 template <class T>

@@ -19,17 +19,6 @@ namespace {
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 const double kInf = std::numeric_limits<double>::infinity();
 
-// Runs f and expects an ingot::Error whose message contains `needle`.
-template <class F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an ingot::Error mentioning \"" << needle << "\"";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 // Elementwise |got - want| <= atol + rtol * |want|, NaN matching NaN.
 void expect_values(const Tensor& got, const std::vector<double>& want, double rtol = 0,
                    double atol = 0) {

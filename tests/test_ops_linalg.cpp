@@ -15,17 +15,6 @@ using namespace ingot::testing;
 
 namespace {
 
-// Runs f and expects an ingot::Error whose message contains `needle`.
-template <class F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an ingot::Error mentioning '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 // Shapes of every value (inputs, then the output) after shape inference of one op.
 std::vector<std::string> infer_all(const std::string& op, const std::vector<ShapeTemplate>& in,
                                    const Attrs& attrs = {}) {

@@ -15,16 +15,6 @@ namespace {
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 
-template <class F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an ingot::Error mentioning '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 // Shapes of every value (inputs, then the output) after shape inference of one op.
 std::vector<std::string> infer_all(const std::string& op, const std::vector<ShapeTemplate>& in,
                                    const Attrs& attrs = {}) {

@@ -13,16 +13,6 @@ using namespace ingot::testing;
 
 namespace {
 
-template <class F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an ingot::Error mentioning '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 Attrs source(std::vector<int64_t> shape, int64_t seed) { return {{"shape", shape}, {"seed", seed}}; }
 
 struct Moments {

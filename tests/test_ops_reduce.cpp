@@ -18,16 +18,6 @@ namespace {
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-template <class F>
-void expect_error(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an ingot::Error mentioning \"" << needle << "\"";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 void expect_values(const Tensor& got, const std::vector<double>& want, double rtol = 0,
                    double atol = 0) {
   std::vector<double> g = got.to_vector<double>();

@@ -12,21 +12,13 @@
 #include "op_test_util.h"
 
 using namespace ingot;
+using ingot::testing::error_of;
 using ingot::testing::random_tensor;
 
 namespace {
 
 using Names = std::vector<std::string>;
 using Values = std::vector<double>;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 ::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
   if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();

@@ -4,6 +4,7 @@
 // type inference -> optimize -> lower (backend) -> function generation.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -15,6 +16,15 @@
 #include "ingot/physical_model.h"
 
 namespace ingot {
+
+// A user-supplied graph rewrite run by the "optimize" stage right after the built-in pass named
+// `after` ("start": before every pass, "end": after every pass). It runs even when that pass is
+// disabled. The graph must stay valid; values it adds without shapes get shape inference re-run.
+struct CustomPass {
+  std::string name;
+  std::string after = "end";
+  std::function<void(Graph&)> fn;
+};
 
 struct CompileOptions {
   // Shape templates per terminal (numbers, symbols, nullptr for unknown, "Batch..." variadic).
@@ -36,6 +46,18 @@ struct CompileOptions {
   std::string dump_graph;      // write the final graph here ("-" = stdout)
   std::string dump_format = "text";  // text | json | dot
   bool verbose = false;        // print each stage and what it decided (to stderr)
+
+  // Graph optimizations (src/compiler/passes/, README "Graph optimizations and memory planning").
+  std::string optimization_level = "medium";  // none | low | medium | high
+  // Per-pass on/off overriding the level; keys are pass names (constant_folding, simplify, cse,
+  // dce, conv_bn_folding, mixed_precision, layout, fusion); unknown names are errors.
+  std::map<std::string, bool> optimizations;
+  std::vector<CustomPass> custom_passes;
+  // With dump_graph set: also write <dump_graph>.<index>.<pass>.<ext> after every pass that ran.
+  bool dump_after_each_pass = false;
+  std::string memory_planning = "greedy";  // greedy | none
+  double max_memory_gb = 0;                // planned peak limit in GiB; 0 = no limit
+  std::string mixed_precision = "none";    // none | bfloat16 | float16 (matmul / conv2d inputs)
 
   // Sets an option from its name and a string value (CLI, Python). Unknown names and
   // unparsable values are errors that name the option and list what is valid.

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "ingot/compile.h"
+#include "ingot/cpu_backend.h"
 #include "ingot/dtype.h"
 #include "ingot/error.h"
 #include "ingot/graph.h"

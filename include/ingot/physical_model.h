@@ -20,6 +20,7 @@ using TensorMap = std::map<std::string, Tensor>;
 class Executable;
 class Backend;
 struct CompileOptions;
+struct MemoryPlan;  // src/compiler/memory_plan.h
 
 class PhysicalModel {
  public:
@@ -45,6 +46,12 @@ class PhysicalModel {
   int64_t parameter_count() const;  // total elements of parameters with static shapes
 
   const Graph& graph() const { return graph_; }
+  // The memory plan compile made (option memory_planning): planned_peak_bytes, lower_bound_bytes,
+  // unplanned_bytes, per-tensor offsets. Not planned (planned == false, with a reason) for symbolic
+  // shapes. Include "compiler/memory_plan.h" for the type. Backends consume it; the reference
+  // backend allocates per kernel and does not execute out of the arena.
+  const MemoryPlan& memory_plan() const;
+  void set_memory_plan(MemoryPlan plan);
   std::string summary() const;
 
   // Parameters in safetensors format; load checks names, dtypes and shapes against the model.
@@ -58,7 +65,8 @@ class PhysicalModel {
   Graph graph_;
   std::shared_ptr<const Backend> backend_;
   std::shared_ptr<const CompileOptions> options_;
-  mutable std::shared_ptr<const Executable> executable_;  // lowered lazily when jit = false
+  mutable std::shared_ptr<const Executable> executable_;
+  std::shared_ptr<const MemoryPlan> memory_plan_;  // lowered lazily when jit = false
 };
 
 }  // namespace ingot

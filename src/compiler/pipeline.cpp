@@ -3,7 +3,11 @@
 #include <iostream>
 #include <sstream>
 
+#include <cmath>
+
 #include "compiler/frontend.h"
+#include "compiler/memory_plan.h"
+#include "compiler/passes/passes.h"
 #include "compiler/shape_inference.h"
 #include "ingot/compile.h"
 #include "ingot/error.h"
@@ -32,7 +36,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 std::vector<std::string> CompileOptions::option_names() {
   return {"shapes", "types", "constant_keys", "data_keys", "trainable_keys", "discard_keys",
-          "static_shapes", "inference", "jit", "file_path", "dump_graph", "dump_format", "verbose"};
+          "static_shapes", "inference", "jit", "file_path", "dump_graph", "dump_format", "verbose",
+          "optimization_level", "optimizations", "custom_passes", "dump_after_each_pass",
+          "memory_planning", "max_memory_gb", "mixed_precision"};
 }
 
 void CompileOptions::set(const std::string& name, const std::string& value) {
@@ -46,6 +52,37 @@ void CompileOptions::set(const std::string& name, const std::string& value) {
   else if (name == "data_keys") data_keys = split(value, ',');
   else if (name == "trainable_keys") trainable_keys = split(value, ',');
   else if (name == "discard_keys") discard_keys = split(value, ',');
+  else if (name == "optimization_level") { optimization_level_index(value); optimization_level = value; }
+  else if (name == "optimizations") {
+    // "cse=off,fusion=on" (a bare name means on)
+    std::map<std::string, bool> m;
+    for (const std::string& item : split(value, ',')) {
+      size_t eq = item.find('=');
+      std::string pass = item.substr(0, eq);
+      m[pass] = eq == std::string::npos ? true : parse_bool("optimizations['" + pass + "']", item.substr(eq + 1));
+    }
+    CompileOptions probe;
+    probe.optimizations = m;
+    probe.validate();
+    optimizations = std::move(m);
+  }
+  else if (name == "dump_after_each_pass") dump_after_each_pass = parse_bool(name, value);
+  else if (name == "memory_planning") { CompileOptions probe; probe.memory_planning = value; probe.validate(); memory_planning = value; }
+  else if (name == "mixed_precision") { CompileOptions probe; probe.mixed_precision = value; probe.validate(); mixed_precision = value; }
+  else if (name == "max_memory_gb") {
+    double x = 0;
+    size_t used = 0;
+    try {
+      x = std::stod(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    INGOT_CHECK(used == value.size() && !value.empty(), "Option 'max_memory_gb': expected a number of GiB, got '", value, "'");
+    CompileOptions probe;
+    probe.max_memory_gb = x;
+    probe.validate();
+    max_memory_gb = x;
+  }
   else {
     std::string valid;
     for (const auto& n : option_names()) valid += (valid.empty() ? "" : ", ") + n;
@@ -68,6 +105,28 @@ void CompileOptions::validate() const {
   }
   for (const auto& [k, t] : constant_keys)
     INGOT_CHECK(t.defined(), "Option 'constant_keys': '", k, "' has no value");
+  optimization_level_index(optimization_level);
+  std::string passes;
+  for (const auto& n : pass_names()) passes += (passes.empty() ? "" : ", ") + n;
+  auto known_pass = [](const std::string& n) {
+    for (const auto& p : pass_names())
+      if (p == n) return true;
+    return false;
+  };
+  for (const auto& [name, on] : optimizations)
+    INGOT_CHECK(known_pass(name), "Option 'optimizations': unknown pass '", name, "' (valid passes: ", passes, ")");
+  for (const CustomPass& cp : custom_passes) {
+    INGOT_CHECK(!cp.name.empty(), "Option 'custom_passes': a custom pass has no name");
+    INGOT_CHECK(static_cast<bool>(cp.fn), "Option 'custom_passes': custom pass '", cp.name, "' has no function");
+    INGOT_CHECK(cp.after == "start" || cp.after == "end" || known_pass(cp.after), "Option 'custom_passes': custom pass '",
+                cp.name, "' runs after unknown point '", cp.after, "' (valid points: start, ", passes, ", end)");
+  }
+  INGOT_CHECK(memory_planning == "greedy" || memory_planning == "none", "Option 'memory_planning': unknown strategy '",
+              memory_planning, "' (valid: greedy, none)");
+  INGOT_CHECK(std::isfinite(max_memory_gb) && max_memory_gb >= 0, "Option 'max_memory_gb': must be a non-negative number of GiB (0 = no limit), got ",
+              max_memory_gb);
+  INGOT_CHECK(mixed_precision == "none" || mixed_precision == "bfloat16" || mixed_precision == "float16",
+              "Option 'mixed_precision': unknown type '", mixed_precision, "' (valid: none, bfloat16, float16)");
 }
 
 // ---------------------------------------------------------------- stages
@@ -146,6 +205,11 @@ Graph front_half(const Model& model, const CompileOptions& options, StageLog& lo
     verify(g);
     return 0;
   });
+  log.run("optimize", [&] {
+    log.note("level: " + options.optimization_level);
+    optimize(g, options, [&](const std::string& line) { log.note(line); });
+    return 0;
+  });
   return g;
 }
 
@@ -159,6 +223,19 @@ Graph build_graph(const Model& model, const CompileOptions& options) {
 PhysicalModel compile(const Model& model, const Backend& backend, const CompileOptions& options) {
   StageLog log(options.verbose);
   Graph g = front_half(model, options, log);
+  MemoryPlan plan = log.run("memory planning", [&] {
+    MemoryPlan p = plan_memory(g, options.memory_planning);
+    log.note(p.str());
+    if (options.max_memory_gb > 0 && p.planned) {
+      const double limit = options.max_memory_gb * 1024.0 * 1024.0 * 1024.0;
+      const int64_t need = options.memory_planning == "none" ? p.unplanned_bytes : p.planned_peak_bytes;
+      INGOT_CHECK(static_cast<double>(need) <= limit, "Memory plan exceeds max_memory_gb: the planned peak is ",
+                  static_cast<double>(need) / (1024.0 * 1024.0 * 1024.0), " GiB (", need,
+                  " bytes, memory_planning = ", options.memory_planning, ") but max_memory_gb is ",
+                  options.max_memory_gb, " GiB");
+    }
+    return p;
+  });
   if (!options.dump_graph.empty())
     write_text(options.dump_graph, print_graph(g, parse_dump_format(options.dump_format)));
   auto opts = std::make_shared<const CompileOptions>(options);
@@ -177,6 +254,7 @@ PhysicalModel compile(const Model& model, const Backend& backend, const CompileO
   }
   return log.run("function generation", [&] {
     PhysicalModel pm(std::move(g), be, opts, exe);
+    pm.set_memory_plan(std::move(plan));
     log.note("inputs: " + std::to_string(pm.input_names().size()) + ", parameters: " +
              std::to_string(pm.parameter_names().size()) + ", outputs: " +
              std::to_string(pm.output_names().size()) + (options.jit ? "" : " (lowering on first evaluate)"));

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "compiler/memory_plan.h"
 #include "core/random.h"
 #include "ingot/compile.h"
 #include "ingot/error.h"
@@ -24,6 +25,19 @@ PhysicalModel::PhysicalModel(Graph graph, std::shared_ptr<const Backend> backend
 const Executable& PhysicalModel::executable() const {
   if (!executable_) executable_ = backend_->lower(graph_, *options_);
   return *executable_;
+}
+
+const MemoryPlan& PhysicalModel::memory_plan() const {
+  static const MemoryPlan none = [] {
+    MemoryPlan p;
+    p.reason = "no plan made";
+    return p;
+  }();
+  return memory_plan_ ? *memory_plan_ : none;
+}
+
+void PhysicalModel::set_memory_plan(MemoryPlan plan) {
+  memory_plan_ = std::make_shared<const MemoryPlan>(std::move(plan));
 }
 
 std::vector<ValueId> PhysicalModel::run_leaves() const {

@@ -1,0 +1,50 @@
+// The native CPU backend: lowers the whole graph to one generated C++ translation unit, builds it
+// into a shared library with the system compiler (-O3 -march=native -fopenmp, OpenBLAS for gemm
+// when installed), loads it with dlopen and runs it. Built libraries are cached in memory and on
+// disk, keyed by a hash of the source, flags and compiler.
+//
+//   PhysicalModel pm = compile(model, CpuBackend(), opts);
+//   CpuBackend::CpuOptions o;  o.cache_dir = "/tmp/my-cache";
+//   PhysicalModel pm2 = compile(model, CpuBackend(o), opts);
+//
+// Ops the code generator does not handle run through their reference kernels, called back from
+// the generated code, so every graph the ReferenceBackend runs also runs here. With `verbose`,
+// lower prints the fusion plan, what is native, and the command that builds the file by hand.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ingot/compile.h"
+
+namespace ingot {
+
+class CpuBackend final : public Backend {
+ public:
+  struct CpuOptions {
+    bool cache = true;
+    // Default: $INGOT_CACHE_DIR, else $XDG_CACHE_HOME/ingot, else ~/.cache/ingot.
+    std::string cache_dir;
+    // Default: $INGOT_CXX, $CXX, then c++, g++, clang++ found on PATH at run time.
+    std::string compiler;
+    std::vector<std::string> extra_flags;  // appended to the compile command (part of the key)
+    int num_threads = 0;                   // > 0: OpenMP threads per parallel loop
+  };
+
+  CpuBackend() = default;
+  explicit CpuBackend(CpuOptions options) : options_(std::move(options)) {}
+
+  std::string name() const override { return "cpu"; }
+  std::unique_ptr<Executable> lower(const Graph& graph, const CompileOptions& options) const override;
+  std::unique_ptr<Backend> clone() const override { return std::make_unique<CpuBackend>(options_); }
+  const CpuOptions& options() const { return options_; }
+
+  // How many times this process has invoked the compiler (a cache hit does not).
+  static int compile_count();
+
+ private:
+  CpuOptions options_;
+};
+
+}  // namespace ingot

@@ -1,0 +1,29 @@
+// The C ABI between the host and a generated CPU library (kept in sync with the prelude text in
+// prelude.cpp, which the generated file carries; kAbiVersion in cache.cpp names its version).
+//
+//   extern "C" int ingot_abi_version();
+//   extern "C" int ingot_entry(const void* const* inputs, void* const* outputs,
+//                              const int64_t* dims, const ingot_host* host,
+//                              char* error, size_t error_size);
+//
+// inputs: the graph's non-constant leaves in graph.leaves() order; outputs: buffers for the
+// graph outputs the library writes, allocated by the host with their concrete sizes; dims: the
+// run-time size of each symbolic dimension; host: constants and the reference-kernel callback
+// for nodes the code generator does not handle. Returns 0, or nonzero with a message in `error`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+extern "C" {
+struct ingot_host {
+  void* ctx;
+  const void* const* constants;  // the graph's constant leaves, in generated order
+  // Runs node `node` with its reference kernel: inputs/outputs point at contiguous buffers of
+  // the node's inputs/outputs with the concrete shapes bound by `dims`.
+  int (*run_node)(void* ctx, int32_t node, const void* const* inputs, void* const* outputs,
+                  char* error, size_t error_size);
+};
+typedef int (*ingot_entry_fn)(const void* const* inputs, void* const* outputs, const int64_t* dims,
+                              const ingot_host* host, char* error, size_t error_size);
+}

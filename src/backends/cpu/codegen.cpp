@@ -1,0 +1,744 @@
+#include "backends/cpu/codegen.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "backends/cpu/prelude.h"
+#include "ingot/error.h"
+#include "ir/op_registry.h"
+
+namespace ingot::cpu {
+namespace {
+
+// ---- sizes: a constant times a product of symbols (every dim and stride is one) ----------------
+struct Mono {
+  int64_t c = 1;
+  std::vector<int> syms;  // sorted symbol indices
+  bool operator==(const Mono& o) const { return c == o.c && syms == o.syms; }
+  bool is_const() const { return syms.empty(); }
+};
+Mono operator*(Mono a, const Mono& b) {
+  a.c *= b.c;
+  a.syms.insert(a.syms.end(), b.syms.begin(), b.syms.end());
+  std::sort(a.syms.begin(), a.syms.end());
+  if (a.c == 0) a.syms.clear();
+  return a;
+}
+const Mono kZero{0, {}};
+const Mono kOne{1, {}};
+
+std::string str(const Mono& m) {
+  if (m.is_const()) return std::to_string(m.c);
+  std::string s;
+  if (m.c != 1) s = std::to_string(m.c);
+  for (int i : m.syms) s += (s.empty() ? "d" : " * d") + std::to_string(i);
+  return m.syms.size() + (m.c != 1) > 1 ? "(" + s + ")" : s;
+}
+Mono product(const std::vector<Mono>& v, size_t from = 0, size_t to = SIZE_MAX) {
+  Mono p;
+  for (size_t i = from; i < std::min(to, v.size()); ++i) p = p * v[i];
+  return p;
+}
+
+// ---- the elementwise ops: how each computes, in the reference kernels' types ------------------
+enum class EwKind { UnaryFloat, UnarySame, Cast, Binary, Compare, Where, Identity };
+struct EwOp {
+  EwKind kind;
+  const char* fn;  // prelude function (ig_<fn>) or C++ operator for compares
+};
+const std::map<std::string, EwOp>& ew_ops() {
+  static const std::map<std::string, EwOp> m = {
+      {"exp", {EwKind::UnaryFloat, "ig_exp"}},       {"log", {EwKind::UnaryFloat, "ig_log"}},
+      {"sqrt", {EwKind::UnaryFloat, "ig_sqrt"}},     {"rsqrt", {EwKind::UnaryFloat, "ig_rsqrt"}},
+      {"sin", {EwKind::UnaryFloat, "ig_sin"}},       {"cos", {EwKind::UnaryFloat, "ig_cos"}},
+      {"tanh", {EwKind::UnaryFloat, "ig_tanh"}},     {"sigmoid", {EwKind::UnaryFloat, "ig_sigmoid"}},
+      {"erf", {EwKind::UnaryFloat, "ig_erf"}},       {"gelu", {EwKind::UnaryFloat, "ig_gelu"}},
+      {"neg", {EwKind::UnarySame, "ig_neg"}},        {"abs", {EwKind::UnarySame, "ig_abs"}},
+      {"relu", {EwKind::UnarySame, "ig_relu"}},      {"sign", {EwKind::UnarySame, "ig_sign"}},
+      {"floor", {EwKind::UnarySame, "ig_floor"}},    {"ceil", {EwKind::UnarySame, "ig_ceil"}},
+      {"cast", {EwKind::Cast, ""}},                  {"add", {EwKind::Binary, "ig_add"}},
+      {"sub", {EwKind::Binary, "ig_sub"}},           {"mul", {EwKind::Binary, "ig_mul"}},
+      {"div", {EwKind::Binary, "ig_div"}},           {"pow", {EwKind::Binary, "ig_pow"}},
+      {"maximum", {EwKind::Binary, "ig_maximum"}},   {"minimum", {EwKind::Binary, "ig_minimum"}},
+      {"equal", {EwKind::Compare, "=="}},            {"not_equal", {EwKind::Compare, "!="}},
+      {"less", {EwKind::Compare, "<"}},              {"less_equal", {EwKind::Compare, "<="}},
+      {"greater", {EwKind::Compare, ">"}},           {"greater_equal", {EwKind::Compare, ">="}},
+      {"where", {EwKind::Where, ""}},                {"dropout", {EwKind::Identity, ""}},
+  };
+  return m;
+}
+
+std::string ctype(DType t) {
+  switch (t) {
+    case DType::Bool: return "bool";
+    case DType::Int8: return "int8_t";
+    case DType::Int16: return "int16_t";
+    case DType::Int32: return "int32_t";
+    case DType::Int64: return "int64_t";
+    case DType::UInt8: return "uint8_t";
+    case DType::Float16: return "ig_half";
+    case DType::BFloat16: return "ig_bf16";
+    case DType::Float32: return "float";
+    case DType::Float64: return "double";
+  }
+  return "float";
+}
+std::string comptype(DType t) {
+  return t == DType::Float16 || t == DType::BFloat16 ? "float" : ctype(t);
+}
+
+// A scalar constant as a C++ expression of its dtype (exact: hex floats, raw half bits).
+std::string literal(const Tensor& t) {
+  const DType dt = t.dtype();
+  char buf[64];
+  switch (dt) {
+    case DType::Bool: return t.to_vector<bool>()[0] ? "true" : "false";
+    case DType::Float16: std::snprintf(buf, sizeof buf, "ig_half::from_bits(0x%04x)", t.data<Half>()[0].bits); return buf;
+    case DType::BFloat16: std::snprintf(buf, sizeof buf, "ig_bf16::from_bits(0x%04x)", t.data<BFloat16>()[0].bits); return buf;
+    case DType::Float32:
+    case DType::Float64: {
+      const double v = t.item(0);
+      const std::string ty = ctype(dt);
+      if (std::isnan(v)) return "std::numeric_limits<" + ty + ">::quiet_NaN()";
+      if (std::isinf(v)) return std::string(v < 0 ? "-" : "") + "std::numeric_limits<" + ty + ">::infinity()";
+      std::snprintf(buf, sizeof buf, "%a", v);
+      return ty + "(" + buf + ")";
+    }
+    default: {
+      const int64_t v = t.to_vector<int64_t>()[0];
+      if (v == INT64_MIN) return "std::numeric_limits<int64_t>::min()";
+      return ctype(dt) + "(" + std::to_string(v) + "LL)";
+    }
+  }
+}
+
+bool is_scalar_constant(const Value& v) {
+  return v.kind == ValueKind::Constant && v.constant.defined() && v.constant.numel() == 1 &&
+         is_static(v.shape);
+}
+
+std::string ident(const std::string& s) {
+  std::string o;
+  for (char c : s) o += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return o;
+}
+
+// Contiguous reduced axes as [outer, n, inner], or false.
+bool reduce_block(const Node& n, int rank, int* first, int* last) {
+  std::vector<int64_t> axes = n.attrs.get_ints("axes", {});
+  std::vector<int> ax;
+  if (axes.empty()) {
+    for (int i = 0; i < rank; ++i) ax.push_back(i);
+  } else {
+    for (int64_t a : axes) {
+      if (a < -rank || a >= rank) return false;
+      ax.push_back(static_cast<int>(a < 0 ? a + rank : a));
+    }
+  }
+  std::sort(ax.begin(), ax.end());
+  if (std::adjacent_find(ax.begin(), ax.end()) != ax.end()) return false;
+  if (ax.empty()) {  // rank 0: one element
+    *first = 0;
+    *last = -1;
+    return true;
+  }
+  for (size_t i = 1; i < ax.size(); ++i)
+    if (ax[i] != ax[i - 1] + 1) return false;
+  *first = ax.front();
+  *last = ax.back();
+  return true;
+}
+
+int norm_axis(int64_t a, int rank) { return static_cast<int>(a < 0 ? a + rank : a); }
+
+// ---- the generator -----------------------------------------------------------------------------
+struct Segment {
+  enum Kind { Elementwise, Native, Fallback } kind;
+  std::vector<NodeId> nodes;
+  int group;
+};
+
+class Generator {
+ public:
+  Generator(const Graph& g, const FusionPlan& plan, const CodegenOptions& o) : g_(g), plan_(plan), opt_(o) {}
+
+  GeneratedCode run() {
+    index_leaves_and_symbols();
+    build_segments();
+    plan_buffers();
+    std::ostringstream entry;
+    emit_entry(entry);
+    std::ostringstream src;
+    src << "// Generated by ingot's CPU backend. Do not edit: regenerated from the model graph.\n"
+        << "// Build: see CpuBackend verbose output; entry point: ingot_entry (see abi.h).\n"
+        << "// Native kernels: " << out_.kernels << "; nodes on reference kernels (host callback): "
+        << out_.fallback_nodes.size() << ".\n";
+    if (opt_.blas) src << "#define INGOT_HAVE_BLAS 1\n";
+    src << prelude(opt_.blas) << "\n// ---- kernels ----\n" << kernels_.str() << "\n" << entry.str();
+    out_.source = src.str();
+    return std::move(out_);
+  }
+
+ private:
+  // -- symbols, inputs, constants
+  Mono dim(const SymDim& d) {
+    if (d.known()) return Mono{d.value, {}};
+    auto it = sym_.find(d.symbol);
+    INGOT_CHECK(it != sym_.end(), "CpuBackend: dimension '", d.symbol, "' is not bound by any input");
+    return Mono{1, {it->second}};
+  }
+  std::vector<Mono> dims(ValueId v) {
+    std::vector<Mono> r;
+    for (const SymDim& d : g_.value(v).shape) r.push_back(dim(d));
+    return r;
+  }
+  Mono numel_of(ValueId v) { return product(dims(v)); }
+
+  void index_leaves_and_symbols() {
+    for (const Value& v : g_.values())
+      for (const SymDim& d : v.shape)
+        if (!d.known() && !sym_.count(d.symbol)) {
+          sym_[d.symbol] = static_cast<int>(out_.symbols.size());
+          out_.symbols.push_back(d.symbol);
+        }
+    for (ValueId id : g_.leaves()) {
+      if (g_.value(id).kind == ValueKind::Constant) out_.constants.push_back(id);
+      else out_.inputs.push_back(id);
+    }
+  }
+
+  // -- segments
+  void build_segments() {
+    for (size_t gi = 0; gi < plan_.groups.size(); ++gi) {
+      const FusionGroup& grp = plan_.groups[gi];
+      std::vector<NodeId> run;
+      auto flush = [&] {
+        if (!run.empty()) segs_.push_back({Segment::Elementwise, run, static_cast<int>(gi)});
+        run.clear();
+      };
+      for (NodeId n : grp.nodes) {
+        const Node& node = g_.node(n);
+        const bool native = is_native(g_, node);
+        if (native && n != grp.anchor && get_op(node.op).fusion == FusionClass::Elementwise) {
+          run.push_back(n);
+          continue;
+        }
+        flush();
+        segs_.push_back({native ? Segment::Native : Segment::Fallback, {n}, static_cast<int>(gi)});
+        (native ? out_.native_nodes : out_.fallback_nodes).push_back(n);
+      }
+      flush();
+      for (const Segment& s : segs_)
+        if (s.group == static_cast<int>(gi) && s.kind == Segment::Elementwise)
+          out_.native_nodes.insert(out_.native_nodes.end(), s.nodes.begin(), s.nodes.end());
+    }
+  }
+
+  void plan_buffers() {
+    const size_t nv = g_.values().size();
+    seg_of_.assign(nv, -1);
+    last_use_.assign(nv, -1);
+    needs_buffer_.assign(nv, false);
+    is_output_.assign(nv, false);
+    for (size_t s = 0; s < segs_.size(); ++s)
+      for (NodeId n : segs_[s].nodes)
+        for (ValueId v : g_.node(n).outputs) {
+          seg_of_[v] = static_cast<int>(s);
+          if (segs_[s].kind != Segment::Elementwise) needs_buffer_[v] = true;
+        }
+    for (size_t s = 0; s < segs_.size(); ++s)
+      for (NodeId n : segs_[s].nodes)
+        for (ValueId v : g_.node(n).inputs) {
+          if (seg_of_[v] != static_cast<int>(s)) {
+            needs_buffer_[v] = true;
+            last_use_[v] = std::max(last_use_[v], static_cast<int>(s));
+          }
+        }
+    for (const auto& [name, v] : g_.outputs()) {
+      needs_buffer_[v] = true;
+      is_output_[v] = true;
+    }
+  }
+
+  std::string ptr(ValueId v) const { return "v" + std::to_string(v); }
+
+  std::string describe(const std::vector<NodeId>& nodes) const {
+    std::string s;
+    for (NodeId n : nodes) s += (s.empty() ? "" : " ") + g_.node(n).op;
+    std::set<std::string> scopes;
+    for (NodeId n : nodes)
+      if (!g_.node(n).scope.empty()) scopes.insert(g_.node(n).scope);
+    if (!scopes.empty()) {
+      s += " (from";
+      for (const std::string& sc : scopes) s += " " + comment_safe(sc);
+      s += ")";
+    }
+    return s;
+  }
+
+  std::string kernel_name(const std::vector<NodeId>& nodes, bool fused) {
+    std::string name = "k" + std::to_string(out_.kernels++) + (fused && nodes.size() > 1 ? "_fused" : "");
+    for (size_t i = 0; i < nodes.size() && i < 4; ++i) name += "_" + ident(g_.node(nodes[i]).op);
+    if (nodes.size() > 4) name += "_etc";
+    return name;
+  }
+
+  std::string dims_prologue() const {
+    std::string s = "  (void)ctx;\n";
+    for (size_t i = 0; i < out_.symbols.size(); ++i)
+      s += "  [[maybe_unused]] const int64_t d" + std::to_string(i) + " = ctx->dims[" +
+           std::to_string(i) + "];  // " + comment_safe(out_.symbols[i]) + "\n";
+    return s;
+  }
+
+  std::string par(const Mono& work, const std::string& extra_cond = "") const {
+    std::string nt = opt_.num_threads > 0 ? " num_threads(" + std::to_string(opt_.num_threads) + ")" : "";
+    if (work.is_const()) {
+      if (work.c <= 65536) return "";
+      return "  #pragma omp parallel for" + nt + (extra_cond.empty() ? "" : " if(" + extra_cond + ")") + "\n";
+    }
+    return "  #pragma omp parallel for" + nt + " if(ig_big(" + str(work) + ")" +
+           (extra_cond.empty() ? "" : " && " + extra_cond) + ")\n";
+  }
+
+  // -- elementwise expressions
+  std::string operand(ValueId v, DType want, const std::map<ValueId, std::string>& names) const {
+    const Value& val = g_.value(v);
+    std::string e = is_scalar_constant(val) ? literal(val.constant) : names.at(v);
+    if (val.dtype != want) e = "ig_cast<" + ctype(want) + ">(" + e + ")";
+    return e;
+  }
+
+  std::string expr(const Node& n, const std::map<ValueId, std::string>& names) const {
+    const EwOp& op = ew_ops().at(n.op);
+    const DType od = g_.value(n.outputs[0]).dtype;
+    const std::string to = ctype(od), c = comptype(od);
+    auto in = [&](int i) { return n.inputs[static_cast<size_t>(i)]; };
+    auto raw = [&](int i) { return operand(in(i), g_.value(in(i)).dtype, names); };
+    switch (op.kind) {
+      case EwKind::UnaryFloat: {
+        std::string fn = op.fn;
+        if (n.op == "gelu" && n.attrs.get_string("approximate", "none") == "tanh") fn = "ig_gelu_tanh";
+        return to + "(" + fn + "<" + c + ">(static_cast<" + c + ">(" + raw(0) + ")))";
+      }
+      case EwKind::UnarySame:
+        return to + "(" + std::string(op.fn) + "<" + c + ">(static_cast<" + c + ">(" + raw(0) + ")))";
+      case EwKind::Cast: return operand(in(0), od, names);
+      case EwKind::Identity: return raw(0);
+      case EwKind::Binary:
+        return to + "(" + std::string(op.fn) + "<" + c + ">(static_cast<" + c + ">(" +
+               operand(in(0), od, names) + "), static_cast<" + c + ">(" + operand(in(1), od, names) + ")))";
+      case EwKind::Compare: {
+        const DType p = promote_types(g_.value(in(0)).dtype, g_.value(in(1)).dtype);
+        const std::string pc = comptype(p);
+        return "(static_cast<" + pc + ">(" + operand(in(0), p, names) + ") " + op.fn + " static_cast<" +
+               pc + ">(" + operand(in(1), p, names) + "))";
+      }
+      case EwKind::Where:
+        return "(" + operand(in(0), DType::Bool, names) + " ? " + operand(in(1), od, names) + " : " +
+               operand(in(2), od, names) + ")";
+    }
+    return "";
+  }
+
+  // -- one elementwise loop nest computing `stores` (all of one shape) from the segment's nodes
+  void emit_elementwise(const Segment& seg, const std::vector<ValueId>& stores, std::ostream& call) {
+    std::set<ValueId> in_seg;
+    for (NodeId n : seg.nodes) in_seg.insert(g_.node(n).outputs.begin(), g_.node(n).outputs.end());
+    // The nodes these stores need (ancestors inside the segment), in order.
+    std::set<ValueId> want(stores.begin(), stores.end());
+    std::vector<NodeId> nodes;
+    for (auto it = seg.nodes.rbegin(); it != seg.nodes.rend(); ++it) {
+      const Node& n = g_.node(*it);
+      if (!want.count(n.outputs[0])) continue;
+      nodes.insert(nodes.begin(), *it);
+      for (ValueId v : n.inputs)
+        if (in_seg.count(v)) want.insert(v);
+    }
+    std::vector<ValueId> reads;
+    for (NodeId n : nodes)
+      for (ValueId v : g_.node(n).inputs)
+        if (!in_seg.count(v) && !is_scalar_constant(g_.value(v)) &&
+            std::find(reads.begin(), reads.end(), v) == reads.end())
+          reads.push_back(v);
+
+    const std::vector<Mono> dom = dims(stores[0]);
+    const size_t r = dom.size();
+    // Per operand (reads, then stores) strides over the domain; broadcast dims get 0.
+    std::vector<std::vector<Mono>> strides;
+    for (ValueId v : reads) {
+      std::vector<Mono> s(r, kZero), vd = dims(v);
+      const size_t off = r - vd.size();
+      for (size_t k = 0; k < vd.size(); ++k)
+        if (!(vd[k].is_const() && vd[k].c == 1)) s[off + k] = product(vd, k + 1);
+      strides.push_back(s);
+    }
+    for (size_t i = 0; i < stores.size(); ++i) {
+      std::vector<Mono> s(r);
+      for (size_t k = 0; k < r; ++k) s[k] = product(dom, k + 1);
+      strides.push_back(s);
+    }
+    // Coalesce: drop size-1 dims, merge neighbours that are contiguous for every operand.
+    std::vector<Mono> md;
+    std::vector<std::vector<Mono>> ms(strides.size());
+    for (size_t k = 0; k < r; ++k) {
+      if (dom[k].is_const() && dom[k].c == 1) continue;
+      bool merge = !md.empty();
+      for (size_t o = 0; merge && o < strides.size(); ++o)
+        merge = ms[o].back() == strides[o][k] * dom[k];
+      if (merge) {
+        md.back() = md.back() * dom[k];
+        for (size_t o = 0; o < strides.size(); ++o) ms[o].back() = strides[o][k];
+      } else {
+        md.push_back(dom[k]);
+        for (size_t o = 0; o < strides.size(); ++o) ms[o].push_back(strides[o][k]);
+      }
+    }
+    const size_t R = md.size();
+    const Mono total = product(md);
+
+    const std::string name = kernel_name(nodes, true);
+    std::ostringstream k;
+    k << "// group " << seg.group << " [elementwise]: " << describe(nodes) << "\n";
+    k << "static int " << name << "(const ig_ctx* ctx";
+    std::map<ValueId, std::string> names;
+    for (size_t i = 0; i < reads.size(); ++i)
+      k << ", const " << ctype(g_.value(reads[i]).dtype) << "* __restrict p" << i;
+    for (size_t i = 0; i < stores.size(); ++i)
+      k << ", " << ctype(g_.value(stores[i]).dtype) << "* __restrict q" << i;
+    k << ") {\n" << dims_prologue();
+    // Offsets: outer index o (dims 0..R-2), inner index i (dim R-1).
+    auto offset = [&](size_t o, const std::string& base) {
+      std::string s = base;
+      if (R > 0 && !(ms[o][R - 1] == kZero)) {
+        std::string t = ms[o][R - 1] == kOne ? "i" : "i * " + str(ms[o][R - 1]);
+        s = s.empty() ? t : s + " + " + t;
+      }
+      return s.empty() ? std::string("0") : s;
+    };
+    auto body = [&](const std::string& indent, const std::vector<std::string>& bases) {
+      std::ostringstream b;
+      for (size_t i = 0; i < reads.size(); ++i) {
+        names[reads[i]] = "a" + std::to_string(i);
+        b << indent << "const " << ctype(g_.value(reads[i]).dtype) << " a" << i << " = p" << i << "["
+          << offset(i, bases[i]) << "];\n";
+      }
+      for (NodeId nid : nodes) {
+        const Node& n = g_.node(nid);
+        const ValueId out = n.outputs[0];
+        names[out] = "t" + std::to_string(out);
+        b << indent << "const " << ctype(g_.value(out).dtype) << " t" << out << " = " << expr(n, names)
+          << ";  // " << n.op << "\n";
+      }
+      for (size_t i = 0; i < stores.size(); ++i)
+        b << indent << "q" << i << "[" << offset(reads.size() + i, bases[reads.size() + i]) << "] = t"
+          << stores[i] << ";\n";
+      return b.str();
+    };
+    std::vector<std::string> bases(strides.size());
+    if (R == 0) {
+      k << "  {\n" << body("    ", bases) << "  }\n";
+    } else if (R == 1) {
+      std::string p = par(total);
+      if (!p.empty()) p.insert(p.find(" for") + 4, " simd");
+      k << "  const int64_t n0 = " << str(md[0]) << ";\n"
+        << (p.empty() ? "  #pragma omp simd\n" : p) << "  for (int64_t i = 0; i < n0; ++i) {\n"
+        << body("    ", bases) << "  }\n";
+    } else {
+      const Mono outer = product(md, 0, R - 1);
+      k << "  const int64_t outer = " << str(outer) << ", inner = " << str(md[R - 1]) << ";\n";
+      k << par(total, outer.is_const() ? "" : "outer > 1") << "  for (int64_t o = 0; o < outer; ++o) {\n";
+      k << "    int64_t rest = o;\n";
+      for (size_t d = R - 1; d-- > 0;) {
+        if (d == 0) k << "    const int64_t j0 = rest;\n";
+        else
+          k << "    const int64_t j" << d << " = rest % " << str(md[d]) << ";\n    rest /= " << str(md[d]) << ";\n";
+      }
+      k << "    (void)rest;\n";
+      for (size_t o = 0; o < strides.size(); ++o) {
+        std::string s;
+        for (size_t d = 0; d + 1 < R; ++d) {
+          if (ms[o][d] == kZero) continue;
+          s += (s.empty() ? "" : " + ") + ("j" + std::to_string(d)) +
+               (ms[o][d] == kOne ? "" : " * " + str(ms[o][d]));
+        }
+        k << "    const int64_t b" << o << " = " << (s.empty() ? "0" : s) << ";\n";
+        bases[o] = "b" + std::to_string(o);
+      }
+      k << "    #pragma omp simd\n    for (int64_t i = 0; i < inner; ++i) {\n"
+        << body("      ", bases) << "    }\n  }\n";
+    }
+    k << "  return 0;\n}\n\n";
+    kernels_ << k.str();
+    call << "  if (" << name << "(ctx";
+    for (ValueId v : reads) call << ", " << ptr(v);
+    for (ValueId v : stores) call << ", " << ptr(v);
+    call << ") != 0) return 1;\n";
+  }
+
+  // -- native anchors (reductions, row kernels, dense, reshape)
+  void emit_native(const Segment& seg, std::ostream& call) {
+    const Node& n = g_.node(seg.nodes[0]);
+    const ValueId x = n.inputs[0], y = n.outputs[0];
+    const std::vector<Mono> xd = dims(x);
+    const int rank = static_cast<int>(xd.size());
+    const std::string tx = ctype(g_.value(x).dtype), ty = ctype(g_.value(y).dtype);
+    const std::string name = kernel_name(seg.nodes, false);
+    std::ostringstream k, args;
+    k << "// group " << seg.group << " [" << group_kind_name(plan_.groups[static_cast<size_t>(seg.group)].kind)
+      << "]: " << describe(seg.nodes) << "\n";
+    k << "static int " << name << "(const ig_ctx* ctx";
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      k << ", const " << ctype(g_.value(n.inputs[i]).dtype) << "* __restrict x" << i;
+    k << ", " << ty << "* __restrict y) {\n" << dims_prologue();
+    auto split3 = [&](int a, int b) {  // [outer | a..b | inner]
+      k << "  const int64_t outer = " << str(product(xd, 0, static_cast<size_t>(a)))
+        << ", n = " << str(product(xd, static_cast<size_t>(a), static_cast<size_t>(b + 1)))
+        << ", inner = " << str(product(xd, static_cast<size_t>(b + 1))) << ";\n";
+    };
+    const std::string& op = n.op;
+    if (op == "reshape" || op == "identity") {
+      k << "  std::memcpy(y, x0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
+    } else if (op == "sum" || op == "mean" || op == "max" || op == "min") {
+      int a = 0, b = -1;
+      reduce_block(n, rank, &a, &b);
+      if (rank == 0) k << "  const int64_t outer = 1, n = 1, inner = 1;\n";
+      else split3(a, b);
+      const int kind = op == "sum" ? 0 : op == "mean" ? 1 : op == "max" ? 2 : 3;
+      if (kind >= 2)
+        k << "  if (n == 0 && outer * inner > 0) return ig_fail(ctx, \"" << op
+          << ": cannot reduce over a zero-size dimension (no identity)\");\n";
+      k << "  ig_reduce<" << kind << ", " << tx << ", " << ty << ">(x0, y, outer, n, inner);\n";
+    } else if (op == "global_avg_pool2d") {
+      k << "  ig_reduce<1, " << tx << ", " << ty << ">(x0, y, " << str(xd[0] * xd[1]) << ", "
+        << str(xd[2] * xd[3]) << ", 1);\n";
+    } else if (op == "softmax" || op == "log_softmax") {
+      const int a = norm_axis(n.attrs.get_int("axis", -1), rank);
+      split3(a, a);
+      k << "  ig_softmax<" << (op == "log_softmax" ? "true" : "false") << ", " << tx << ", " << ty
+        << ">(x0, y, outer, n, inner);\n";
+    } else if (op == "layer_norm") {
+      const int a = norm_axis(n.attrs.get_int("axis", -1), rank);
+      k << "  const int64_t len = " << str(product(xd, static_cast<size_t>(a))) << ", total = "
+        << str(product(xd)) << ";\n  const int64_t rows = len == 0 ? 0 : total / len;\n";
+      std::string w = n.inputs.size() > 1 ? "x1" : "static_cast<const float*>(nullptr)";
+      std::string bb = n.inputs.size() > 2 ? "x2" : "static_cast<const float*>(nullptr)";
+      char eps[64];
+      std::snprintf(eps, sizeof eps, "%a", n.attrs.get_float("eps", 1e-5));
+      k << "  ig_layer_norm(x0, " << w << ", " << bb << ", y, rows, len, " << eps << ");\n";
+    } else if (op == "batch_norm") {
+      char eps[64];
+      std::snprintf(eps, sizeof eps, "%a", n.attrs.get_float("eps", 1e-5));
+      k << "  ig_batch_norm(x0, x1, x2, x3, x4, y, " << str(xd[0]) << ", " << str(xd[1]) << ", "
+        << str(product(xd, 2)) << ", " << eps << ");\n";
+    } else if (op == "matmul") {
+      emit_matmul(n, k);
+    } else if (op == "conv2d") {
+      const std::vector<Mono> wd = dims(n.inputs[1]), yd = dims(y);
+      auto pair = [&](const char* key, int64_t dflt) {
+        std::vector<int64_t> v = n.attrs.get_ints(key, {dflt, dflt});
+        return std::to_string(v.at(0)) + ", " + std::to_string(v.at(1));
+      };
+      k << "  return ig_conv2d(ctx, x0, x1, " << (n.inputs.size() > 2 ? "x2" : "static_cast<const " + tx + "*>(nullptr)")
+        << ", y, " << str(xd[0]) << ", " << str(xd[1]) << ", " << str(xd[2]) << ", " << str(xd[3]) << ", "
+        << str(yd[1]) << ", " << str(wd[2]) << ", " << str(wd[3]) << ", " << str(yd[2]) << ", "
+        << str(yd[3]) << ", " << pair("stride", 1) << ", " << pair("padding", 0) << ", "
+        << pair("dilation", 1) << ", " << n.attrs.get_int("groups", 1) << ");\n";
+    }
+    k << "  return 0;\n}\n\n";
+    kernels_ << k.str();
+    call << "  if (" << name << "(ctx";
+    for (ValueId v : n.inputs) call << ", " << ptr(v);
+    call << ", " << ptr(y) << ") != 0) return 1;\n";
+  }
+
+  void emit_matmul(const Node& n, std::ostream& k) {
+    const std::vector<Mono> ad = dims(n.inputs[0]), bd = dims(n.inputs[1]), yd = dims(n.outputs[0]);
+    const size_t ra = ad.size(), rb = bd.size();
+    const Mono M = ra == 1 ? kOne : ad[ra - 2], K = ad[ra - 1], N = rb == 1 ? kOne : bd[rb - 1];
+    const size_t ab = ra >= 2 ? ra - 2 : 0, bb = rb >= 2 ? rb - 2 : 0;
+    const size_t ob = yd.size() - (ra > 1) - (rb > 1);
+    k << "  const int64_t M = " << str(M) << ", N = " << str(N) << ", K = " << str(K) << ";\n";
+    // b without batch dims and a with the full batch: one gemm over batch * M rows.
+    bool fold = bb == 0 && ab == ob;
+    for (size_t i = 0; fold && i < ob; ++i) fold = g_.value(n.inputs[0]).shape[i] == g_.value(n.outputs[0]).shape[i];
+    if (fold) {
+      k << "  ig_gemm(" << str(product(yd, 0, ob)) << " * M, N, K, x0, K, x1, N, y, N);\n";
+      return;
+    }
+    auto batch_strides = [&](const std::vector<Mono>& d, size_t nb) {
+      std::vector<Mono> s(ob, kZero);
+      for (size_t i = 0; i < nb; ++i)
+        if (!(d[i].is_const() && d[i].c == 1)) s[ob - nb + i] = product(d, i + 1);
+      return s;
+    };
+    const std::vector<Mono> sa = batch_strides(ad, ab), sb = batch_strides(bd, bb);
+    k << "  const int64_t batch = " << str(product(yd, 0, ob)) << ";\n"
+      << "  for (int64_t bi = 0; bi < batch; ++bi) {\n    int64_t rest = bi, oa = 0, ob = 0;\n";
+    for (size_t d = ob; d-- > 0;) {
+      k << "    { const int64_t j = rest % " << str(yd[d]) << "; rest /= " << str(yd[d]) << "; oa += j * "
+        << str(sa[d]) << "; ob += j * " << str(sb[d]) << "; }\n";
+    }
+    k << "    (void)rest;\n    ig_gemm(M, N, K, x0 + oa, K, x1 + ob, N, y + bi * M * N, N);\n  }\n";
+  }
+
+  void emit_fallback(const Segment& seg, std::ostream& call) {
+    const Node& n = g_.node(seg.nodes[0]);
+    call << "  {  // " << n.op << ": reference kernel in the host (node " << n.id << ")\n";
+    call << "    const void* in[] = {";
+    for (size_t i = 0; i < n.inputs.size(); ++i) call << (i ? ", " : "") << ptr(n.inputs[i]);
+    if (n.inputs.empty()) call << "nullptr";
+    call << "};\n    void* out[] = {";
+    for (size_t i = 0; i < n.outputs.size(); ++i) call << (i ? ", " : "") << ptr(n.outputs[i]);
+    call << "};\n    if (ctx->host->run_node(ctx->host->ctx, " << n.id
+         << ", in, out, ctx->error, ctx->error_size) != 0) return 1;\n  }\n";
+  }
+
+  void emit_entry(std::ostream& e) {
+    e << "// ---- entry ----\nextern \"C\" int ingot_abi_version() { return 1; }\n\n";
+    e << "static int ig_run(const void* const* inputs, void* const* outputs, const ig_ctx* ctx) {\n"
+      << dims_prologue();
+    for (size_t i = 0; i < out_.inputs.size(); ++i) {
+      const Value& v = g_.value(out_.inputs[i]);
+      e << "  const " << ctype(v.dtype) << "* " << ptr(v.id) << " = static_cast<const " << ctype(v.dtype)
+        << "*>(inputs[" << i << "]);  // input " << comment_safe(v.name) << "\n";
+    }
+    for (size_t i = 0; i < out_.constants.size(); ++i) {
+      const Value& v = g_.value(out_.constants[i]);
+      e << "  [[maybe_unused]] const " << ctype(v.dtype) << "* " << ptr(v.id) << " = static_cast<const "
+        << ctype(v.dtype) << "*>(ctx->host->constants[" << i << "]);  // constant " << comment_safe(v.name) << "\n";
+    }
+    std::set<ValueId> written;
+    out_.output_written.assign(g_.outputs().size(), false);
+    std::map<ValueId, int> slot;
+    for (size_t j = 0; j < g_.outputs().size(); ++j) {
+      const ValueId v = g_.outputs()[j].second;
+      if (g_.value(v).producer < 0 || written.count(v)) continue;
+      written.insert(v);
+      out_.output_written[j] = true;
+      e << "  " << ctype(g_.value(v).dtype) << "* " << ptr(v) << " = static_cast<" << ctype(g_.value(v).dtype)
+        << "*>(outputs[" << j << "]);  // output " << comment_safe(g_.outputs()[j].first) << "\n";
+    }
+    for (const Value& v : g_.values())
+      if (v.producer >= 0 && needs_buffer_[v.id] && !written.count(v.id)) {
+        slot[v.id] = static_cast<int>(slot.size());
+        e << "  " << ctype(v.dtype) << "* " << ptr(v.id) << " = nullptr;\n";
+      }
+    e << "  ig_buffers<" << slot.size() << "> bufs;\n";
+    std::map<int, std::vector<ValueId>> release_after;
+    for (const auto& [v, s] : slot) release_after[std::max(last_use_[v], seg_of_[v])].push_back(v);
+    for (size_t s = 0; s < segs_.size(); ++s) {
+      const Segment& seg = segs_[s];
+      for (NodeId nid : seg.nodes)
+        for (ValueId v : g_.node(nid).outputs)
+          if (slot.count(v))
+            e << "  " << ptr(v) << " = static_cast<" << ctype(g_.value(v).dtype) << "*>(bufs.alloc("
+              << slot[v] << ", static_cast<size_t>(" << str(numel_of(v)) << ") * sizeof(" << ctype(g_.value(v).dtype)
+              << ")));\n  if (" << ptr(v) << " == nullptr) return ig_fail(ctx, \"out of memory\");\n";
+      if (seg.kind == Segment::Fallback) {
+        emit_fallback(seg, e);
+      } else if (seg.kind == Segment::Native) {
+        emit_native(seg, e);
+      } else {
+        std::map<std::string, std::vector<ValueId>> by_shape;
+        std::vector<std::string> order;
+        for (NodeId nid : seg.nodes) {
+          const ValueId v = g_.node(nid).outputs[0];
+          if (!needs_buffer_[v]) continue;
+          const std::string key = to_string(g_.value(v).shape);
+          if (!by_shape.count(key)) order.push_back(key);
+          by_shape[key].push_back(v);
+        }
+        for (const std::string& key : order) emit_elementwise(seg, by_shape[key], e);
+      }
+      for (ValueId v : release_after[static_cast<int>(s)]) e << "  bufs.release(" << slot[v] << ");\n";
+    }
+    e << "  return 0;\n}\n\n";
+    e << "extern \"C\" int ingot_entry(const void* const* inputs, void* const* outputs, const int64_t* dims,\n"
+         "                           const ingot_host* host, char* error, size_t error_size) {\n"
+         "  const ig_ctx ctx{dims, host, error, error_size};\n"
+         "  try {\n    return ig_run(inputs, outputs, &ctx);\n  } catch (...) {\n"
+         "    return ig_fail(&ctx, \"exception in generated code\");\n  }\n}\n";
+  }
+
+  const Graph& g_;
+  const FusionPlan& plan_;
+  CodegenOptions opt_;
+  GeneratedCode out_;
+  std::map<std::string, int> sym_;
+  std::vector<Segment> segs_;
+  std::vector<int> seg_of_, last_use_;
+  std::vector<bool> needs_buffer_, is_output_;
+  std::ostringstream kernels_;
+};
+
+bool is_float_dtype(DType t) { return t == DType::Float32 || t == DType::Float64; }
+
+}  // namespace
+
+std::string comment_safe(const std::string& s) {
+  std::string o;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '*' && i + 1 < s.size() && s[i + 1] == '/') {
+      o += "*_";
+      continue;
+    }
+    if (c == '\\') o += "\\\\";  // no line continuation in // comments
+    else if (c < 0x20 || c > 0x7e) o += '?';
+    else o += c;
+  }
+  return o;
+}
+
+bool is_native(const Graph& g, const Node& n) {
+  auto dt = [&](ValueId v) { return g.value(v).dtype; };
+  auto rank = [&](ValueId v) { return static_cast<int>(g.value(v).shape.size()); };
+  const std::string& op = n.op;
+  if (ew_ops().count(op)) {
+    if (n.outputs.size() != 1) return false;
+    if (op == "gelu") {
+      const std::string m = n.attrs.get_string("approximate", "none");
+      return m == "none" || m == "tanh";
+    }
+    if (op == "dropout") return n.attrs.get_int("training", 0) == 0;
+    return true;
+  }
+  if (op == "reshape" || op == "identity") return dt(n.inputs[0]) == dt(n.outputs[0]);
+  if (op == "sum" || op == "mean" || op == "max" || op == "min") {
+    int a, b;
+    return reduce_block(n, rank(n.inputs[0]), &a, &b);
+  }
+  if (op == "global_avg_pool2d") return rank(n.inputs[0]) == 4 && is_floating(dt(n.inputs[0]));
+  if (op == "softmax" || op == "log_softmax") {
+    const int64_t a = n.attrs.get_int("axis", -1);
+    const int r = rank(n.inputs[0]);
+    return r >= 1 && a >= -r && a < r;
+  }
+  if (op == "layer_norm") {
+    const int64_t a = n.attrs.get_int("axis", -1);
+    const int r = rank(n.inputs[0]);
+    return r >= 1 && a >= -r && a < r;
+  }
+  if (op == "batch_norm") return rank(n.inputs[0]) >= 2;
+  if (op == "matmul" || op == "conv2d") {
+    const DType t = dt(n.outputs[0]);
+    if (!is_float_dtype(t)) return false;
+    for (ValueId v : n.inputs)
+      if (dt(v) != t) return false;
+    if (op == "matmul") return rank(n.inputs[0]) >= 1 && rank(n.inputs[1]) >= 1;
+    return rank(n.inputs[0]) == 4 && rank(n.inputs[1]) == 4 && n.attrs.get_int("groups", 1) >= 1;
+  }
+  return false;
+}
+
+GeneratedCode generate_cpp(const Graph& g, const FusionPlan& plan, const CodegenOptions& options) {
+  return Generator(g, plan, options).run();
+}
+
+}  // namespace ingot::cpu

@@ -1,0 +1,41 @@
+// Code generation: an optimized, shape- and type-annotated Graph plus its fusion plan -> one C++
+// translation unit with a C entry point (see abi.h). Each fusion group becomes one or more
+// kernels: elementwise groups one loop nest (broadcasting by index arithmetic); reductions,
+// row kernels and dense ops calls into prelude helpers (BLAS for gemm), their elementwise
+// producers/epilogues one loop nest each; anything else a call back into the host's reference
+// kernel for that node.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/fusion_plan.h"
+#include "ingot/graph.h"
+
+namespace ingot::cpu {
+
+struct CodegenOptions {
+  bool blas = false;    // call cblas_?gemm (else loops)
+  int num_threads = 0;  // > 0: num_threads(n) on every parallel loop
+};
+
+struct GeneratedCode {
+  std::string source;
+  std::vector<std::string> symbols;     // dims[i] is the run-time size of symbols[i]
+  std::vector<ValueId> inputs;          // inputs[i]: the non-constant leaves, graph.leaves() order
+  std::vector<ValueId> constants;       // host->constants[i]
+  std::vector<bool> output_written;     // per graph output: written by ingot_entry
+  std::vector<NodeId> fallback_nodes;   // run through the host's reference kernels
+  std::vector<NodeId> native_nodes;
+  int kernels = 0;                      // native kernels generated
+};
+
+GeneratedCode generate_cpp(const Graph& g, const FusionPlan& plan, const CodegenOptions& options);
+
+// True when `op` (with this node's dtypes and attributes) has native code.
+bool is_native(const Graph& g, const Node& n);
+
+// "/*" comment text safe for any user string: no "*/", no newlines, printable ASCII.
+std::string comment_safe(const std::string& s);
+
+}  // namespace ingot::cpu

@@ -1,0 +1,234 @@
+// CpuBackend::lower and the executable: binds symbolic dimensions from the input shapes, calls
+// the generated ingot_entry, and serves its callbacks into reference kernels.
+#include "ingot/cpu_backend.h"
+
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <mutex>
+
+#include "backends/cpu/abi.h"
+#include "backends/cpu/cache.h"
+#include "backends/cpu/codegen.h"
+#include "backends/cpu/executable.h"
+#include "backends/cpu/toolchain.h"
+#include "compiler/fusion_plan.h"
+#include "compiler/shape_inference.h"
+#include "ingot/error.h"
+#include "ir/op_registry.h"
+
+namespace ingot {
+namespace {
+
+// Concrete shapes of every value and the value of every symbol, for one set of input shapes.
+struct Binding {
+  std::vector<Shape> shapes;
+  std::vector<int64_t> dims;
+};
+
+class CpuExecutable;
+
+struct HostCall {
+  const CpuExecutable* exe;
+  const Binding* binding;
+};
+
+class CpuExecutable final : public Executable {
+ public:
+  CpuExecutable(const Graph& g, cpu::GeneratedCode code, std::shared_ptr<const cpu::LoadedLibrary> lib)
+      : graph_(g), code_(std::move(code)), lib_(std::move(lib)) {
+    for (ValueId c : code_.constants) {
+      constants_.push_back(graph_.value(c).constant.contiguous());
+      const_ptrs_.push_back(constants_.back().raw_data());
+    }
+    entry_ = reinterpret_cast<ingot_entry_fn>(lib_->entry);
+  }
+
+  std::vector<Tensor> run(std::span<const Tensor> inputs) const override {
+    INGOT_CHECK(inputs.size() == code_.inputs.size(), "cpu executable: expected ", code_.inputs.size(),
+                " inputs, got ", inputs.size());
+    std::vector<Tensor> ins;
+    std::vector<Shape> in_shapes;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Value& v = graph_.value(code_.inputs[i]);
+      INGOT_CHECK(inputs[i].dtype() == v.dtype, "cpu executable: input '", v.name, "' must be ",
+                  dtype_name(v.dtype), ", got ", dtype_name(inputs[i].dtype()));
+      ins.push_back(inputs[i].contiguous());
+      in_shapes.push_back(inputs[i].shape());
+    }
+    std::shared_ptr<const Binding> b = bind(in_shapes);
+    std::vector<const void*> in_ptrs;
+    for (const Tensor& t : ins) in_ptrs.push_back(t.raw_data());
+    std::vector<Tensor> outs(graph_.outputs().size());
+    std::vector<void*> out_ptrs(outs.size(), nullptr);
+    for (size_t j = 0; j < outs.size(); ++j) {
+      if (!code_.output_written[j]) continue;
+      const ValueId v = graph_.outputs()[j].second;
+      outs[j] = Tensor(graph_.value(v).dtype, b->shapes[static_cast<size_t>(v)]);
+      out_ptrs[j] = outs[j].raw_data();
+    }
+    HostCall call{this, b.get()};
+    ingot_host host{&call, const_ptrs_.data(), &CpuExecutable::run_node};
+    char error[2048] = {0};
+    if (in_ptrs.empty()) in_ptrs.push_back(nullptr);
+    if (out_ptrs.empty()) out_ptrs.push_back(nullptr);
+    const int64_t no_dims = 0;
+    const int rc = entry_(in_ptrs.data(), out_ptrs.data(), b->dims.empty() ? &no_dims : b->dims.data(), &host,
+                          error, sizeof error);
+    INGOT_CHECK(rc == 0, "CpuBackend: ", error[0] ? error : "generated code failed");
+    // Outputs the generated code does not write: leaves, and values listed twice.
+    for (size_t j = 0; j < outs.size(); ++j) {
+      if (code_.output_written[j]) continue;
+      const ValueId v = graph_.outputs()[j].second;
+      for (size_t k = 0; k < j && !outs[j].defined(); ++k)
+        if (graph_.outputs()[k].second == v && code_.output_written[k]) outs[j] = outs[k].clone();
+      for (size_t i = 0; i < code_.inputs.size() && !outs[j].defined(); ++i)
+        if (code_.inputs[i] == v) outs[j] = ins[i].clone();
+      if (!outs[j].defined()) outs[j] = graph_.value(v).constant.clone();
+    }
+    return outs;
+  }
+
+  std::string source() const override { return code_.source; }
+
+ private:
+  static int run_node(void* ctx, int32_t node, const void* const* inputs, void* const* outputs,
+                      char* error, size_t error_size) {
+    const HostCall& call = *static_cast<const HostCall*>(ctx);
+    const Graph& g = call.exe->graph_;
+    const Node& n = g.node(node);
+    try {
+      auto shape = [&](ValueId v) { return call.binding->shapes[static_cast<size_t>(v)]; };
+      std::vector<Tensor> args;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const ValueId v = n.inputs[i];
+        Shape s = shape(v);
+        void* p = const_cast<void*>(inputs[i]);
+        args.push_back(Tensor::wrap(p, g.value(v).dtype, s, contiguous_strides(s),
+                                    std::shared_ptr<void>(p, [](void*) {})));
+      }
+      std::vector<Tensor> results(n.outputs.size());
+      get_op(n.op).eval(n, args, results);
+      for (size_t k = 0; k < n.outputs.size(); ++k) {
+        const ValueId v = n.outputs[k];
+        const Tensor r = results[k].contiguous();
+        INGOT_CHECK(r.dtype() == g.value(v).dtype && r.shape() == shape(v), n.op, " output ", k,
+                    " is ", dtype_name(r.dtype()), to_string(r.shape()), ", expected ",
+                    dtype_name(g.value(v).dtype), to_string(shape(v)));
+        if (r.nbytes() > 0) std::memcpy(outputs[k], r.raw_data(), r.nbytes());
+      }
+      return 0;
+    } catch (const std::exception& e) {
+      std::snprintf(error, error_size, "Evaluating %s%s%s%s: %s", n.op.c_str(),
+                    n.scope.empty() ? "" : " in '", n.scope.c_str(), n.scope.empty() ? "" : "'", e.what());
+      return 1;
+    }
+  }
+
+  std::shared_ptr<const Binding> bind(const std::vector<Shape>& in_shapes) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = bindings_.find(in_shapes);
+    if (it != bindings_.end()) return it->second;
+    for (size_t i = 0; i < in_shapes.size(); ++i) {
+      const Value& v = graph_.value(code_.inputs[i]);
+      bool ok = v.shape.size() == in_shapes[i].size();
+      for (size_t d = 0; ok && d < v.shape.size(); ++d)
+        ok = !v.shape[d].known() || v.shape[d].value == in_shapes[i][d];
+      INGOT_CHECK(ok, "cpu executable: input '", v.name, "' has shape ", to_string(in_shapes[i]),
+                  ", expected ", to_string(v.shape));
+    }
+    auto b = std::make_shared<Binding>();
+    bool all_static = true;
+    for (const Value& v : graph_.values()) all_static = all_static && is_static(v.shape);
+    if (all_static) {
+      for (const Value& v : graph_.values()) b->shapes.push_back(to_shape(v.shape));
+    } else {
+      Graph g = graph_;
+      for (Value& v : g.values()) {
+        if (v.producer >= 0) {
+          v.shape.clear();
+          v.shape_known = false;
+        }
+      }
+      for (size_t i = 0; i < in_shapes.size(); ++i) {
+        Value& v = g.value(code_.inputs[i]);
+        v.shape.assign(in_shapes[i].begin(), in_shapes[i].end());
+        v.shape_known = true;
+      }
+      try {
+        infer_shapes(g, {});
+      } catch (const Error& e) {
+        INGOT_FAIL("cpu executable: input shapes do not fit the model: ", e.what());
+      }
+      for (const Value& v : g.values()) {
+        INGOT_CHECK(is_static(v.shape), "cpu executable: cannot determine the shape of value ", v.id,
+                    " from the input shapes (", to_string(v.shape), ")");
+        b->shapes.push_back(to_shape(v.shape));
+      }
+      b->dims.assign(code_.symbols.size(), -1);
+      std::map<std::string, size_t> index;
+      for (size_t i = 0; i < code_.symbols.size(); ++i) index[code_.symbols[i]] = i;
+      for (const Value& v : graph_.values())
+        for (size_t d = 0; d < v.shape.size(); ++d) {
+          if (v.shape[d].known()) continue;
+          const size_t i = index.at(v.shape[d].symbol);
+          const int64_t got = b->shapes[static_cast<size_t>(v.id)][d];
+          INGOT_CHECK(b->dims[i] < 0 || b->dims[i] == got, "cpu executable: dimension '", v.shape[d].symbol,
+                      "' is ", b->dims[i], " in one place and ", got, " in another");
+          b->dims[i] = got;
+        }
+    }
+    if (bindings_.size() > 64) bindings_.clear();
+    bindings_.emplace(in_shapes, b);
+    return b;
+  }
+
+  Graph graph_;
+  cpu::GeneratedCode code_;
+  std::shared_ptr<const cpu::LoadedLibrary> lib_;
+  ingot_entry_fn entry_ = nullptr;
+  std::vector<Tensor> constants_;
+  std::vector<const void*> const_ptrs_;
+  mutable std::mutex mu_;
+  mutable std::map<std::vector<Shape>, std::shared_ptr<const Binding>> bindings_;
+};
+
+}  // namespace
+
+int CpuBackend::compile_count() { return cpu::compiler_invocations().load(); }
+
+std::unique_ptr<Executable> CpuBackend::lower(const Graph& graph, const CompileOptions& options) const {
+  return cpu::lower_with_plan(graph, plan_fusion(graph), options_, options.verbose);
+}
+
+std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const FusionPlan& plan,
+                                                 const CpuBackend::CpuOptions& options_, bool verbose) {
+  const cpu::Toolchain tc = cpu::find_toolchain(options_.compiler);
+  cpu::CodegenOptions co;
+  co.blas = !tc.openblas.empty();
+  co.num_threads = options_.num_threads;
+  cpu::GeneratedCode code = cpu::generate_cpp(graph, plan, co);
+  cpu::BuildRequest req;
+  req.source = code.source;
+  req.flags = cpu::compile_flags(options_.extra_flags);
+  req.toolchain = tc;
+  req.cache = options_.cache;
+  req.cache_dir = options_.cache_dir.empty() ? cpu::default_cache_dir() : options_.cache_dir;
+  if (verbose) {
+    const std::string key = cpu::cache_key(req);
+    std::cerr << "[cpu] compiler: " << tc.compiler << " (" << tc.version << ")"
+              << (tc.openblas.empty() ? ", no BLAS (gemm in loops)" : ", BLAS: " + tc.openblas) << "\n"
+              << "[cpu] fusion plan:\n" << plan.str(graph) << "[cpu] " << code.native_nodes.size()
+              << " nodes native in " << code.kernels << " kernels, " << code.fallback_nodes.size()
+              << " on reference kernels:";
+    for (NodeId n : code.fallback_nodes) std::cerr << " " << graph.node(n).op;
+    std::cerr << "\n[cpu] build by hand: "
+              << cpu::join_command(cpu::build_command(tc, req.flags, req.cache_dir + "/" + key + ".cpp",
+                                                      req.cache_dir + "/" + key + ".so"))
+              << "\n";
+  }
+  std::shared_ptr<const cpu::LoadedLibrary> lib = cpu::load_or_build(req);
+  return std::make_unique<CpuExecutable>(graph, std::move(code), std::move(lib));
+}
+
+}  // namespace ingot

@@ -1,0 +1,392 @@
+#include "backends/cpu/prelude.h"
+
+namespace ingot::cpu {
+namespace {
+
+// Everything but the gemm backend. Raw strings keep it readable as the C++ it is.
+const char* const kCore = R"IGPRELUDE(
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+extern "C" {
+struct ingot_host {
+  void* ctx;
+  const void* const* constants;
+  int (*run_node)(void* ctx, int32_t node, const void* const* inputs, void* const* outputs,
+                  char* error, size_t error_size);
+};
+}
+
+namespace {
+
+// ---- storage types: IEEE binary16 and bfloat16, round to nearest even (as ingot::Half) ----
+inline uint32_t ig_fbits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+inline float ig_bitsf(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+
+struct ig_half {
+  uint16_t bits = 0;
+  ig_half() = default;
+  ig_half(float f) {
+    uint32_t x = ig_fbits(f), sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
+    if (a >= 0x7f800000u) { bits = uint16_t(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u)); return; }
+    if (a >= 0x47800000u) { bits = uint16_t(sign | 0x7c00u); return; }
+    if (a < 0x38800000u) { float m = ig_bitsf(a) + 0.5f; bits = uint16_t(sign | (ig_fbits(m) - 0x3f000000u)); return; }
+    uint32_t odd = (a >> 13) & 1u;
+    a += 0xc8000fffu + odd;
+    bits = uint16_t(sign | (a >> 13));
+  }
+  operator float() const {
+    uint32_t sign = (bits & 0x8000u) << 16, e = (bits >> 10) & 0x1fu, m = bits & 0x3ffu;
+    if (e == 0) { float v = float(m) * 5.9604644775390625e-8f; return sign ? -v : v; }
+    if (e == 31) return ig_bitsf(sign | 0x7f800000u | (m << 13));
+    return ig_bitsf(sign | ((e + 112) << 23) | (m << 13));
+  }
+  static ig_half from_bits(uint16_t b) { ig_half h; h.bits = b; return h; }
+};
+
+struct ig_bf16 {
+  uint16_t bits = 0;
+  ig_bf16() = default;
+  ig_bf16(float f) {
+    uint32_t u = ig_fbits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) { bits = uint16_t((u >> 16) | 0x40u); return; }
+    u += 0x7fffu + ((u >> 16) & 1u);
+    bits = uint16_t(u >> 16);
+  }
+  operator float() const { return ig_bitsf(uint32_t(bits) << 16); }
+  static ig_bf16 from_bits(uint16_t b) { ig_bf16 h; h.bits = b; return h; }
+};
+
+template <class T> struct ig_compute { using type = T; };
+template <> struct ig_compute<ig_half> { using type = float; };
+template <> struct ig_compute<ig_bf16> { using type = float; };
+template <class T> using ig_c = typename ig_compute<T>::type;
+template <class T> constexpr bool ig_is_float = std::is_floating_point<T>::value || std::is_class<T>::value;
+
+// ---- conversions: C's, with defined results (saturate, NaN -> 0, x != 0 for bool) ----
+template <class To, class From>
+inline To ig_cast(From x) {
+  using F = ig_c<From>;
+  const F v = static_cast<F>(x);
+  if constexpr (std::is_same<To, bool>::value) {
+    return v != F(0);
+  } else if constexpr (std::is_integral<To>::value && std::is_floating_point<F>::value) {
+    if (std::isnan(v)) return To(0);
+    if (v <= static_cast<F>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
+    if (v >= static_cast<F>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return static_cast<To>(v);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+// ---- elementwise semantics (the reference kernels', op for op) ----
+template <class C, class Op> inline C ig_wrap(C a, C b, Op op) {
+  using U = typename std::make_unsigned<decltype(C{} + C{})>::type;
+  return static_cast<C>(op(static_cast<U>(a), static_cast<U>(b)));
+}
+struct ig_plus { template <class U> U operator()(U a, U b) const { return a + b; } };
+struct ig_minus { template <class U> U operator()(U a, U b) const { return a - b; } };
+struct ig_times { template <class U> U operator()(U a, U b) const { return a * b; } };
+
+template <class C> inline C ig_exp(C x) { return std::exp(x); }
+template <class C> inline C ig_log(C x) { return std::log(x); }
+template <class C> inline C ig_sqrt(C x) { return std::sqrt(x); }
+template <class C> inline C ig_rsqrt(C x) { return C(1) / std::sqrt(x); }
+template <class C> inline C ig_sin(C x) { return std::sin(x); }
+template <class C> inline C ig_cos(C x) { return std::cos(x); }
+template <class C> inline C ig_tanh(C x) { return std::tanh(x); }
+template <class C> inline C ig_erf(C x) { return std::erf(x); }
+template <class C> inline C ig_sigmoid(C x) {
+  if (x >= C(0)) return C(1) / (C(1) + std::exp(-x));
+  const C e = std::exp(x);
+  return e / (C(1) + e);
+}
+template <class C> inline C ig_gelu(C x) {
+  return C(0.5) * x * (C(1) + std::erf(x / C(1.41421356237309504880168872420969808L)));
+}
+template <class C> inline C ig_gelu_tanh(C x) {
+  const C k = C(1.41421356237309504880168872420969808L) * C(0.564189583547756286948079451560772586L);
+  return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
+}
+template <class C> inline C ig_neg(C x) {
+  if constexpr (std::is_integral<C>::value) return ig_wrap(C(0), x, ig_minus{}); else return -x;
+}
+template <class C> inline C ig_abs(C x) {
+  if constexpr (std::is_unsigned<C>::value) return x;
+  else if constexpr (std::is_integral<C>::value) return x < 0 ? ig_neg(x) : x;
+  else return std::abs(x);
+}
+template <class C> inline C ig_relu(C x) {
+  if constexpr (std::is_unsigned<C>::value) return x; else return x < C(0) ? C(0) : x;
+}
+template <class C> inline C ig_sign(C x) {
+  if constexpr (std::is_unsigned<C>::value) return static_cast<C>(x != 0);
+  else return x > C(0) ? C(1) : x < C(0) ? C(-1) : x;
+}
+template <class C> inline C ig_floor(C x) {
+  if constexpr (std::is_integral<C>::value) return x; else return std::floor(x);
+}
+template <class C> inline C ig_ceil(C x) {
+  if constexpr (std::is_integral<C>::value) return x; else return std::ceil(x);
+}
+template <class C> inline C ig_add(C a, C b) {
+  if constexpr (std::is_integral<C>::value) return ig_wrap(a, b, ig_plus{}); else return a + b;
+}
+template <class C> inline C ig_sub(C a, C b) {
+  if constexpr (std::is_integral<C>::value) return ig_wrap(a, b, ig_minus{}); else return a - b;
+}
+template <class C> inline C ig_mul(C a, C b) {
+  if constexpr (std::is_integral<C>::value) return ig_wrap(a, b, ig_times{}); else return a * b;
+}
+template <class C> inline C ig_div(C a, C b) { return a / b; }
+template <class C> inline C ig_pow(C a, C b) {
+  if constexpr (std::is_integral<C>::value) return ig_cast<C>(std::pow(double(a), double(b)));
+  else return std::pow(a, b);
+}
+template <class C> inline C ig_maximum(C a, C b) {
+  if constexpr (std::is_floating_point<C>::value) { if (std::isnan(a) || std::isnan(b)) return a + b; }
+  return a < b ? b : a;
+}
+template <class C> inline C ig_minimum(C a, C b) {
+  if constexpr (std::is_floating_point<C>::value) { if (std::isnan(a) || std::isnan(b)) return a + b; }
+  return b < a ? b : a;
+}
+
+// ---- run-time support ----
+struct ig_ctx {
+  const int64_t* dims;
+  const ingot_host* host;
+  char* error;
+  size_t error_size;
+};
+
+inline int ig_fail(const ig_ctx* c, const char* msg) {
+  if (c->error != nullptr && c->error_size > 0) std::snprintf(c->error, c->error_size, "%s", msg);
+  return 1;
+}
+
+// Intermediate buffers: 64-byte aligned, freed after their last use or when the call returns.
+template <int N>
+struct ig_buffers {
+  void* p[N > 0 ? N : 1] = {};
+  void* alloc(int slot, size_t bytes) {
+    size_t n = (bytes + 63) / 64 * 64;
+    p[slot] = std::aligned_alloc(64, n > 0 ? n : 64);
+    return p[slot];
+  }
+  void release(int slot) { std::free(p[slot]); p[slot] = nullptr; }
+  ~ig_buffers() { for (void* q : p) std::free(q); }
+};
+
+inline bool ig_big(int64_t work) { return work > 65536; }
+
+// ---- reductions over [outer, n, inner] (the reduced axes are the contiguous block n) ----
+// kind: 0 sum, 1 mean, 2 max, 3 min. Sums of floats accumulate in double, of integers in
+// uint64_t (wrapping); max/min propagate NaN, as the reference kernels do.
+template <int kKind, class T, class O>
+void ig_reduce(const T* __restrict x, O* __restrict y, int64_t outer, int64_t n, int64_t inner) {
+  using C = ig_c<T>;
+  using A = typename std::conditional<kKind >= 2, C,
+      typename std::conditional<ig_is_float<T> || kKind == 1, double, uint64_t>::type>::type;
+  auto init = []() -> A {
+    if constexpr (kKind == 2) { return std::numeric_limits<A>::has_infinity ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest(); }
+    else if constexpr (kKind == 3) { return std::numeric_limits<A>::has_infinity ? std::numeric_limits<A>::infinity() : std::numeric_limits<A>::max(); }
+    else return A(0);
+  };
+  auto step = [](A& a, T t) {
+    if constexpr (kKind >= 2) {
+      const C v = static_cast<C>(t);
+      if constexpr (std::is_floating_point<C>::value) { if (std::isnan(v)) a = v; }
+      if (kKind == 2 ? v > a : v < a) a = v;
+    } else {
+      a += static_cast<A>(static_cast<C>(t));
+    }
+  };
+  auto finish = [n](A a) -> O {
+    if constexpr (kKind == 1) return static_cast<O>(a / static_cast<double>(n));
+    else return static_cast<O>(a);
+  };
+  #pragma omp parallel for if(ig_big(outer * n * inner) && outer * inner > 1)
+  for (int64_t oi = 0; oi < outer * inner; ++oi) {
+    const int64_t o = oi / inner, i = oi % inner;
+    const T* xr = x + o * n * inner + i;
+    A a = init();
+    for (int64_t k = 0; k < n; ++k) step(a, xr[k * inner]);
+    y[oi] = finish(a);
+  }
+}
+
+// ---- softmax / log_softmax along the middle axis of [outer, n, inner] (reference order) ----
+template <bool kLog, class TI, class TO>
+void ig_softmax(const TI* __restrict x, TO* __restrict y, int64_t outer, int64_t n, int64_t inner) {
+  using C = ig_c<TO>;
+  #pragma omp parallel for if(ig_big(outer * n * inner) && outer * inner > 1)
+  for (int64_t oi = 0; oi < outer * inner; ++oi) {
+    const int64_t o = oi / inner, i = oi % inner;
+    const TI* xr = x + o * n * inner + i;
+    TO* yr = y + o * n * inner + i;
+    C mx = -std::numeric_limits<C>::infinity();
+    for (int64_t k = 0; k < n; ++k) mx = std::max(mx, static_cast<C>(xr[k * inner]));
+    double sum = 0;
+    for (int64_t k = 0; k < n; ++k) sum += static_cast<double>(std::exp(static_cast<C>(xr[k * inner]) - mx));
+    const C norm = static_cast<C>(kLog ? std::log(sum) : 1.0 / sum);
+    for (int64_t k = 0; k < n; ++k) {
+      const C d = static_cast<C>(xr[k * inner]) - mx;
+      yr[k * inner] = static_cast<TO>(kLog ? d - norm : std::exp(d) * norm);
+    }
+  }
+}
+
+// ---- layer_norm over rows of `len`; weight/bias may be null ----
+template <class T, class W, class B>
+void ig_layer_norm(const T* __restrict x, const W* w, const B* b, T* __restrict y, int64_t rows,
+                   int64_t len, double eps) {
+  using C = ig_c<T>;
+  #pragma omp parallel for if(ig_big(rows * len) && rows > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * len;
+    T* yr = y + r * len;
+    double mean = 0, var = 0;
+    for (int64_t k = 0; k < len; ++k) mean += static_cast<double>(static_cast<C>(xr[k]));
+    mean /= static_cast<double>(len);
+    for (int64_t k = 0; k < len; ++k) {
+      const double d = static_cast<double>(static_cast<C>(xr[k])) - mean;
+      var += d * d;
+    }
+    const double rstd = 1.0 / std::sqrt(var / static_cast<double>(len) + eps);
+    for (int64_t k = 0; k < len; ++k) {
+      const double wk = w ? static_cast<double>(static_cast<ig_c<W>>(w[k])) : 1.0;
+      const double bk = b ? static_cast<double>(static_cast<ig_c<B>>(b[k])) : 0.0;
+      const double d = static_cast<double>(static_cast<C>(xr[k])) - mean;
+      yr[k] = static_cast<T>(static_cast<C>(d * rstd * wk + bk));
+    }
+  }
+}
+
+// ---- batch_norm (inference statistics): per channel of [outer, channels, inner] ----
+template <class T, class P1, class P2, class P3, class P4>
+void ig_batch_norm(const T* __restrict x, const P1* w, const P2* b, const P3* mean, const P4* var,
+                   T* __restrict y, int64_t outer, int64_t channels, int64_t inner, double eps) {
+  using C = ig_c<T>;
+  #pragma omp parallel for if(ig_big(outer * channels * inner) && outer * channels > 1)
+  for (int64_t oc = 0; oc < outer * channels; ++oc) {
+    const int64_t c = oc % channels;
+    const double scale = static_cast<double>(static_cast<ig_c<P1>>(w[c])) /
+                         std::sqrt(static_cast<double>(static_cast<ig_c<P4>>(var[c])) + eps);
+    const double shift = static_cast<double>(static_cast<ig_c<P2>>(b[c])) -
+                         static_cast<double>(static_cast<ig_c<P3>>(mean[c])) * scale;
+    const C sc = static_cast<C>(scale), sh = static_cast<C>(shift);
+    const T* xr = x + oc * inner;
+    T* yr = y + oc * inner;
+    #pragma omp simd
+    for (int64_t i = 0; i < inner; ++i) yr[i] = static_cast<T>(static_cast<C>(xr[i]) * sc + sh);
+  }
+}
+)IGPRELUDE";
+
+const char* const kGemmBlas = R"IGPRELUDE(
+// ---- gemm: OpenBLAS (declared here, so no header is needed) ----
+extern "C" void cblas_sgemm(int, int, int, int, int, int, float, const float*, int, const float*,
+                            int, float, float*, int);
+extern "C" void cblas_dgemm(int, int, int, int, int, int, double, const double*, int,
+                            const double*, int, double, double*, int);
+// C[M,N] = A[M,K] (row stride lda) * B[K,N] (row stride ldb); row-major.
+inline void ig_gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                    int64_t ldb, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) { for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f); return; }
+  cblas_sgemm(101, 111, 111, int(M), int(N), int(K), 1.0f, A, int(lda), B, int(ldb), 0.0f, C, int(ldc));
+}
+inline void ig_gemm(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
+                    int64_t ldb, double* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) { for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0); return; }
+  cblas_dgemm(101, 111, 111, int(M), int(N), int(K), 1.0, A, int(lda), B, int(ldb), 0.0, C, int(ldc));
+}
+)IGPRELUDE";
+
+const char* const kGemmLoops = R"IGPRELUDE(
+// ---- gemm: plain loops (no BLAS library was found when this file was generated) ----
+template <class T>
+inline void ig_gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
+                    int64_t ldb, T* C, int64_t ldc) {
+  #pragma omp parallel for if(ig_big(M * N * K) && M > 1)
+  for (int64_t i = 0; i < M; ++i) {
+    T* c = C + i * ldc;
+    for (int64_t j = 0; j < N; ++j) c[j] = T(0);
+    for (int64_t k = 0; k < K; ++k) {
+      const T a = A[i * lda + k];
+      const T* b = B + k * ldb;
+      #pragma omp simd
+      for (int64_t j = 0; j < N; ++j) c[j] += a * b[j];
+    }
+  }
+}
+)IGPRELUDE";
+
+const char* const kConv = R"IGPRELUDE(
+// ---- conv2d (NCHW, weights [Cout, Cin/groups, kh, kw]): im2col + gemm per image and group ----
+template <class T>
+int ig_conv2d(const ig_ctx* ctx, const T* __restrict x, const T* __restrict w, const T* bias,
+              T* __restrict y, int64_t N, int64_t Cin, int64_t H, int64_t W, int64_t Cout,
+              int64_t KH, int64_t KW, int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t ph,
+              int64_t pw, int64_t dh, int64_t dw, int64_t groups) {
+  const int64_t cin_g = Cin / groups, cout_g = Cout / groups, rows = cin_g * KH * KW, cols = OH * OW;
+  T* col = nullptr;
+  if (rows * cols > 0) {
+    col = static_cast<T*>(std::aligned_alloc(64, (size_t(rows * cols) * sizeof(T) + 63) / 64 * 64));
+    if (col == nullptr) return ig_fail(ctx, "conv2d: out of memory for the im2col buffer");
+  }
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const T* xg = x + (n * Cin + g * cin_g) * H * W;
+      #pragma omp parallel for if(ig_big(rows * cols) && rows > 1)
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t c = r / (KH * KW), kh = (r / KW) % KH, kw = r % KW;
+        T* dst = col + r * cols;
+        for (int64_t oh = 0; oh < OH; ++oh) {
+          const int64_t ih = oh * sh - ph + kh * dh;
+          T* d = dst + oh * OW;
+          if (ih < 0 || ih >= H) { for (int64_t ow = 0; ow < OW; ++ow) d[ow] = T(0); continue; }
+          const T* src = xg + (c * H + ih) * W;
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            const int64_t iw = ow * sw - pw + kw * dw;
+            d[ow] = (iw >= 0 && iw < W) ? src[iw] : T(0);
+          }
+        }
+      }
+      T* yg = y + (n * Cout + g * cout_g) * cols;
+      ig_gemm(cout_g, cols, rows, w + g * cout_g * rows, rows, col, cols, yg, cols);
+      if (rows == 0) for (int64_t i = 0; i < cout_g * cols; ++i) yg[i] = T(0);
+    }
+    if (bias != nullptr) {
+      T* yn = y + n * Cout * cols;
+      #pragma omp parallel for if(ig_big(Cout * cols) && Cout > 1)
+      for (int64_t c = 0; c < Cout; ++c)
+        for (int64_t i = 0; i < cols; ++i) yn[c * cols + i] += bias[c];
+    }
+  }
+  std::free(col);
+  return 0;
+}
+)IGPRELUDE";
+
+}  // namespace
+
+std::string prelude(bool blas) {
+  std::string s = "// ---- ingot CPU runtime prelude -------------------------------------------------\n";
+  s += kCore;
+  s += blas ? kGemmBlas : kGemmLoops;
+  s += kConv;
+  s += "\n}  // namespace\n";
+  return s;
+}
+
+}  // namespace ingot::cpu

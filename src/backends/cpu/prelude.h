@@ -1,0 +1,13 @@
+// The runtime prelude pasted at the top of every generated translation unit: headers, the host
+// ABI struct, float16/bfloat16 storage types, the elementwise op semantics (mirroring the
+// reference kernels exactly), and the row/reduction/dense helpers the kernels call.
+#pragma once
+
+#include <string>
+
+namespace ingot::cpu {
+
+// `blas`: declare and call cblas_sgemm/cblas_dgemm (linked with OpenBLAS); else plain loops.
+std::string prelude(bool blas);
+
+}  // namespace ingot::cpu

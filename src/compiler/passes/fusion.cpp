@@ -1,0 +1,165 @@
+// The fusion pass: which nodes a backend runs as one kernel (see compiler/fusion_plan.h).
+//
+// Nodes are visited in graph order; each either joins an open group of one of its producers or
+// starts a new group. Rules:
+//   - Elementwise nodes join their producer's group (an Elementwise group, or the epilogue of a
+//     Dense / RowKernel group) when their output has the group's iteration shape (the shape of the
+//     group's output; inputs may broadcast into it).
+//   - A Reduction absorbs the Elementwise group producing its input (the reduction then anchors
+//     the group, which is closed).
+//   - Dense (matmul, conv2d) and RowKernel (softmax, layer_norm, ...) nodes start a group that
+//     absorbs a following elementwise epilogue of their output shape (bias add, activation,
+//     residual add).
+//   - Injective, Opaque and Source nodes are groups of their own.
+// A node may only join through a value that is not a graph output and whose readers are all in
+// the group, the joining node, or later elementwise nodes of the group's shape (which may still
+// join; if they do not, the value simply becomes one more output of the group). A node joins a
+// group only when every other group it reads from comes earlier in the plan, so the groups stay in
+// a valid execution order. Every node is in exactly one group.
+//
+// Backends get the plan with fusion_plan_for(graph, options) (compiler/passes/passes.h): fusion
+// on (optimizations["fusion"], default from medium up) -> plan_fusion, off -> unfused_plan. The
+// reference backend runs node by node and does not consume it.
+#include <algorithm>
+#include <set>
+
+#include "compiler/fusion_plan.h"
+#include "compiler/passes/passes.h"
+#include "ir/op_registry.h"
+
+namespace ingot {
+
+namespace {
+
+struct Building {
+  GroupKind kind;
+  NodeId anchor = -1;
+  std::vector<NodeId> nodes;
+  SymShape shape;  // iteration space
+  bool open = true;
+};
+
+GroupKind kind_of(FusionClass c) {
+  switch (c) {
+    case FusionClass::Elementwise: return GroupKind::Elementwise;
+    case FusionClass::Reduction: return GroupKind::Reduction;
+    case FusionClass::RowKernel: return GroupKind::RowKernel;
+    case FusionClass::Dense: return GroupKind::Dense;
+    case FusionClass::Injective: return GroupKind::Injective;
+    default: return GroupKind::Opaque;
+  }
+}
+
+}  // namespace
+
+FusionPlan plan_fusion(const Graph& g) {
+  const size_t nv = g.values().size();
+  std::vector<std::vector<NodeId>> readers(nv);
+  for (const Node& n : g.nodes())
+    for (ValueId v : n.inputs)
+      if (readers[v].empty() || readers[v].back() != n.id) readers[v].push_back(n.id);
+  std::vector<bool> is_output(nv, false);
+  for (const auto& [name, v] : g.outputs()) is_output[v] = true;
+
+  std::vector<Building> groups;
+  std::vector<int> group_of(g.nodes().size(), -1);
+  auto cls = [&](NodeId n) { return get_op(g.node(n).op).fusion; };
+
+  // Whether node n may enter group gi through value v (produced in gi).
+  auto can_pass = [&](ValueId v, NodeId n, int gi) {
+    if (is_output[v]) return false;
+    for (NodeId r : readers[v]) {
+      if (r == n || group_of[r] == gi) continue;
+      if (group_of[r] >= 0) return false;
+      // A later reader that may still join: an elementwise node of the group's shape.
+      const Node& rn = g.node(r);
+      if (cls(r) != FusionClass::Elementwise || rn.outputs.size() != 1 ||
+          g.value(rn.outputs[0]).shape != groups[static_cast<size_t>(gi)].shape)
+        return false;
+    }
+    return true;
+  };
+
+  for (const Node& n : g.nodes()) {
+    const FusionClass fc = get_op(n.op).fusion;
+    // The latest group among n's producers.
+    int target = -1;
+    for (ValueId v : n.inputs) {
+      NodeId p = g.value(v).producer;
+      if (p >= 0) target = std::max(target, group_of[p]);
+    }
+    bool joined = false;
+    if (target >= 0 && (fc == FusionClass::Elementwise || fc == FusionClass::Reduction) &&
+        n.outputs.size() == 1) {
+      Building& grp = groups[static_cast<size_t>(target)];
+      bool ok = grp.open;
+      if (fc == FusionClass::Elementwise)
+        ok = ok && grp.kind != GroupKind::Reduction && g.value(n.outputs[0]).shape == grp.shape;
+      else
+        ok = ok && grp.kind == GroupKind::Elementwise;
+      for (ValueId v : n.inputs) {
+        NodeId p = g.value(v).producer;
+        if (!ok || p < 0 || group_of[p] != target) continue;
+        ok = can_pass(v, n.id, target);
+        // A reduction absorbs producers with no other reader at all.
+        if (ok && fc == FusionClass::Reduction)
+          for (NodeId r : readers[v]) ok = ok && (r == n.id || group_of[r] == target);
+      }
+      if (ok) {
+        grp.nodes.push_back(n.id);
+        group_of[n.id] = target;
+        if (fc == FusionClass::Reduction) {
+          grp.kind = GroupKind::Reduction;
+          grp.anchor = n.id;
+          grp.open = false;
+        }
+        joined = true;
+      }
+    }
+    if (joined) continue;
+    Building grp;
+    grp.kind = kind_of(fc);
+    grp.nodes = {n.id};
+    if (!n.outputs.empty()) grp.shape = g.value(n.outputs[0]).shape;
+    if (grp.kind != GroupKind::Elementwise) grp.anchor = n.id;
+    grp.open = n.outputs.size() == 1 &&
+               (grp.kind == GroupKind::Elementwise || grp.kind == GroupKind::Dense ||
+                grp.kind == GroupKind::RowKernel || grp.kind == GroupKind::Reduction);
+    // A lone reduction stays open only to absorb nothing: close it.
+    if (grp.kind == GroupKind::Reduction) grp.open = false;
+    group_of[n.id] = static_cast<int>(groups.size());
+    groups.push_back(std::move(grp));
+  }
+
+  FusionPlan plan;
+  for (Building& b : groups) {
+    FusionGroup fg;
+    fg.kind = b.kind;
+    fg.anchor = b.anchor;
+    fg.nodes = std::move(b.nodes);
+    plan.groups.push_back(std::move(fg));
+  }
+  compute_group_io(g, plan);
+  return plan;
+}
+
+PassReport fusion_pass(Graph& g, const PassContext&) {
+  PassReport report;
+  FusionPlan plan = plan_fusion(g);
+  size_t fused = 0;
+  for (const FusionGroup& grp : plan.groups) fused += grp.nodes.size() > 1;
+  report.notes.push_back(std::to_string(g.nodes().size()) + " nodes in " +
+                         std::to_string(plan.groups.size()) + " groups (" + std::to_string(fused) +
+                         " fused); the graph is unchanged, backends call fusion_plan_for");
+  std::string s = plan.str(g);
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t end = s.find('\n', start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) report.notes.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return report;
+}
+
+}  // namespace ingot

@@ -1,0 +1,60 @@
+// Mixed precision: every matmul / conv2d whose inputs are float32 runs in the low type
+// (PassContext::mixed_precision: "bfloat16" or "float16"): cast nodes convert its inputs to the
+// low type and its result back to float32, so every other op and the graph's outputs keep their
+// float32 types. The reference kernels accumulate low-precision inputs in float32.
+#include "compiler/passes/passes.h"
+#include "ingot/error.h"
+
+namespace ingot {
+
+PassReport apply_mixed_precision(Graph& g, const PassContext& ctx) {
+  PassReport report;
+  if (ctx.mixed_precision == "none") return report;
+  const DType low = parse_dtype(ctx.mixed_precision);
+  const size_t count = g.nodes().size();
+  std::vector<std::vector<NodeId>> before(count), after(count);  // new nodes around each node
+  for (size_t i = 0; i < count; ++i) {
+    const Node node = g.nodes()[i];
+    if (node.op != "matmul" && node.op != "conv2d") continue;
+    bool f32 = g.value(node.outputs[0]).dtype == DType::Float32;
+    for (ValueId v : node.inputs) f32 = f32 && g.value(v).dtype == DType::Float32;
+    if (!f32) continue;
+    std::vector<ValueId> ins;
+    for (ValueId v : node.inputs) {
+      ValueId c = g.add_op("cast", {v}, {{"dtype", std::string(dtype_name(low))}}, node.scope);
+      g.value(c).dtype = low;
+      g.value(c).shape = g.value(v).shape;
+      g.value(c).shape_known = true;
+      before[i].push_back(g.value(c).producer);
+      ins.push_back(c);
+    }
+    const ValueId out = node.outputs[0];
+    g.nodes()[i].inputs = ins;
+    ValueId back = g.add_op("cast", {out}, {{"dtype", std::string("float32")}}, node.scope);
+    replace_uses(g, out, back);
+    g.node(g.value(back).producer).inputs = {out};  // replace_uses rewrote the cast's own input
+    Value& b = g.value(back);
+    b.dtype = DType::Float32;
+    b.shape = g.value(out).shape;
+    b.shape_known = true;
+    b.name = g.value(out).name;
+    g.value(out).name = b.name.empty() ? "" : b.name + ".lowp";
+    g.value(out).dtype = low;
+    after[i].push_back(b.producer);
+    ++report.changes;
+    report.notes.push_back(node.op + (node.scope.empty() ? "" : " in '" + node.scope + "'") + " in " +
+                           std::string(dtype_name(low)));
+  }
+  if (report.changes) {
+    std::vector<NodeId> order;
+    for (size_t i = 0; i < count; ++i) {
+      for (NodeId n : before[i]) order.push_back(n);
+      order.push_back(static_cast<NodeId>(i));
+      for (NodeId n : after[i]) order.push_back(n);
+    }
+    reorder_nodes(g, order);
+  }
+  return report;
+}
+
+}  // namespace ingot

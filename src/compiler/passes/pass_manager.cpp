@@ -1,0 +1,202 @@
+#include <algorithm>
+#include <iostream>
+#include <set>
+
+#include "compiler/passes/passes.h"
+#include "compiler/shape_inference.h"
+#include "ingot/error.h"
+#include "runtime/atomic_file.h"
+
+namespace ingot {
+
+std::string PassReport::summary() const {
+  return pass + ": " + std::to_string(changes) + (changes == 1 ? " change" : " changes");
+}
+
+PassContext pass_context(const CompileOptions& options) {
+  PassContext ctx;
+  ctx.inference = options.inference;
+  ctx.mixed_precision = options.mixed_precision;
+  return ctx;
+}
+
+const std::vector<PassInfo>& builtin_passes() {
+  static const std::vector<PassInfo> passes = {
+      {"constant_folding", 1, fold_constants, "runs nodes whose inputs are all constants at compile time"},
+      {"simplify", 1, simplify, "x*1, x+0, x-0, x/1, transpose/reshape chains, no-op casts and identities"},
+      {"cse", 2, eliminate_common_subexpressions, "merges nodes with the same op, attrs and inputs"},
+      {"conv_bn_folding", 2, fold_conv_batch_norm, "folds batch_norm with constant statistics into conv2d"},
+      {"mixed_precision", 99, apply_mixed_precision, "matmul/conv2d in bfloat16/float16 (option mixed_precision)"},
+      {"layout", 3, choose_layout, "annotates conv2d with layout=nhwc for backends that honor it"},
+      {"dce", 1, eliminate_dead_code, "removes nodes that reach no output"},
+      {"fusion", 2, fusion_pass, "fusion decisions (plan_fusion) for backends; does not rewrite"},
+  };
+  return passes;
+}
+
+std::vector<std::string> pass_names() {
+  std::vector<std::string> out;
+  for (const PassInfo& p : builtin_passes()) out.push_back(p.name);
+  return out;
+}
+
+int optimization_level_index(const std::string& level) {
+  static const std::vector<std::string> levels = {"none", "low", "medium", "high"};
+  for (size_t i = 0; i < levels.size(); ++i)
+    if (levels[i] == level) return static_cast<int>(i);
+  INGOT_FAIL("Option 'optimization_level': unknown level '", level,
+             "' (valid levels: none, low, medium, high)");
+}
+
+bool pass_enabled(const CompileOptions& options, const std::string& name) {
+  auto it = options.optimizations.find(name);
+  if (it != options.optimizations.end()) return it->second;
+  if (name == "mixed_precision") return options.mixed_precision != "none";
+  for (const PassInfo& p : builtin_passes())
+    if (p.name == name) return optimization_level_index(options.optimization_level) >= p.min_level;
+  INGOT_FAIL("Unknown optimization pass '", name, "'");
+}
+
+FusionPlan fusion_plan_for(const Graph& g, const CompileOptions& options) {
+  return pass_enabled(options, "fusion") ? plan_fusion(g) : unfused_plan(g);
+}
+
+// ---------------------------------------------------------------- helpers
+
+void replace_uses(Graph& g, ValueId from, ValueId to) {
+  if (from == to) return;
+  for (Node& n : g.nodes())
+    for (ValueId& v : n.inputs)
+      if (v == from) v = to;
+  for (auto& [name, v] : g.outputs())
+    if (v == from) v = to;
+}
+
+int remove_dead_nodes(Graph& g) {
+  std::vector<bool> needed(g.values().size(), false), keep(g.nodes().size(), false);
+  for (const auto& [name, v] : g.outputs()) needed[v] = true;
+  int removed = 0;
+  for (size_t i = g.nodes().size(); i-- > 0;) {
+    const Node& n = g.nodes()[i];
+    for (ValueId v : n.outputs) keep[i] = keep[i] || needed[v];
+    if (keep[i])
+      for (ValueId v : n.inputs) needed[v] = true;
+    else
+      ++removed;
+  }
+  bool unused_leaf = false;
+  for (ValueId id : g.leaves()) unused_leaf = unused_leaf || !needed[id];
+  if (removed > 0 || unused_leaf) g.compact(keep);
+  return removed;
+}
+
+void reorder_nodes(Graph& g, const std::vector<NodeId>& order) {
+  INGOT_CHECK(order.size() == g.nodes().size(), "reorder_nodes: order has ", order.size(),
+              " entries for ", g.nodes().size(), " nodes");
+  std::vector<Node> nodes;
+  nodes.reserve(order.size());
+  for (NodeId id : order) nodes.push_back(std::move(g.nodes()[static_cast<size_t>(id)]));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    nodes[i].id = static_cast<NodeId>(i);
+    for (ValueId v : nodes[i].outputs) g.value(v).producer = static_cast<NodeId>(i);
+  }
+  g.nodes() = std::move(nodes);
+}
+
+void check_annotated(const Graph& g, const std::string& after) {
+  verify(g);
+  for (const Value& v : g.values())
+    INGOT_CHECK(v.shape_known, "after ", after, ": '", describe_value(g, v.id), "' has no shape");
+}
+
+// ---------------------------------------------------------------- the manager
+
+namespace {
+
+// Re-runs shape inference when a custom pass left values without shapes: leaves keep their
+// shapes (symbols by name), everything produced is inferred again.
+void reannotate(Graph& g) {
+  bool missing = false;
+  for (const Value& v : g.values()) missing = missing || !v.shape_known;
+  if (missing) {
+    std::vector<ShapeConstraint> cs;
+    for (ValueId id : g.leaves()) {
+      const Value& v = g.value(id);
+      if (!v.shape_known || v.kind == ValueKind::Constant) continue;
+      ShapeTemplate t;
+      for (const SymDim& d : v.shape) t.push_back(d.known() ? Dim(d.value) : Dim(d.symbol));
+      cs.push_back({id, t, "", "the shape of '" + v.name + "'"});
+    }
+    infer_shapes(g, cs);
+  }
+  infer_types(g);
+}
+
+std::string dump_extension(const std::string& format) {
+  if (format == "json") return "json";
+  if (format == "dot") return "dot";
+  return "txt";
+}
+
+}  // namespace
+
+OptimizeResult optimize(Graph& g, const CompileOptions& options,
+                        const std::function<void(const std::string&)>& note) {
+  OptimizeResult result;
+  result.nodes_before = g.nodes().size();
+  const PassContext ctx = pass_context(options);
+  int index = 0;
+  auto say = [&](const std::string& s) {
+    if (note) note(s);
+  };
+  auto dump = [&](const std::string& pass) {
+    ++index;
+    if (!options.dump_after_each_pass || options.dump_graph.empty()) return;
+    std::string text = print_graph(g, parse_dump_format(options.dump_format));
+    if (options.dump_graph == "-") {
+      std::cout << "# after pass " << index << " (" << pass << ")\n" << text;
+      return;
+    }
+    write_file_atomic(options.dump_graph + "." + std::to_string(index) + "." + pass + "." +
+                          dump_extension(options.dump_format),
+                      text);
+  };
+  auto run_custom = [&](const std::string& point) {
+    for (const CustomPass& cp : options.custom_passes) {
+      if (cp.after != point) continue;
+      size_t before = g.nodes().size();
+      try {
+        cp.fn(g);
+        reannotate(g);
+        check_annotated(g, "custom pass '" + cp.name + "'");
+      } catch (const Error& e) {
+        INGOT_FAIL("Custom pass '", cp.name, "' (after ", point, "): ", e.what());
+      }
+      PassReport r;
+      r.pass = cp.name;
+      r.notes.push_back(std::to_string(before) + " -> " + std::to_string(g.nodes().size()) + " nodes");
+      say("custom " + cp.name + ": " + r.notes.back());
+      result.reports.push_back(r);
+      dump(cp.name);
+    }
+  };
+  run_custom("start");
+  for (const PassInfo& p : builtin_passes()) {
+    if (pass_enabled(options, p.name)) {
+      PassReport r = p.fn(g, ctx);
+      r.pass = p.name;
+      check_annotated(g, "pass '" + p.name + "'");
+      say(r.summary());
+      for (const std::string& n : r.notes) say("  " + n);
+      result.reports.push_back(std::move(r));
+      dump(p.name);
+    }
+    run_custom(p.name);
+  }
+  run_custom("end");
+  result.nodes_after = g.nodes().size();
+  say(std::to_string(result.nodes_before) + " -> " + std::to_string(result.nodes_after) + " nodes");
+  return result;
+}
+
+}  // namespace ingot

@@ -1,0 +1,88 @@
+// Graph optimization passes and the pass manager run by the "optimize" compile stage.
+//
+// Every pass takes a verified, shape- and type-annotated graph and leaves one behind (new values
+// get their shapes and dtypes from the pass itself), returning a report of what it changed.
+// Passes run in the order of builtin_passes(); which ones run is decided by the compile options
+// `optimization_level` (none | low | medium | high) and `optimizations` (per-pass overrides).
+//
+//   level   passes
+//   none    (nothing)
+//   low     constant_folding, simplify, dce
+//   medium  + cse, conv_bn_folding, fusion            (the default)
+//   high    + layout
+//   mixed_precision runs when the option `mixed_precision` is not "none".
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "compiler/fusion_plan.h"
+#include "ingot/compile.h"
+#include "ingot/graph.h"
+
+namespace ingot {
+
+struct PassReport {
+  std::string pass;
+  int changes = 0;                 // rewrites (nodes removed, merged, folded, annotated...)
+  std::vector<std::string> notes;  // one line per change, for `verbose`
+  std::string summary() const;     // "cse: 3 changes"
+};
+
+struct PassContext {
+  bool inference = false;
+  std::string mixed_precision = "none";
+  // Constant folding leaves results with more elements than this unfolded (a broadcast of a
+  // scalar to a huge shape would otherwise bloat the graph).
+  int64_t max_fold_elements = int64_t{1} << 22;
+};
+PassContext pass_context(const CompileOptions& options);
+
+using PassFn = PassReport (*)(Graph&, const PassContext&);
+struct PassInfo {
+  std::string name;
+  int min_level;  // 0 none, 1 low, 2 medium, 3 high; 99: only when enabled by its own option
+  PassFn fn;
+  std::string doc;
+};
+const std::vector<PassInfo>& builtin_passes();
+std::vector<std::string> pass_names();
+// "none" -> 0 ... "high" -> 3; throws listing the valid levels.
+int optimization_level_index(const std::string& level);
+// Whether built-in pass `name` runs under `options` (level, then `optimizations` overrides).
+bool pass_enabled(const CompileOptions& options, const std::string& name);
+
+struct OptimizeResult {
+  std::vector<PassReport> reports;
+  size_t nodes_before = 0, nodes_after = 0;
+};
+// Runs the enabled passes and the custom passes. `note` receives one line per pass report.
+OptimizeResult optimize(Graph& g, const CompileOptions& options,
+                        const std::function<void(const std::string&)>& note = {});
+
+// ---- the passes (also callable directly) ----
+PassReport fold_constants(Graph& g, const PassContext& ctx = {});
+PassReport simplify(Graph& g, const PassContext& ctx = {});
+PassReport eliminate_common_subexpressions(Graph& g, const PassContext& ctx = {});
+PassReport eliminate_dead_code(Graph& g, const PassContext& ctx = {});
+PassReport fold_conv_batch_norm(Graph& g, const PassContext& ctx = {});
+PassReport apply_mixed_precision(Graph& g, const PassContext& ctx);
+PassReport choose_layout(Graph& g, const PassContext& ctx = {});
+PassReport fusion_pass(Graph& g, const PassContext& ctx = {});  // reports plan_fusion(g)
+
+// The fusion plan a backend should use: plan_fusion(g) when the "fusion" pass is enabled for
+// these options, else unfused_plan(g). Backends call this themselves (the plan is not stored).
+FusionPlan fusion_plan_for(const Graph& g, const CompileOptions& options);
+
+// ---- helpers shared by passes ----
+// Every read of `from` (node inputs and graph outputs) reads `to` instead.
+void replace_uses(Graph& g, ValueId from, ValueId to);
+// Removes nodes that reach no graph output (and leaves nothing reads); returns how many.
+int remove_dead_nodes(Graph& g);
+// Puts the nodes in `order` (a permutation of node ids, topological) and renumbers them.
+void reorder_nodes(Graph& g, const std::vector<NodeId>& order);
+// Values produced in a graph by node order must be defined before use; throws otherwise.
+void check_annotated(const Graph& g, const std::string& after);
+
+}  // namespace ingot

@@ -1,0 +1,173 @@
+// Random graphs of mixed ops for equivalence tests of the optimization passes and planners:
+// elementwise (unary, binary with broadcasting), x*1 / x+0 patterns, reductions, matmul,
+// reshape / transpose chains, constant-only subgraphs and duplicated nodes (for CSE).
+#pragma once
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "compiler/shape_inference.h"
+#include "ingot/compile.h"
+#include "ingot/graph.h"
+#include "op_test_util.h"
+
+namespace ingot::testing {
+
+// Runs shape and type inference with static shapes for the given leaves, then verify.
+inline void annotate(Graph& g, const std::map<ValueId, Shape>& shapes) {
+  std::vector<ShapeConstraint> cs;
+  for (const auto& [id, s] : shapes) {
+    ShapeTemplate t;
+    for (int64_t d : s) t.emplace_back(d);
+    cs.push_back({id, t, "", "test"});
+  }
+  infer_shapes(g, cs);
+  infer_types(g);
+  verify(g);
+}
+
+// Runs `g` on the reference backend with tensors by leaf name (leaves the graph lacks are skipped).
+inline std::vector<Tensor> run_graph(const Graph& g, const std::map<std::string, Tensor>& by_name) {
+  std::vector<Tensor> ins;
+  for (ValueId id : g.leaves()) {
+    const Value& v = g.value(id);
+    if (v.kind == ValueKind::Constant) continue;
+    ins.push_back(by_name.at(v.name));
+  }
+  return ReferenceBackend().lower(g, CompileOptions{})->run(ins);
+}
+
+struct RandomGraph {
+  Graph graph;
+  std::map<std::string, Tensor> inputs;
+};
+
+inline RandomGraph random_graph(uint64_t seed, int num_ops = 14) {
+  std::mt19937_64 rng(seed);
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  RandomGraph rg;
+  Graph& g = rg.graph;
+  std::map<ValueId, Shape> leaf_shapes;
+  struct V {
+    ValueId id;
+    Shape shape;
+  };
+  std::vector<V> vals;
+  const std::vector<Shape> base = {{2, 3}, {3, 4}, {2, 3, 4}, {4}};
+  const int num_inputs = 2 + static_cast<int>(pick(2));
+  for (int i = 0; i < num_inputs; ++i) {
+    Shape s = base[pick(base.size())];
+    ValueId id = g.add_input("x" + std::to_string(i));
+    leaf_shapes[id] = s;
+    rg.inputs["x" + std::to_string(i)] = random_tensor(s, seed * 31 + static_cast<uint64_t>(i));
+    vals.push_back({id, s});
+  }
+  int consts = 0;
+  auto constant = [&](Shape s, double lo = -1, double hi = 1) {
+    const int k = consts++;
+    ValueId id = g.add_constant("c" + std::to_string(k), random_tensor(s, seed * 17 + static_cast<uint64_t>(k), lo, hi));
+    vals.push_back({id, s});
+    return vals.back();
+  };
+  auto scalar_const = [&](double x) {
+    return g.add_constant("c" + std::to_string(consts++), Tensor::full(DType::Float32, {}, x));
+  };
+  auto add = [&](const std::string& op, std::vector<ValueId> ins, Shape s, Attrs a = {}) {
+    ValueId out = g.add_op(op, std::move(ins), std::move(a));
+    vals.push_back({out, s});
+    return vals.back();
+  };
+  const std::vector<std::string> unary = {"tanh", "sigmoid", "relu", "neg", "abs", "sin", "identity"};
+  const std::vector<std::string> binary = {"add", "sub", "mul", "maximum"};
+  for (int k = 0; k < num_ops; ++k) {
+    V x = vals[pick(vals.size())];
+    const size_t r = x.shape.size();
+    switch (pick(11)) {
+      case 0:
+      case 1: add(unary[pick(unary.size())], {x.id}, x.shape); break;
+      case 2: {  // binary with a same-shape value, a suffix-shaped one, or a constant
+        std::vector<V> same;
+        for (const V& v : vals)
+          if (v.shape == x.shape || (v.shape.size() < r && std::equal(v.shape.begin(), v.shape.end(), x.shape.end() - static_cast<long>(v.shape.size()))))
+            same.push_back(v);
+        V y = same[pick(same.size())];
+        bool swap = pick(2) == 0;
+        add(binary[pick(binary.size())], swap ? std::vector<ValueId>{y.id, x.id} : std::vector<ValueId>{x.id, y.id}, x.shape);
+        break;
+      }
+      case 3: {  // x*1, x+0, x-0, x/1
+        int which = static_cast<int>(pick(4));
+        const char* ops[] = {"mul", "add", "sub", "div"};
+        double unit = (which == 0 || which == 3) ? 1.0 : 0.0;
+        add(ops[which], {x.id, scalar_const(unit)}, x.shape);
+        break;
+      }
+      case 4: {  // transpose (sometimes twice)
+        if (r < 2) break;
+        std::vector<int64_t> p(r);
+        for (size_t i = 0; i < r; ++i) p[i] = static_cast<int64_t>(i);
+        std::shuffle(p.begin(), p.end(), rng);
+        Shape s(r);
+        for (size_t i = 0; i < r; ++i) s[i] = x.shape[static_cast<size_t>(p[i])];
+        V t = add("transpose", {x.id}, s, {{"perm", p}});
+        if (pick(2)) {
+          std::vector<int64_t> q(r);
+          for (size_t i = 0; i < r; ++i) q[i] = static_cast<int64_t>(i);
+          std::shuffle(q.begin(), q.end(), rng);
+          Shape s2(r);
+          for (size_t i = 0; i < r; ++i) s2[i] = s[static_cast<size_t>(q[i])];
+          add("transpose", {t.id}, s2, {{"perm", q}});
+        }
+        break;
+      }
+      case 5: {  // reshape to flat and back
+        if (r == 0) break;
+        V f = add("reshape", {x.id}, {numel(x.shape)}, {{"shape", std::vector<int64_t>{-1}}});
+        add("reshape", {f.id}, x.shape, {{"shape", std::vector<int64_t>(x.shape.begin(), x.shape.end())}});
+        break;
+      }
+      case 6: {  // reduction
+        if (r == 0) break;
+        int64_t axis = static_cast<int64_t>(pick(r));
+        bool keep = pick(2);
+        Shape s = x.shape;
+        if (keep) s[static_cast<size_t>(axis)] = 1;
+        else s.erase(s.begin() + axis);
+        add(pick(2) ? "sum" : "mean", {x.id}, s, {{"axes", std::vector<int64_t>{axis}}, {"keepdims", int64_t{keep}}});
+        break;
+      }
+      case 7: {  // matmul with a constant weight
+        if (r != 2) break;
+        V w = constant({x.shape[1], 3});
+        add("matmul", {x.id, w.id}, {x.shape[0], 3});
+        break;
+      }
+      case 8: {  // a constant-only chain
+        V c = constant(x.shape);
+        V t = add("tanh", {c.id}, x.shape);
+        add("add", {x.id, t.id}, x.shape);
+        break;
+      }
+      case 9: {  // duplicate an existing node
+        if (g.nodes().empty()) break;
+        const Node n = g.nodes()[pick(g.nodes().size())];
+        if (n.outputs.size() != 1) break;
+        Shape s;
+        for (const V& v : vals)
+          if (v.id == n.outputs[0]) s = v.shape;
+        add(n.op, n.inputs, s, n.attrs);
+        break;
+      }
+      case 10: add("cast", {x.id}, x.shape, {{"dtype", std::string("float32")}}); break;
+    }
+  }
+  // Outputs: the last value and a random produced one.
+  g.set_output("out0", vals.back().id);
+  g.set_output("out1", vals[pick(vals.size())].id);
+  annotate(g, leaf_shapes);
+  return rg;
+}
+
+}  // namespace ingot::testing

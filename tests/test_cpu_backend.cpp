@@ -1,0 +1,410 @@
+// CpuBackend against the ReferenceBackend: every native op and fusion pattern, fallbacks to
+// reference kernels, broadcasting, odd / size-1 / zero-size shapes, symbolic batch, the zoo
+// models, and toolchain errors. Graphs batch many ops so each test builds one library.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+
+#include "backends/cpu/codegen.h"
+#include "backends/cpu/executable.h"
+#include "compiler/fusion_plan.h"
+#include "compiler/shape_inference.h"
+#include "ingot/ingot.h"
+#include "ir/op_registry.h"
+#include "op_test_util.h"
+
+using namespace ingot;
+using ingot::testing::random_tensor;
+
+namespace {
+
+// One cache directory for this test process: libraries are reused within it, never across runs.
+const std::string& suite_cache_dir() {
+  struct Dir {
+    std::string path;
+    Dir() {
+      std::string tmpl = (std::filesystem::temp_directory_path() / "ingot-cpu-test-XXXXXX").string();
+      path = ::mkdtemp(tmpl.data()) ? tmpl : "/tmp/ingot-cpu-test";
+    }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static Dir d;
+  return d.path;
+}
+
+CpuBackend::CpuOptions cpu_options() {
+  CpuBackend::CpuOptions o;
+  o.cache_dir = suite_cache_dir();
+  return o;
+}
+
+using PlanFn = std::function<FusionPlan(const Graph&)>;
+
+FusionPlan unfused(const Graph& g) { return unfused_plan(g); }
+
+// Groups given as lists of node ids (kinds and anchors from the ops); the rest one per node.
+PlanFn grouped(std::vector<std::vector<NodeId>> groups) {
+  return [groups](const Graph& g) {
+    FusionPlan p;
+    std::vector<bool> taken(g.nodes().size(), false);
+    std::vector<std::vector<NodeId>> all;
+    for (const auto& grp : groups) {
+      for (NodeId n : grp) taken[static_cast<size_t>(n)] = true;
+    }
+    // Keep execution order: emit a group when its last node comes up.
+    for (const Node& n : g.nodes()) {
+      for (const auto& grp : groups)
+        if (grp.back() == n.id) all.push_back(grp);
+      if (!taken[static_cast<size_t>(n.id)]) all.push_back({n.id});
+    }
+    for (const auto& nodes : all) {
+      FusionGroup fg;
+      fg.nodes = nodes;
+      fg.kind = GroupKind::Elementwise;
+      for (NodeId id : nodes) {
+        switch (get_op(g.node(id).op).fusion) {
+          case FusionClass::Reduction: fg.kind = GroupKind::Reduction; fg.anchor = id; break;
+          case FusionClass::RowKernel: fg.kind = GroupKind::RowKernel; fg.anchor = id; break;
+          case FusionClass::Dense: fg.kind = GroupKind::Dense; fg.anchor = id; break;
+          case FusionClass::Elementwise: break;
+          default: fg.kind = GroupKind::Opaque; fg.anchor = id; break;
+        }
+      }
+      p.groups.push_back(fg);
+    }
+    compute_group_io(g, p);
+    return p;
+  };
+}
+
+void expect_same(const Tensor& got, const Tensor& want, const std::string& what, double rtol, double atol) {
+  ASSERT_EQ(dtype_name(got.dtype()), dtype_name(want.dtype())) << what;
+  ASSERT_EQ(to_string(got.shape()), to_string(want.shape())) << what;
+  if (is_floating(want.dtype())) {
+    EXPECT_TRUE(allclose(got.astype(DType::Float64), want.astype(DType::Float64), rtol, atol))
+        << what << ": max |diff| " << max_abs_diff(got.astype(DType::Float64), want.astype(DType::Float64))
+        << "\n got " << got.str() << "\nwant " << want.str();
+  } else {
+    EXPECT_TRUE(equal(got, want)) << what << "\n got " << got.str() << "\nwant " << want.str();
+  }
+}
+
+struct Input {
+  std::string name;
+  ShapeTemplate shape;
+  DType dtype = DType::Float32;
+};
+
+// Builds a graph with `inputs`, lets `body` add nodes and outputs, infers, and returns it.
+Graph make_graph(const std::vector<Input>& inputs, const std::function<void(Graph&, std::vector<ValueId>&)>& body) {
+  Graph g;
+  std::vector<ValueId> ids;
+  std::vector<ShapeConstraint> cs;
+  for (const Input& in : inputs) {
+    ValueId id = g.add_input(in.name);
+    g.value(id).dtype = in.dtype;
+    ids.push_back(id);
+    cs.push_back({id, in.shape, "", "test input"});
+  }
+  body(g, ids);
+  infer_shapes(g, cs);
+  infer_types(g);
+  verify(g);
+  return g;
+}
+
+ValueId scalar(Graph& g, double v, DType t = DType::Float32) {
+  return g.add_constant("c" + std::to_string(g.values().size()), Tensor::full(t, {}, v));
+}
+
+// Runs `g` on each input set with CpuBackend (plan from `plan`) and ReferenceBackend.
+std::string check(const Graph& g, const std::vector<std::vector<Tensor>>& input_sets, const PlanFn& plan = unfused,
+                  double rtol = 1e-5, double atol = 1e-6) {
+  std::unique_ptr<Executable> ref = ReferenceBackend().lower(g, {});
+  std::unique_ptr<Executable> cpu = cpu::lower_with_plan(g, plan(g), cpu_options(), false);
+  for (size_t s = 0; s < input_sets.size(); ++s) {
+    std::vector<Tensor> want = ref->run(input_sets[s]);
+    std::vector<Tensor> got = cpu->run(input_sets[s]);
+    EXPECT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size() && i < got.size(); ++i)
+      expect_same(got[i], want[i], "set " + std::to_string(s) + " output '" + g.outputs()[i].first + "'", rtol, atol);
+  }
+  return cpu->source();
+}
+
+int count(const std::string& s, const std::string& needle) {
+  int n = 0;
+  for (size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + 1)) ++n;
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST(CpuBackend, UnaryOpsAllNative) {
+  const std::vector<std::string> ops = {"exp",  "log",  "sqrt", "rsqrt", "sin",  "cos",  "tanh",  "sigmoid",
+                                        "erf",  "gelu", "neg",  "abs",   "relu", "sign", "floor", "ceil"};
+  Graph g = make_graph({{"x", {3, 37}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    for (const std::string& op : ops) g.set_output(op, g.add_op(op, {in[0]}));
+    g.set_output("gelu_tanh", g.add_op("gelu", {in[0]}, {{"approximate", std::string("tanh")}}));
+    g.set_output("cast_i32", g.add_op("cast", {in[0]}, {{"dtype", std::string("int32")}}));
+    g.set_output("cast_f16", g.add_op("cast", {in[0]}, {{"dtype", std::string("float16")}}));
+    g.set_output("cast_bool", g.add_op("cast", {in[0]}, {{"dtype", std::string("bool")}}));
+    g.set_output("cast_f64", g.add_op("cast", {in[0]}, {{"dtype", std::string("float64")}}));
+  });
+  Tensor x = random_tensor({3, 37}, 1, -3, 3);
+  x.data<float>()[0] = 0.0f;
+  const std::string src = check(g, {{x}});
+  cpu::GeneratedCode code = cpu::generate_cpp(g, unfused_plan(g), {});
+  EXPECT_TRUE(code.fallback_nodes.empty());
+  EXPECT_EQ(count(src, "run_node(ctx->host->ctx"), 0);
+}
+
+TEST(CpuBackend, BinaryOpsBroadcastAndMixedDtypes) {
+  const std::vector<std::string> ops = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
+                                        "equal", "not_equal", "less", "less_equal", "greater", "greater_equal"};
+  Graph g = make_graph({{"a", {4, 1, 5}}, {"b", {3, 1}}, {"i", {3, 5}, DType::Int32}, {"j", {5}, DType::Int32}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         for (const std::string& op : ops) g.set_output(op, g.add_op(op, {in[0], in[1]}));
+                         for (const char* op : {"add", "sub", "mul", "maximum", "less"})
+                           g.set_output(std::string("int_") + op, g.add_op(op, {in[2], in[3]}));
+                         g.set_output("mixed", g.add_op("add", {in[2], in[0]}));
+                         g.set_output("int_div", g.add_op("div", {in[2], in[3]}));
+                         g.set_output("where", g.add_op("where", {in[2], in[0], in[1]}));
+                         g.set_output("scalar_mul", g.add_op("mul", {in[0], scalar(g, 2.5)}));
+                       });
+  Tensor a = random_tensor({4, 1, 5}, 2, 0.1, 2), b = random_tensor({3, 1}, 3, 0.1, 2);
+  Tensor i = random_tensor({3, 5}, 4, -2e9, 2e9, DType::Int32), j = random_tensor({5}, 5, -2e9, 2e9, DType::Int32);
+  check(g, {{a, b, i, j}});
+}
+
+TEST(CpuBackend, HalfAndBFloat16) {
+  Graph g = make_graph({{"h", {5, 7}, DType::Float16}, {"b", {7}, DType::BFloat16}}, [&](Graph& g, std::vector<ValueId>& in) {
+    g.set_output("exp", g.add_op("exp", {in[0]}));
+    g.set_output("hh", g.add_op("mul", {g.add_op("add", {in[0], in[0]}), in[0]}));
+    g.set_output("hb", g.add_op("add", {in[0], in[1]}));
+    g.set_output("bsig", g.add_op("sigmoid", {in[1]}));
+    g.set_output("sum", g.add_op("sum", {in[0]}, {{"axes", std::vector<int64_t>{1}}}));
+  });
+  Tensor h = random_tensor({5, 7}, 6, -2, 2, DType::Float16), b = random_tensor({7}, 7, -2, 2, DType::BFloat16);
+  check(g, {{h, b}}, grouped({{1, 2}}), 1e-3, 1e-3);
+}
+
+TEST(CpuBackend, FusedGeluChainIsOneLoop) {
+  Graph g = make_graph({{"x", {"N", 129}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    ValueId x = in[0];
+    ValueId t = g.add_op("div", {x, scalar(g, 1.4142135623730951)});
+    t = g.add_op("add", {scalar(g, 1.0), g.add_op("erf", {t})});
+    g.set_output("y", g.add_op("mul", {g.add_op("mul", {scalar(g, 0.5), x}), t}));
+  });
+  std::vector<NodeId> all;
+  for (const Node& n : g.nodes()) all.push_back(n.id);
+  const std::string src = check(g, {{random_tensor({3, 129}, 8)}, {random_tensor({700, 129}, 9)}}, grouped({all}));
+  const std::string kernels = src.substr(src.find("// ---- kernels ----"));
+  if (std::getenv("INGOT_CPU_TEST_DUMP")) std::cerr << src;
+  EXPECT_EQ(count(kernels, "static int k"), 1) << kernels;
+  EXPECT_EQ(count(kernels, "for (int64_t i = 0;"), 1) << kernels;
+}
+
+TEST(CpuBackend, FusedGroupsWithBroadcastAndSeveralOutputs) {
+  Graph g = make_graph({{"x", {2, 3, 33}}, {"bias", {33}}, {"s", {3, 1}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    ValueId b2 = g.add_op("mul", {in[1], scalar(g, 2.0)});   // node 0: [33]
+    ValueId y = g.add_op("add", {in[0], b2});                // node 1: [2,3,33]
+    ValueId r = g.add_op("relu", {y});                       // node 2
+    ValueId z = g.add_op("mul", {r, in[2]});                 // node 3
+    g.set_output("b2", b2);
+    g.set_output("r", r);
+    g.set_output("z", z);
+    g.set_output("z_again", z);
+    g.set_output("x_passthrough", in[0]);
+  });
+  check(g, {{random_tensor({2, 3, 33}, 10), random_tensor({33}, 11), random_tensor({3, 1}, 12)}}, grouped({{0, 1, 2, 3}}));
+}
+
+TEST(CpuBackend, OddSizeOneAndZeroSizeDims) {
+  Graph g = make_graph({{"x", {"A", "B", 1}}, {"y", {1, "B", 7}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    ValueId s = g.add_op("add", {in[0], in[1]});
+    g.set_output("s", g.add_op("tanh", {s}));
+    g.set_output("sum", g.add_op("sum", {s}, {{"axes", std::vector<int64_t>{-1}}}));
+    g.set_output("mean", g.add_op("mean", {s}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{1}}}));
+    g.set_output("smax", g.add_op("softmax", {s}));
+  });
+  check(g, {{random_tensor({4, 3, 1}, 13), random_tensor({1, 3, 7}, 14)},
+            {random_tensor({1, 1, 1}, 15), random_tensor({1, 1, 7}, 16)},
+            {random_tensor({0, 5, 1}, 17), random_tensor({1, 5, 7}, 18)},
+            {random_tensor({2, 0, 1}, 19), random_tensor({1, 0, 7}, 20)}},
+        grouped({{0, 1}}));
+}
+
+TEST(CpuBackend, Reductions) {
+  Graph g = make_graph({{"x", {3, 4, 5}}, {"i", {3, 4}, DType::Int32}}, [&](Graph& g, std::vector<ValueId>& in) {
+    using V = std::vector<int64_t>;
+    for (const char* op : {"sum", "mean", "max", "min"}) {
+      g.set_output(std::string(op) + "_last", g.add_op(op, {in[0]}, {{"axes", V{-1}}}));
+      g.set_output(std::string(op) + "_first", g.add_op(op, {in[0]}, {{"axes", V{0}}}));
+      g.set_output(std::string(op) + "_mid_keep", g.add_op(op, {in[0]}, {{"axes", V{1, 2}}, {"keepdims", int64_t{1}}}));
+      g.set_output(std::string(op) + "_all", g.add_op(op, {in[0]}));
+      g.set_output(std::string(op) + "_gap", g.add_op(op, {in[0]}, {{"axes", V{0, 2}}}));  // fallback
+    }
+    g.set_output("isum", g.add_op("sum", {in[1]}, {{"axes", V{1}}}));
+    g.set_output("imean", g.add_op("mean", {in[1]}));
+    g.set_output("argmax", g.add_op("argmax", {in[0]}, {{"axis", int64_t{1}}}));
+    auto m = g.add_node("moments", {in[0]}, {{"axes", V{2}}}, 2);
+    g.set_output("mom_mean", m[0]);
+    g.set_output("mom_var", m[1]);
+    // a reduction with an elementwise prologue: sum((x * 2) ^ 2)
+    ValueId sq = g.add_op("mul", {in[0], in[0]});
+    g.set_output("sumsq", g.add_op("sum", {g.add_op("mul", {sq, scalar(g, 2.0)})}, {{"axes", V{-1}}}));
+  });
+  const NodeId n = static_cast<NodeId>(g.nodes().size());
+  check(g, {{random_tensor({3, 4, 5}, 21), random_tensor({3, 4}, 22, -100, 100, DType::Int32)}}, grouped({{n - 3, n - 2, n - 1}}));
+}
+
+TEST(CpuBackend, RowKernels) {
+  Graph g = make_graph({{"x", {2, 3, 17}}, {"w", {17}}, {"b", {17}}, {"c", {3}}, {"v", {3}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         g.set_output("softmax", g.add_op("softmax", {in[0]}));
+                         g.set_output("softmax1", g.add_op("softmax", {in[0]}, {{"axis", int64_t{1}}}));
+                         g.set_output("log_softmax", g.add_op("log_softmax", {in[0]}));
+                         g.set_output("ln", g.add_op("layer_norm", {in[0], in[1], in[2]}));
+                         g.set_output("ln2", g.add_op("layer_norm", {in[0]}, {{"axis", int64_t{1}}}));
+                         g.set_output("bn", g.add_op("batch_norm", {in[0], in[3], in[3], in[3], in[4]}));
+                         // row kernel + epilogue
+                         ValueId s = g.add_op("softmax", {in[0]});
+                         g.set_output("epi", g.add_op("mul", {s, in[1]}));
+                       });
+  const NodeId n = static_cast<NodeId>(g.nodes().size());
+  check(g, {{random_tensor({2, 3, 17}, 23, -3, 3), random_tensor({17}, 24), random_tensor({17}, 25),
+             random_tensor({3}, 26), random_tensor({3}, 27, 0.5, 2)}},
+        grouped({{n - 2, n - 1}}));
+}
+
+TEST(CpuBackend, MatmulAndConv) {
+  Graph g = make_graph({{"a", {5, 7}}, {"b", {7, 3}}, {"a3", {2, 5, 7}}, {"b3", {2, 7, 3}}, {"a4", {2, 1, 5, 7}},
+                        {"b4", {3, 7, 4}}, {"v", {7}}, {"ad", {4, 6}, DType::Float64}, {"bd", {6, 2}, DType::Float64},
+                        {"ai", {2, 3}, DType::Int32}, {"bi", {3, 2}, DType::Int32}, {"x", {2, 4, 9, 8}},
+                        {"w", {6, 2, 3, 3}}, {"cb", {6}}, {"bias", {3}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         g.set_output("mm", g.add_op("matmul", {in[0], in[1]}));
+                         g.set_output("mm_fold", g.add_op("matmul", {in[2], in[1]}));
+                         g.set_output("mm_batch", g.add_op("matmul", {in[2], in[3]}));
+                         g.set_output("mm_bcast", g.add_op("matmul", {in[4], in[5]}));
+                         g.set_output("mv", g.add_op("matmul", {in[0], in[6]}));
+                         g.set_output("vm", g.add_op("matmul", {in[6], in[1]}));
+                         g.set_output("vv", g.add_op("matmul", {in[6], in[6]}));
+                         g.set_output("mm_f64", g.add_op("matmul", {in[7], in[8]}));
+                         g.set_output("mm_int", g.add_op("matmul", {in[9], in[10]}));  // fallback
+                         g.set_output("conv", g.add_op("conv2d", {in[11], in[12], in[13]},
+                                                       {{"stride", std::vector<int64_t>{2, 1}},
+                                                        {"padding", std::vector<int64_t>{1, 2}},
+                                                        {"dilation", std::vector<int64_t>{1, 2}},
+                                                        {"groups", int64_t{2}}}));
+                         g.set_output("conv_nobias", g.add_op("conv2d", {in[11], g.add_op("reshape", {in[12]}, {{"shape", std::vector<int64_t>{6, 2, 3, 3}}})},
+                                                              {{"groups", int64_t{2}}}));
+                         // dense + epilogue: relu(a @ b + bias)
+                         ValueId mm = g.add_op("matmul", {in[0], in[1]});
+                         g.set_output("dense_epi", g.add_op("relu", {g.add_op("add", {mm, in[14]})}));
+                       });
+  std::vector<Tensor> ins;
+  for (ValueId id : g.leaves_of(ValueKind::Input)) {
+    const Value& v = g.value(id);
+    ins.push_back(random_tensor(to_shape(v.shape), static_cast<uint64_t>(30 + id), -1, 1, v.dtype));
+  }
+  const NodeId n = static_cast<NodeId>(g.nodes().size());
+  check(g, {ins}, grouped({{n - 3, n - 2, n - 1}}), 1e-4, 1e-5);
+  cpu::GeneratedCode code = cpu::generate_cpp(g, unfused_plan(g), {});
+  ASSERT_EQ(code.fallback_nodes.size(), 1u);
+  EXPECT_EQ(g.node(code.fallback_nodes[0]).op, "matmul");
+}
+
+TEST(CpuBackend, FallbackOpsRunThroughReferenceKernels) {
+  Graph g = make_graph({{"x", {2, 3, 4}}, {"idx", {2}, DType::Int64}}, [&](Graph& g, std::vector<ValueId>& in) {
+    using V = std::vector<int64_t>;
+    ValueId t = g.add_op("transpose", {in[0]}, {{"perm", V{2, 0, 1}}});
+    g.set_output("t", g.add_op("exp", {t}));
+    g.set_output("cat", g.add_op("concat", {in[0], in[0]}, {{"axis", int64_t{1}}}));
+    g.set_output("gather", g.add_op("gather", {in[0], in[1]}, {{"axis", int64_t{1}}}));
+    g.set_output("slice", g.add_op("slice", {in[0]}, {{"starts", V{1}}, {"ends", V{4}}, {"axes", V{2}}}));
+    g.set_output("rand", g.add_op("add", {in[0], g.add_op("random_uniform", {}, {{"shape", V{2, 3, 4}}, {"seed", int64_t{3}}})}));
+    g.set_output("drop", g.add_op("dropout", {in[0]}, {{"p", 0.5}, {"seed", int64_t{1}}, {"training", int64_t{1}}}));
+  });
+  check(g, {{random_tensor({2, 3, 4}, 40), Tensor::from_vector<int64_t>({2, 0}, {2})}});
+}
+
+TEST(CpuBackend, ExampleMLPSymbolicBatch) {
+  CompileOptions o;
+  o.shapes = {{"input", {"N", 784}}};
+  PhysicalModel ref = compile(ExampleMLP(), ReferenceBackend(), o);
+  PhysicalModel cpu = compile(ExampleMLP(), CpuBackend(cpu_options()), o);
+  TensorMap params = ref.randomize_params(0);
+  for (int64_t n : {1, 7, 64}) {
+    TensorMap in = {{"input", random_tensor({n, 784}, static_cast<uint64_t>(n))}};
+    TensorMap want = ref.evaluate(params, in), got = cpu.evaluate(params, in);
+    for (const auto& [name, t] : want) expect_same(got.at(name), t, name + " batch " + std::to_string(n), 1e-4, 1e-5);
+  }
+}
+
+TEST(CpuBackend, ExampleCNNSmallImages) {
+  for (bool inference : {true, false}) {
+    CompileOptions o;
+    o.shapes = {{"input", {"N", 3, 12, 10}}};
+    o.inference = inference;
+    PhysicalModel ref = compile(ExampleCNN(), ReferenceBackend(), o);
+    PhysicalModel cpu = compile(ExampleCNN(), CpuBackend(cpu_options()), o);
+    TensorMap params = ref.randomize_params(1);
+    for (int64_t n : {1, 3}) {
+      TensorMap in = {{"input", random_tensor({n, 3, 12, 10}, static_cast<uint64_t>(50 + n))}};
+      TensorMap want = ref.evaluate(params, in), got = cpu.evaluate(params, in);
+      for (const auto& [name, t] : want) expect_same(got.at(name), t, name, 1e-4, 1e-4);
+    }
+  }
+}
+
+TEST(CpuBackend, UserNamesNeverEscapeComments) {
+  Graph g = make_graph({{"x */ int evil; /*\nmore", {4}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    g.set_output("y */ #error \\\nnope", g.add_op("relu", {in[0]}, {}, "scope*/\n#error x"));
+  });
+  const std::string src = check(g, {{random_tensor({4}, 60)}});
+  EXPECT_EQ(src.find("#error"), src.find("#error x") == std::string::npos ? std::string::npos : src.find("#error"));
+  EXPECT_EQ(count(src, "*/ int evil"), 0);
+  for (size_t p = src.find("#error"); p != std::string::npos; p = src.find("#error", p + 1))
+    EXPECT_NE(src.rfind("//", p), std::string::npos);
+}
+
+TEST(CpuBackend, MissingCompilerIsAClearError) {
+  CpuBackend::CpuOptions o = cpu_options();
+  o.compiler = "/nonexistent/c++";
+  CompileOptions co;
+  co.shapes = {{"input", {2, 784}}};
+  try {
+    compile(ExampleMLP(), CpuBackend(o), co);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("/nonexistent/c++"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("ReferenceBackend()"), std::string::npos) << msg;
+  }
+}
+
+TEST(CpuBackend, BuildFailureShowsCommandAndDiagnostics) {
+  CpuBackend::CpuOptions o = cpu_options();
+  o.extra_flags = {"-DINGOT_TEST_BREAK=1", "-include", "/nonexistent/header.h"};
+  Graph g = make_graph({{"x", {4}}}, [&](Graph& g, std::vector<ValueId>& in) { g.set_output("y", g.add_op("neg", {in[0]})); });
+  try {
+    CpuBackend(o).lower(g, {});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("-DINGOT_TEST_BREAK=1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("header.h"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("ReferenceBackend()"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace

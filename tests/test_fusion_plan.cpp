@@ -1,0 +1,146 @@
+// The fusion plan: grouping rules, exactly-one-group coverage and a valid group order.
+#include <gtest/gtest.h>
+
+#include "compiler/fusion_plan.h"
+#include "compiler/passes/passes.h"
+#include "ingot/ingot.h"
+#include "ingot/models.h"
+#include "random_graph.h"
+
+namespace ingot {
+namespace {
+
+using testing::annotate;
+
+// Every node in exactly one group; groups read only values produced by earlier groups (or
+// themselves, in node order); nodes in each group in topological order.
+void expect_valid_plan(const Graph& g, const FusionPlan& plan) {
+  std::vector<int> group_of(g.nodes().size(), -1);
+  for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
+    ASSERT_FALSE(plan.groups[gi].nodes.empty());
+    for (size_t k = 0; k < plan.groups[gi].nodes.size(); ++k) {
+      NodeId n = plan.groups[gi].nodes[k];
+      EXPECT_EQ(group_of[n], -1) << "node " << n << " in two groups";
+      group_of[n] = static_cast<int>(gi);
+      if (k > 0) {
+        EXPECT_LT(plan.groups[gi].nodes[k - 1], n);
+      }
+    }
+  }
+  for (const Node& n : g.nodes()) {
+    ASSERT_GE(group_of[n.id], 0) << "node " << n.id << " in no group";
+    for (ValueId v : n.inputs) {
+      NodeId p = g.value(v).producer;
+      if (p >= 0) {
+        EXPECT_LE(group_of[p], group_of[n.id]) << "group order broken at node " << n.id;
+      }
+    }
+  }
+}
+
+Graph mlp_graph() {
+  CompileOptions o;
+  o.shapes["input"] = {8, 784};
+  return build_graph(ExampleMLP(), o);
+}
+
+TEST(FusionPlan, MLPGroupsDenseWithEpilogue) {
+  Graph g = mlp_graph();
+  FusionPlan plan = plan_fusion(g);
+  expect_valid_plan(g, plan);
+  ASSERT_EQ(plan.groups.size(), 2u) << plan.str(g);
+  EXPECT_EQ(plan.str(g), "group 0 [dense]: matmul add relu\ngroup 1 [dense]: matmul add\n");
+  EXPECT_EQ(g.node(plan.groups[0].anchor).op, "matmul");
+  // The first group's only output is the relu; its inputs the data, weight and bias.
+  ASSERT_EQ(plan.groups[0].outputs.size(), 1u);
+  EXPECT_EQ(g.node(g.value(plan.groups[0].outputs[0]).producer).op, "relu");
+  EXPECT_EQ(plan.groups[0].inputs.size(), 3u);
+}
+
+TEST(FusionPlan, SoftmaxIsARowKernelWithEpilogue) {
+  Graph g;
+  ValueId x = g.add_input("x");
+  ValueId s = g.add_op("softmax", {x}, {{"axis", int64_t{-1}}});
+  ValueId two = g.add_constant("two", Tensor::full(DType::Float32, {}, 2));
+  g.set_output("y", g.add_op("mul", {s, two}));
+  annotate(g, {{x, {4, 5}}});
+  FusionPlan plan = plan_fusion(g);
+  expect_valid_plan(g, plan);
+  EXPECT_EQ(plan.str(g), "group 0 [row-kernel]: softmax mul\n");
+}
+
+TEST(FusionPlan, ElementwiseProducersFuseIntoReduction) {
+  Graph g;
+  ValueId x = g.add_input("x");
+  ValueId e = g.add_op("exp", {x});
+  ValueId m = g.add_op("mul", {e, x});
+  ValueId s = g.add_op("sum", {m}, {{"axes", std::vector<int64_t>{1}}});
+  g.set_output("y", g.add_op("sqrt", {s}));
+  annotate(g, {{x, {4, 5}}});
+  FusionPlan plan = plan_fusion(g);
+  expect_valid_plan(g, plan);
+  EXPECT_EQ(plan.str(g), "group 0 [reduction]: exp mul sum\ngroup 1 [elementwise]: sqrt\n");
+}
+
+TEST(FusionPlan, OutputsAndOutsideReadersEndGroups) {
+  Graph g;
+  ValueId x = g.add_input("x");
+  ValueId a = g.add_op("exp", {x});
+  ValueId b = g.add_op("neg", {a});
+  g.set_output("a", a);  // a graph output: b may not join through it
+  ValueId t = g.add_op("transpose", {b});
+  g.set_output("y", g.add_op("relu", {t}));
+  ValueId s = g.add_op("sum", {b});  // b has a second reader
+  g.set_output("s", s);
+  annotate(g, {{x, {3, 3}}});
+  FusionPlan plan = plan_fusion(g);
+  expect_valid_plan(g, plan);
+  EXPECT_EQ(plan.str(g),
+            "group 0 [elementwise]: exp\ngroup 1 [elementwise]: neg\ngroup 2 [injective]: transpose\n"
+            "group 3 [elementwise]: relu\ngroup 4 [reduction]: sum\n");
+}
+
+TEST(FusionPlan, BroadcastingInputsJoinButBiggerShapesDoNot) {
+  Graph g;
+  ValueId x = g.add_input("x");
+  ValueId b = g.add_input("b");
+  ValueId a = g.add_op("add", {x, b});    // [4, 5] + [5]
+  ValueId r = g.add_op("relu", {a});
+  ValueId big = g.add_input("big");
+  g.set_output("y", g.add_op("mul", {r, big}));  // [4, 5] * [3, 4, 5] -> bigger: new group
+  annotate(g, {{x, {4, 5}}, {b, {5}}, {big, {3, 4, 5}}});
+  FusionPlan plan = plan_fusion(g);
+  expect_valid_plan(g, plan);
+  EXPECT_EQ(plan.str(g), "group 0 [elementwise]: add relu\ngroup 1 [elementwise]: mul\n");
+}
+
+TEST(FusionPlan, TransformerBlockAndCNN) {
+  CompileOptions o;
+  o.inference = true;
+  o.shapes["input"] = {2, 3, 8, 8};
+  Graph g = build_graph(ExampleCNN(), o);
+  FusionPlan plan = plan_fusion(g);
+  expect_valid_plan(g, plan);
+  EXPECT_LT(plan.groups.size(), g.nodes().size());
+}
+
+TEST(FusionPlan, RandomGraphsGiveValidPlans) {
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    testing::RandomGraph rg = testing::random_graph(seed, 20);
+    FusionPlan plan = plan_fusion(rg.graph);
+    expect_valid_plan(rg.graph, plan);
+    FusionPlan un = unfused_plan(rg.graph);
+    EXPECT_EQ(un.groups.size(), rg.graph.nodes().size());
+  }
+}
+
+TEST(FusionPlan, OptionSelectsThePlanBackendsGet) {
+  Graph g = mlp_graph();
+  CompileOptions o;
+  EXPECT_EQ(fusion_plan_for(g, o).groups.size(), 2u);
+  o.optimizations["fusion"] = false;
+  EXPECT_EQ(fusion_plan_for(g, o).groups.size(), g.nodes().size());
+}
+
+}  // namespace
+}  // namespace ingot

@@ -1,0 +1,479 @@
+// Graph optimization passes: what each removes / merges / folds and what it leaves alone, the
+// optimization controls and their errors, and semantic equivalence on random graphs.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "compiler/memory_plan.h"
+#include "compiler/passes/passes.h"
+#include "ingot/ingot.h"
+#include "ingot/models.h"
+#include "ir/op_registry.h"
+#include "random_graph.h"
+
+namespace ingot {
+namespace {
+
+using testing::annotate;
+using testing::random_tensor;
+using testing::run_graph;
+
+int count_op(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op == op;
+  return n;
+}
+
+Tensor scalar_f32(double x) { return Tensor::full(DType::Float32, {}, x); }
+
+// ---------------------------------------------------------------- constant folding
+
+TEST(ConstantFolding, FoldsAllConstantChains) {
+  Graph g;
+  ValueId x = g.add_input("x");
+  ValueId a = g.add_constant("a", random_tensor({2, 3}, 1));
+  ValueId b = g.add_constant("b", random_tensor({2, 3}, 2));
+  ValueId s = g.add_op("add", {a, b});
+  ValueId t = g.add_op("tanh", {s});
+  g.set_output("y", g.add_op("mul", {x, t}));
+  annotate(g, {{x, {2, 3}}});
+  Tensor xin = random_tensor({2, 3}, 3);
+  auto before = run_graph(g, {{"x", xin}});
+  PassReport r = fold_constants(g);
+  EXPECT_EQ(r.changes, 2);
+  EXPECT_EQ(g.nodes().size(), 1u);
+  EXPECT_EQ(g.nodes()[0].op, "mul");
+  check_annotated(g, "test");
+  EXPECT_TRUE(allclose(run_graph(g, {{"x", xin}})[0], before[0], 0, 0));
+}
+
+TEST(ConstantFolding, KeepsWeakScalarResultTypes) {
+  // (2.0 + 3.0) with two weak literals is float32; float16 x * that promotes to float32, and the
+  // folded constant must keep it that way.
+  Graph g;
+  ValueId x = g.add_input("x");
+  g.value(x).dtype = DType::Float16;
+  ValueId w1 = g.add_constant("w1", scalar_f32(2.0));
+  ValueId w2 = g.add_constant("w2", scalar_f32(3.0));
+  g.value(w1).weak_type = g.value(w2).weak_type = true;
+  ValueId s = g.add_op("add", {w1, w2});
+  ValueId y = g.add_op("mul", {x, s});
+  g.set_output("y", y);
+  annotate(g, {{x, {4}}});
+  const DType before = g.value(y).dtype;
+  Tensor xin = random_tensor({4}, 5).astype(DType::Float16);
+  auto ref = run_graph(g, {{"x", xin}});
+  fold_constants(g);
+  EXPECT_EQ(count_op(g, "add"), 0);
+  EXPECT_EQ(g.value(g.outputs()[0].second).dtype, before);
+  auto got = run_graph(g, {{"x", xin}});
+  EXPECT_TRUE(equal(got[0], ref[0])) << got[0].str() << " vs " << ref[0].str();
+}
+
+TEST(ConstantFolding, LeavesRandomSourcesAndRunTimeValues) {
+  Graph g;
+  ValueId x = g.add_input("x");
+  ValueId r = g.add_op("random_uniform", {}, {{"shape", std::vector<int64_t>{4}}, {"seed", int64_t{1}}});
+  g.set_output("y", g.add_op("add", {x, r}));
+  annotate(g, {{x, {4}}});
+  EXPECT_EQ(fold_constants(g).changes, 0);
+  EXPECT_EQ(g.nodes().size(), 2u);
+}
+
+TEST(ConstantFolding, ConstantKeysFoldThroughCompile) {
+  // A model whose weights are all fixed with constant_keys: the weight-only part folds.
+  Model m;
+  Connection x = m.input("x");
+  Connection w = m.parameter("w", Init::normal(0.1), ShapeTemplate{4, 3});
+  m.expose(matmul(x, w.T().T()) * 1.0, "y");
+  CompileOptions o;
+  o.shapes["x"] = {2, 4};
+  o.constant_keys["w"] = random_tensor({4, 3}, 9);
+  PhysicalModel pm = compile(m, ReferenceBackend(), o);
+  EXPECT_EQ(count_op(pm.graph(), "transpose"), 0);
+  EXPECT_EQ(count_op(pm.graph(), "mul"), 0);
+  EXPECT_EQ(pm.graph().nodes().size(), 1u);
+  CompileOptions none = o;
+  none.optimization_level = "none";
+  PhysicalModel ref = compile(m, ReferenceBackend(), none);
+  Tensor xin = random_tensor({2, 4}, 4);
+  EXPECT_TRUE(allclose(pm.evaluate({}, {{"x", xin}}).at("y"), ref.evaluate({}, {{"x", xin}}).at("y")));
+}
+
+// ---------------------------------------------------------------- simplification
+
+TEST(Simplify, RemovesNeutralArithmetic) {
+  Graph g;
+  ValueId x = g.add_input("x");
+  ValueId one = g.add_constant("one", scalar_f32(1));
+  ValueId zero = g.add_constant("zero", scalar_f32(0));
+  ValueId a = g.add_op("mul", {x, one});
+  ValueId b = g.add_op("add", {zero, a});
+  ValueId c = g.add_op("sub", {b, zero});
+  ValueId d = g.add_op("div", {c, one});
+  g.set_output("y", g.add_op("tanh", {d}));
+  annotate(g, {{x, {2, 3}}});
+  PassReport r = simplify(g);
+  EXPECT_EQ(r.changes, 4);
+  ASSERT_EQ(g.nodes().size(), 1u);
+  EXPECT_EQ(g.nodes()[0].op, "tanh");
+  EXPECT_EQ(g.nodes()[0].inputs[0], *g.find_leaf("x"));
+}
+
+TEST(Simplify, KeepsNeutralArithmeticThatChangesTypeOrShape) {
+  Graph g;
+  ValueId x = g.add_input("x");
+  g.value(x).dtype = DType::Int32;
+  ValueId y = g.add_input("y");
+  ValueId one = g.add_constant("one", scalar_f32(1));
+  ValueId ones = g.add_constant("ones", Tensor::full(DType::Float32, {2, 3}, 1));
+  ValueId zero = g.add_constant("zero", scalar_f32(0));
+  g.set_output("a", g.add_op("mul", {x, one}));     // int32 * float32 -> float32: kept
+  g.set_output("b", g.add_op("mul", {y, ones}));    // [3] * [2, 3] broadcasts: kept
+  g.set_output("c", g.add_op("sub", {zero, y}));    // 0 - y is not y: kept
+  annotate(g, {{x, {3}}, {y, {3}}});
+  EXPECT_EQ(simplify(g).changes, 0);
+  EXPECT_EQ(g.nodes().size(), 3u);
+}
+
+TEST(Simplify, ComposesTransposesAndRemovesIdentityPerms) {
+  Graph g;
+  ValueId x = g.add_input("x");
+  ValueId t1 = g.add_op("transpose", {x}, {{"perm", std::vector<int64_t>{1, 2, 0}}});
+  ValueId t2 = g.add_op("transpose", {t1}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+  g.set_output("y", g.add_op("relu", {t2}));
+  ValueId u1 = g.add_op("transpose", {x}, {{"perm", std::vector<int64_t>{2, 0, 1}}});
+  ValueId u2 = g.add_op("transpose", {u1}, {{"perm", std::vector<int64_t>{1, 2, 0}}});
+  g.set_output("z", u2);
+  annotate(g, {{x, {2, 3, 4}}});
+  Tensor xin = random_tensor({2, 3, 4}, 1);
+  auto before = run_graph(g, {{"x", xin}});
+  simplify(g);
+  EXPECT_EQ(count_op(g, "transpose"), 1);
+  EXPECT_EQ(g.outputs()[1].second, *g.find_leaf("x"));  // identity composition removed
+  auto after = run_graph(g, {{"x", xin}});
+  EXPECT_TRUE(equal(before[0], after[0]));
+  EXPECT_TRUE(equal(before[1], after[1]));
+}
+
+TEST(Simplify, ReshapeChainsCastsAndIdentities) {
+  Graph g;
+  ValueId x = g.add_input("x");
+  ValueId r1 = g.add_op("reshape", {x}, {{"shape", std::vector<int64_t>{6, 4}}});
+  ValueId r2 = g.add_op("reshape", {r1}, {{"shape", std::vector<int64_t>{4, -1}}});
+  g.set_output("a", g.add_op("relu", {r2}));
+  ValueId same = g.add_op("reshape", {x}, {{"shape", std::vector<int64_t>{2, 3, 4}}});
+  ValueId c = g.add_op("cast", {same}, {{"dtype", std::string("float32")}});
+  ValueId i = g.add_op("identity", {c});
+  g.set_output("b", g.add_op("neg", {i}));
+  annotate(g, {{x, {2, 3, 4}}});
+  Tensor xin = random_tensor({2, 3, 4}, 2);
+  auto before = run_graph(g, {{"x", xin}});
+  simplify(g);
+  EXPECT_EQ(count_op(g, "reshape"), 1);
+  EXPECT_EQ(count_op(g, "cast"), 0);
+  EXPECT_EQ(count_op(g, "identity"), 0);
+  EXPECT_EQ(g.nodes().size(), 3u);
+  auto after = run_graph(g, {{"x", xin}});
+  EXPECT_TRUE(equal(before[0], after[0]));
+  EXPECT_TRUE(equal(before[1], after[1]));
+}
+
+TEST(Simplify, KeepsCastsThatChangeType) {
+  Graph g;
+  ValueId x = g.add_input("x");
+  g.set_output("y", g.add_op("cast", {x}, {{"dtype", std::string("float16")}}));
+  annotate(g, {{x, {3}}});
+  EXPECT_EQ(simplify(g).changes, 0);
+}
+
+// ---------------------------------------------------------------- CSE
+
+TEST(CSE, TwoBranchesReadingOneLinearComputeItOnce) {
+  Graph g;
+  ValueId x = g.add_input("x");
+  ValueId w = g.add_input("w", ValueKind::Parameter);
+  ValueId b = g.add_input("b", ValueKind::Parameter);
+  ValueId l1 = g.add_op("add", {g.add_op("matmul", {x, w}), b});
+  ValueId l2 = g.add_op("add", {g.add_op("matmul", {x, w}), b});
+  g.set_output("y", g.add_op("add", {g.add_op("relu", {l1}), g.add_op("tanh", {l2})}));
+  annotate(g, {{x, {2, 4}}, {w, {4, 3}}, {b, {3}}});
+  PassReport r = eliminate_common_subexpressions(g);
+  EXPECT_EQ(r.changes, 2);
+  EXPECT_EQ(count_op(g, "matmul"), 1);
+  EXPECT_EQ(count_op(g, "add"), 2);
+}
+
+TEST(CSE, DoesNotMergeDifferentAttrsOrSeeds) {
+  Graph g;
+  ValueId x = g.add_input("x");
+  ValueId s0 = g.add_op("sum", {x}, {{"axes", std::vector<int64_t>{0}}});
+  ValueId s1 = g.add_op("sum", {x}, {{"axes", std::vector<int64_t>{1}}});
+  Attrs r1{{"shape", std::vector<int64_t>{3}}, {"seed", int64_t{1}}};
+  Attrs r2{{"shape", std::vector<int64_t>{3}}, {"seed", int64_t{2}}};
+  ValueId a = g.add_op("random_uniform", {}, r1);
+  ValueId b = g.add_op("random_uniform", {}, r2);
+  ValueId c = g.add_op("random_uniform", {}, r1);  // same seed: identical numbers
+  g.set_output("y", g.add_op("add", {g.add_op("add", {s0, s1}), g.add_op("add", {a, g.add_op("add", {b, c})})}));
+  annotate(g, {{x, {3, 3}}});
+  Tensor xin = random_tensor({3, 3}, 1);
+  auto before = run_graph(g, {{"x", xin}});
+  PassReport r = eliminate_common_subexpressions(g);
+  EXPECT_EQ(r.changes, 1);  // only the same-seed random op
+  EXPECT_EQ(count_op(g, "sum"), 2);
+  EXPECT_EQ(count_op(g, "random_uniform"), 2);
+  EXPECT_TRUE(equal(before[0], run_graph(g, {{"x", xin}})[0]));
+}
+
+// ---------------------------------------------------------------- DCE
+
+TEST(DCE, RemovesUnreachableNodesAndTheirParameters) {
+  Graph g;
+  ValueId x = g.add_input("x");
+  ValueId w = g.add_input("w", ValueKind::Parameter);
+  g.add_op("matmul", {x, w});  // nobody reads it
+  g.set_output("y", g.add_op("relu", {x}));
+  annotate(g, {{x, {2, 2}}, {w, {2, 2}}});
+  PassReport r = eliminate_dead_code(g);
+  EXPECT_EQ(r.changes, 1);
+  EXPECT_EQ(g.nodes().size(), 1u);
+  EXPECT_FALSE(g.find_leaf("w").has_value());
+  EXPECT_EQ(eliminate_dead_code(g).changes, 0);
+}
+
+// ---------------------------------------------------------------- Conv + BN
+
+TEST(ConvBnFolding, FoldsConstantBatchNormIntoConv) {
+  Graph g;
+  ValueId x = g.add_input("x");
+  ValueId w = g.add_constant("w", random_tensor({4, 3, 3, 3}, 1));
+  ValueId b = g.add_constant("b", random_tensor({4}, 2));
+  ValueId gamma = g.add_constant("gamma", random_tensor({4}, 3, 0.5, 1.5));
+  ValueId beta = g.add_constant("beta", random_tensor({4}, 4));
+  ValueId mean = g.add_constant("mean", random_tensor({4}, 5));
+  ValueId var = g.add_constant("var", random_tensor({4}, 6, 0.5, 2));
+  ValueId c = g.add_op("conv2d", {x, w, b}, {{"padding", std::vector<int64_t>{1, 1}}});
+  g.set_output("y", g.add_op("relu", {g.add_op("batch_norm", {c, gamma, beta, mean, var})}));
+  annotate(g, {{x, {2, 3, 5, 5}}});
+  Tensor xin = random_tensor({2, 3, 5, 5}, 7);
+  auto before = run_graph(g, {{"x", xin}});
+  PassReport r = fold_conv_batch_norm(g);
+  EXPECT_EQ(r.changes, 1);
+  EXPECT_EQ(count_op(g, "batch_norm"), 0);
+  check_annotated(g, "test");
+  auto after = run_graph(g, {{"x", xin}});
+  EXPECT_TRUE(allclose(after[0], before[0], 1e-4, 1e-5)) << max_abs_diff(after[0], before[0]);
+}
+
+TEST(ConvBnFolding, LeavesParameterStatisticsAlone) {
+  Model m;
+  m += Conv2d(4, 3);
+  m += BatchNorm2d();
+  CompileOptions o;
+  o.inference = true;
+  o.shapes["input"] = {1, 3, 6, 6};
+  PhysicalModel pm = compile(m, ReferenceBackend(), o);
+  EXPECT_EQ(count_op(pm.graph(), "batch_norm"), 1);
+}
+
+TEST(ConvBnFolding, ExampleCNNWithConstantWeightsThroughCompile) {
+  CompileOptions o;
+  o.inference = true;
+  o.shapes["input"] = {2, 3, 8, 8};
+  PhysicalModel plain = compile(ExampleCNN(), ReferenceBackend(), o);
+  TensorMap params = plain.randomize_params(3);
+  for (const auto& [k, t] : params)
+    if (k.find("conv2d_0") != std::string::npos || k.find("batch_norm") != std::string::npos)
+      o.constant_keys[k] = t;
+  TensorMap rest;
+  for (const auto& [k, t] : params)
+    if (!o.constant_keys.count(k)) rest[k] = t;
+  ASSERT_GE(o.constant_keys.size(), 6u);
+  PhysicalModel folded = compile(ExampleCNN(), ReferenceBackend(), o);
+  EXPECT_EQ(count_op(folded.graph(), "batch_norm"), 0);
+  Tensor xin = random_tensor({2, 3, 8, 8}, 11);
+  Tensor a = plain.evaluate(params, {{"input", xin}}).at("output");
+  Tensor b = folded.evaluate(rest, {{"input", xin}}).at("output");
+  EXPECT_TRUE(allclose(a, b, 1e-4, 1e-5)) << max_abs_diff(a, b);
+}
+
+// ---------------------------------------------------------------- mixed precision, layout
+
+TEST(MixedPrecision, CastsDenseOpsAndKeepsFloat32Outputs) {
+  CompileOptions o;
+  o.shapes["input"] = {16, 784};
+  PhysicalModel ref = compile(ExampleMLP(), ReferenceBackend(), o);
+  for (std::string low : {"bfloat16", "float16"}) {
+    CompileOptions m = o;
+    m.mixed_precision = low;
+    PhysicalModel pm = compile(ExampleMLP(), ReferenceBackend(), m);
+    EXPECT_EQ(count_op(pm.graph(), "cast"), 6) << low;  // 2 matmuls x (2 inputs + 1 result)
+    EXPECT_EQ(pm.get_types().at("output"), DType::Float32);
+    TensorMap params = ref.randomize_params(1);
+    Tensor xin = random_tensor({16, 784}, 2);
+    Tensor a = ref.evaluate(params, {{"input", xin}}).at("output");
+    Tensor b = pm.evaluate(params, {{"input", xin}}).at("output");
+    EXPECT_LT(max_abs_diff(a, b), low == "bfloat16" ? 5e-2 : 5e-3) << low;
+  }
+}
+
+TEST(Layout, HighLevelAnnotatesConvAndReferenceIgnoresIt) {
+  CompileOptions o;
+  o.inference = true;
+  o.shapes["input"] = {1, 3, 8, 8};
+  PhysicalModel med = compile(ExampleCNN(), ReferenceBackend(), o);
+  o.optimization_level = "high";
+  PhysicalModel high = compile(ExampleCNN(), ReferenceBackend(), o);
+  int annotated = 0;
+  for (const Node& n : high.graph().nodes())
+    annotated += n.op == "conv2d" && n.attrs.get_string("layout", "") == "nhwc";
+  EXPECT_EQ(annotated, 2);
+  for (const Node& n : med.graph().nodes()) EXPECT_FALSE(n.attrs.has("layout"));
+  TensorMap p = med.randomize_params(0);
+  Tensor xin = random_tensor({1, 3, 8, 8}, 1);
+  EXPECT_TRUE(equal(med.evaluate(p, {{"input", xin}}).at("output"), high.evaluate(p, {{"input", xin}}).at("output")));
+}
+
+// ---------------------------------------------------------------- controls
+
+TEST(OptimizationControls, LevelsSelectPasses) {
+  CompileOptions o;
+  EXPECT_TRUE(pass_enabled(o, "cse"));
+  EXPECT_TRUE(pass_enabled(o, "fusion"));
+  EXPECT_FALSE(pass_enabled(o, "layout"));
+  EXPECT_FALSE(pass_enabled(o, "mixed_precision"));
+  o.optimization_level = "none";
+  for (const std::string& p : pass_names()) EXPECT_FALSE(pass_enabled(o, p)) << p;
+  o.optimization_level = "low";
+  EXPECT_TRUE(pass_enabled(o, "dce"));
+  EXPECT_FALSE(pass_enabled(o, "cse"));
+  o.optimizations["cse"] = true;
+  o.optimizations["dce"] = false;
+  EXPECT_TRUE(pass_enabled(o, "cse"));
+  EXPECT_FALSE(pass_enabled(o, "dce"));
+  o.optimization_level = "high";
+  EXPECT_TRUE(pass_enabled(o, "layout"));
+}
+
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
+  try {
+    f();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+  }
+}
+
+TEST(OptimizationControls, BadValuesAreErrors) {
+  CompileOptions o;
+  expect_error([&] { o.set("optimization_level", "extreme"); }, {"optimization_level", "extreme", "none, low, medium, high"});
+  expect_error([&] { o.set("optimizations", "cse=on,loop_unrolling=off"); }, {"loop_unrolling", "constant_folding", "fusion"});
+  expect_error([&] { o.set("memory_planning", "smart"); }, {"memory_planning", "smart", "greedy, none"});
+  expect_error([&] { o.set("max_memory_gb", "-1"); }, {"max_memory_gb", "non-negative"});
+  expect_error([&] { o.set("max_memory_gb", "lots"); }, {"max_memory_gb", "lots"});
+  expect_error([&] { o.set("mixed_precision", "int8"); }, {"mixed_precision", "int8", "bfloat16"});
+  EXPECT_EQ(o.optimization_level, "medium");
+  EXPECT_EQ(o.memory_planning, "greedy");
+  o.set("optimizations", "cse=off,layout");
+  EXPECT_FALSE(o.optimizations.at("cse"));
+  EXPECT_TRUE(o.optimizations.at("layout"));
+  o.set("max_memory_gb", "1.5");
+  EXPECT_DOUBLE_EQ(o.max_memory_gb, 1.5);
+
+  CompileOptions c;
+  c.custom_passes.push_back({"mine", "after_everything", [](Graph&) {}});
+  expect_error([&] { c.validate(); }, {"mine", "after_everything", "start", "end", "cse"});
+  CompileOptions d;
+  d.optimizations["unknown_pass"] = true;
+  expect_error([&] { compile(ExampleMLP(), ReferenceBackend(), d); }, {"unknown_pass", "valid passes"});
+  CompileOptions e;
+  e.max_memory_gb = -2;
+  expect_error([&] { compile(ExampleMLP(), ReferenceBackend(), e); }, {"max_memory_gb"});
+  for (std::string n : {"optimization_level", "optimizations", "custom_passes", "memory_planning",
+                               "max_memory_gb", "mixed_precision", "dump_after_each_pass"}) {
+    auto names = CompileOptions::option_names();
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  }
+}
+
+TEST(OptimizationControls, CustomPassesRunAtTheirPoint) {
+  CompileOptions o;
+  o.shapes["input"] = {4, 784};
+  std::vector<std::string> seen;
+  o.custom_passes.push_back({"count_start", "start", [&](Graph& g) { seen.push_back("start:" + std::to_string(g.nodes().size())); }});
+  o.custom_passes.push_back({"after_cse", "cse", [&](Graph&) { seen.push_back("cse"); }});
+  o.custom_passes.push_back({"add_relu", "end", [&](Graph& g) {
+                               // Appends a relu on the output: its shape is inferred again.
+                               ValueId out = g.outputs()[0].second;
+                               g.outputs()[0].second = g.add_op("relu", {out});
+                               seen.push_back("end");
+                             }});
+  PhysicalModel pm = compile(ExampleMLP(), ReferenceBackend(), o);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[1], "cse");
+  EXPECT_EQ(seen[2], "end");
+  EXPECT_EQ(pm.graph().nodes().back().op, "relu");
+  EXPECT_EQ(to_string(pm.get_shapes().at("output")), "[4, 10]");
+  TensorMap out = pm.evaluate(pm.randomize_params(0), {{"input", random_tensor({4, 784}, 0)}});
+  for (float v : out.at("output").to_vector<float>()) EXPECT_GE(v, 0.0f);
+}
+
+TEST(OptimizationControls, VerboseReportsAndDumpsAfterEachPass) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "ingot_test_passes_dump";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  CompileOptions o;
+  o.shapes["input"] = {4, 784};
+  o.verbose = true;
+  o.dump_graph = (dir / "g").string();
+  o.dump_after_each_pass = true;
+  ::testing::internal::CaptureStderr();
+  compile(ExampleMLP(), ReferenceBackend(), o);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("optimize"), std::string::npos);
+  EXPECT_NE(err.find("cse: 0 changes"), std::string::npos) << err;
+  EXPECT_NE(err.find("group 0 [dense]: matmul add relu"), std::string::npos) << err;
+  EXPECT_NE(err.find("memory planning"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir / "g"));
+  EXPECT_TRUE(fs::exists(dir / "g.1.constant_folding.txt"));
+  EXPECT_TRUE(fs::exists(dir / "g.6.fusion.txt"));
+  fs::remove_all(dir);
+}
+
+// ---------------------------------------------------------------- equivalence on random graphs
+
+TEST(PassEquivalence, RandomGraphsMatchUnoptimized) {
+  int removed = 0;
+  for (uint64_t seed = 0; seed < 150; ++seed) {
+    testing::RandomGraph rg = testing::random_graph(seed);
+    Graph opt = rg.graph;
+    auto before = run_graph(rg.graph, rg.inputs);
+    CompileOptions o;
+    o.optimization_level = "high";
+    optimize(opt, o);
+    check_annotated(opt, "optimize");
+    removed += static_cast<int>(rg.graph.nodes().size() - opt.nodes().size());
+    auto after = run_graph(opt, rg.inputs);
+    ASSERT_EQ(before.size(), after.size());
+    for (size_t i = 0; i < before.size(); ++i) {
+      EXPECT_EQ(before[i].dtype(), after[i].dtype()) << "seed " << seed;
+      EXPECT_TRUE(allclose(after[i], before[i], 1e-5, 1e-6))
+          << "seed " << seed << " output " << i << "\n" << print_graph(rg.graph) << "\n" << print_graph(opt);
+    }
+    // Each pass alone also preserves semantics.
+    for (const PassInfo& p : builtin_passes()) {
+      Graph one = rg.graph;
+      p.fn(one, PassContext{});
+      check_annotated(one, p.name);
+      auto r = run_graph(one, rg.inputs);
+      for (size_t i = 0; i < before.size(); ++i)
+        EXPECT_TRUE(allclose(r[i], before[i], 1e-5, 1e-6)) << p.name << " seed " << seed;
+    }
+  }
+  EXPECT_GT(removed, 150);  // the generator plants plenty of removable nodes
+}
+
+}  // namespace
+}  // namespace ingot
