@@ -35,16 +35,6 @@ void expect_values(const Tensor& got, const std::vector<double>& want, double rt
   }
 }
 
-// The kernel on its own, without shape or type inference (for run-time-only checks).
-Tensor eval_only(const std::string& op, const std::vector<Tensor>& inputs, Attrs attrs = {}) {
-  Node n;
-  n.op = op;
-  n.attrs = std::move(attrs);
-  std::vector<Tensor> out(1);
-  get_op(op).eval(n, inputs, out);
-  return out[0];
-}
-
 // NumPy broadcasting computed independently of the kernels: map each output index back.
 std::vector<double> ref_broadcast(const std::vector<Tensor>& ins, const Shape& out,
                                   const std::function<double(const std::vector<double>&)>& f) {

@@ -15,33 +15,6 @@ using namespace ingot::testing;
 
 namespace {
 
-// Shapes of every value (inputs, then the output) after shape inference of one op.
-std::vector<std::string> infer_all(const std::string& op, const std::vector<ShapeTemplate>& in,
-                                   const Attrs& attrs = {}) {
-  Graph g;
-  std::vector<ValueId> ins;
-  std::vector<ShapeConstraint> cs;
-  for (size_t i = 0; i < in.size(); ++i) {
-    ins.push_back(g.add_input("in" + std::to_string(i)));
-    cs.push_back({ins.back(), in[i], "", "test input"});
-  }
-  g.add_node(op, ins, attrs);
-  infer_shapes(g, cs);
-  std::vector<std::string> out;
-  for (const Value& v : g.values()) out.push_back(to_string(v.shape));
-  return out;
-}
-
-// Evaluates the kernel alone (no shape or type inference): for run-time error checks.
-Tensor eval_only(const std::string& op, const std::vector<Tensor>& in, const Attrs& attrs = {}) {
-  Node n;
-  n.op = op;
-  n.attrs = attrs;
-  std::vector<Tensor> out(1);
-  get_op(op).eval(n, in, out);
-  return out[0];
-}
-
 void expect_close(const Tensor& got, const Tensor& want, double rtol, double atol) {
   ASSERT_EQ(to_string(got.shape()), to_string(want.shape()));
   EXPECT_TRUE(allclose(got.astype(DType::Float64), want, rtol, atol))

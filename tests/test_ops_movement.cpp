@@ -15,32 +15,6 @@ namespace {
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 
-// Shapes of every value (inputs, then the output) after shape inference of one op.
-std::vector<std::string> infer_all(const std::string& op, const std::vector<ShapeTemplate>& in,
-                                   const Attrs& attrs = {}) {
-  Graph g;
-  std::vector<ValueId> ins;
-  std::vector<ShapeConstraint> cs;
-  for (size_t i = 0; i < in.size(); ++i) {
-    ins.push_back(g.add_input("in" + std::to_string(i)));
-    cs.push_back({ins.back(), in[i], "", "test input"});
-  }
-  g.add_node(op, ins, attrs);
-  infer_shapes(g, cs);
-  std::vector<std::string> out;
-  for (const Value& v : g.values()) out.push_back(to_string(v.shape));
-  return out;
-}
-
-Tensor eval_only(const std::string& op, const std::vector<Tensor>& in, const Attrs& attrs = {}) {
-  Node n;
-  n.op = op;
-  n.attrs = attrs;
-  std::vector<Tensor> out(1);
-  get_op(op).eval(n, in, out);
-  return out[0];
-}
-
 Tensor iota(Shape shape, DType dtype = DType::Float32) {
   Tensor t(DType::Float64, shape);
   for (int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] = static_cast<double>(i);

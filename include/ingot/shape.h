@@ -15,6 +15,9 @@ namespace ingot {
 using Shape = std::vector<int64_t>;
 
 int64_t numel(const Shape& s);
+// The element count, or nullopt when it overflows int64 (checked even next to a zero dim, since
+// numel multiplies plainly). For shapes read from untrusted files.
+std::optional<int64_t> checked_numel(const Shape& s);
 std::string to_string(const Shape& s);
 
 // One entry of a shape template: a number, a named symbol, unknown (None), or a variadic

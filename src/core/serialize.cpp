@@ -237,19 +237,11 @@ std::optional<uint64_t> as_u64(const Json& j) {
   return std::nullopt;
 }
 
-// Bytes a tensor of this dtype and shape occupies. Shapes whose element count overflows int64
-// are rejected even next to a zero dim, since Tensor computes numel by plain multiplication.
+// Bytes a tensor of this dtype and shape occupies, or nullopt when that overflows.
 std::optional<uint64_t> byte_size(DType dtype, const Shape& shape) {
-  int64_t product = 1;
-  bool empty = false;
-  for (int64_t d : shape) {
-    if (d == 0)
-      empty = true;
-    else if (__builtin_mul_overflow(product, d, &product))
-      return std::nullopt;
-  }
+  std::optional<int64_t> n = checked_numel(shape);
   uint64_t bytes;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(empty ? 0 : product), dtype_size(dtype), &bytes))
+  if (!n || __builtin_mul_overflow(static_cast<uint64_t>(*n), dtype_size(dtype), &bytes))
     return std::nullopt;
   return bytes;
 }

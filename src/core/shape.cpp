@@ -10,6 +10,18 @@ int64_t numel(const Shape& s) {
   return n;
 }
 
+std::optional<int64_t> checked_numel(const Shape& shape) {
+  int64_t product = 1;
+  bool empty = false;
+  for (int64_t d : shape) {
+    if (d == 0)
+      empty = true;
+    else if (__builtin_mul_overflow(product, d, &product))
+      return std::nullopt;
+  }
+  return empty ? 0 : product;
+}
+
 std::string to_string(const Shape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);

@@ -546,20 +546,6 @@ SymShape sym_shape_from(const In& in) {
   return shape;
 }
 
-// The element count of `shape`, or nullopt when it overflows int64 (also next to a zero dim:
-// Tensor computes numel by plain multiplication).
-std::optional<int64_t> checked_numel(const Shape& shape) {
-  int64_t product = 1;
-  bool empty = false;
-  for (int64_t d : shape) {
-    if (d == 0)
-      empty = true;
-    else if (__builtin_mul_overflow(product, d, &product))
-      return std::nullopt;
-  }
-  return empty ? 0 : product;
-}
-
 template <class T>
 T element_from(const In& in) {
   if constexpr (std::is_same_v<T, bool>)
