@@ -30,7 +30,8 @@ void expect_values(const Tensor& got, const std::vector<double>& want, double rt
   }
 }
 
-std::vector<Tensor> eval_only(const std::string& op, const std::vector<Tensor>& inputs,
+// Every output of the kernel alone (moments has two), without shape or type inference.
+std::vector<Tensor> eval_outputs(const std::string& op, const std::vector<Tensor>& inputs,
                               Attrs attrs = {}) {
   Node n;
   n.op = op;
@@ -167,7 +168,7 @@ TEST(ReduceOps, ShapeRuleRejectsBadAttributes) {
       "keepdims must be 0 or 1");
   expect_error([] { infer_op_shape("sum", {{}}, reduce_attrs({0})); }, "out of range for rank 0");
   // The kernel checks the same on its own.
-  expect_error([] { eval_only("sum", {Tensor(DType::Float32, {2})}, reduce_attrs({1})); },
+  expect_error([] { eval_outputs("sum", {Tensor(DType::Float32, {2})}, reduce_attrs({1})); },
                "sum: axis 1 out of range");
 }
 
@@ -382,7 +383,7 @@ TEST(SoftmaxOps, ShapeRuleAndAxisValidation) {
   expect_error([] { infer_op_shape("log_softmax", {{}}); }, "out of range for rank 0");
   expect_error(
       [] {
-        eval_only("softmax", {Tensor(DType::Float32, {3})}, {{"axis", int64_t{-2}}});
+        eval_outputs("softmax", {Tensor(DType::Float32, {3})}, {{"axis", int64_t{-2}}});
       },
       "axis -2");
 }
@@ -497,7 +498,7 @@ TEST(NormOps, LayerNormDtypes) {
         run_op("layer_norm", {tensor<float>({1, 2}, {2}), tensor<int64_t>({1, 1}, {2})});
       },
       "weight must be floating point");
-  expect_error([] { eval_only("layer_norm", {tensor<uint8_t>({1}, {1})}); }, "layer_norm");
+  expect_error([] { eval_outputs("layer_norm", {tensor<uint8_t>({1}, {1})}); }, "layer_norm");
 }
 
 TEST(NormOps, LayerNormShapeRuleFlowsToWeights) {
@@ -518,7 +519,7 @@ TEST(NormOps, LayerNormShapeRuleFlowsToWeights) {
       "layer_norm: axis 2 out of range");
   expect_error(
       [] {
-        eval_only("layer_norm", {Tensor(DType::Float32, {2, 4}), Tensor(DType::Float32, {5})});
+        eval_outputs("layer_norm", {Tensor(DType::Float32, {2, 4}), Tensor(DType::Float32, {5})});
       },
       "weight has shape [5] but must have shape [4]");
 }
@@ -591,10 +592,10 @@ TEST(NormOps, BatchNormErrors) {
       "mean must be floating point");
   expect_error(
       [&] {
-        eval_only("batch_norm", {x, p, p, p, Tensor(DType::Float32, {2})});
+        eval_outputs("batch_norm", {x, p, p, p, Tensor(DType::Float32, {2})});
       },
       "variance has shape [2] but must have shape [3]");
-  expect_error([&] { eval_only("batch_norm", {p, p, p, p, p}); }, "[N, C, ...]");
+  expect_error([&] { eval_outputs("batch_norm", {p, p, p, p, p}); }, "[N, C, ...]");
   EXPECT_EQ(run_op("batch_norm", {Tensor(DType::Float32, {0, 3, 2}), p, p, p, p}).shape(),
             (Shape{0, 3, 2}));
 }
@@ -603,9 +604,9 @@ TEST(NormOps, KernelsCheckArity) {
   Tensor p = Tensor(DType::Float32, {3});
   expect_error(
       [&] {
-        eval_only("batch_norm", {Tensor(DType::Float32, {2, 3}), p});
+        eval_outputs("batch_norm", {Tensor(DType::Float32, {2, 3}), p});
       },
       "batch_norm: expects 5 inputs, got 2");
-  expect_error([&] { eval_only("layer_norm", {p, p, p, p}); }, "expects 1 to 3 inputs, got 4");
-  expect_error([&] { eval_only("sum", {}); }, "sum: expects 1 inputs, got 0");
+  expect_error([&] { eval_outputs("layer_norm", {p, p, p, p}); }, "expects 1 to 3 inputs, got 4");
+  expect_error([&] { eval_outputs("sum", {}); }, "sum: expects 1 inputs, got 0");
 }
