@@ -324,6 +324,11 @@ class Generator {
       case EwKind::UnaryFloat: {
         std::string fn = op.fn;
         if (n.op == "gelu" && n.attrs.get_string("approximate", "none") == "tanh") fn = "ig_gelu_tanh";
+        // float compute: the prelude's vectorizable ig_v* math instead of libm (float64 keeps libm).
+        static const std::set<std::string> vectorized = {"ig_exp", "ig_log", "ig_tanh", "ig_sigmoid",
+                                                         "ig_erf", "ig_gelu", "ig_gelu_tanh"};
+        if (c == "float" && vectorized.count(fn))
+          return to + "(ig_v" + fn.substr(3) + "(static_cast<float>(" + raw(0) + ")))";
         return to + "(" + fn + "<" + c + ">(static_cast<" + c + ">(" + raw(0) + ")))";
       }
       case EwKind::UnarySame:

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The CPU backend benchmark, one command:
+#   1. configures and builds build-bench (Release, warnings as errors) and runs bench_cpu
+#      -> bench/results/cpu.json
+#   2. installs the Python peers from PyPI into a virtual environment when it can (each install
+#      capped in time; a failure only means that peer prints "not installed") and runs
+#      bench/peers.py in its own process -> bench/results/peers.json
+#   3. rewrites the README "## Benchmarks" section with bench/make_table.py.
+#
+#   ./scripts/bench.sh [--quick] [--no-peers] [--no-install]
+# Environment: INGOT_BENCH_VENV (default ~/.cache/ingot-bench-venv), INGOT_BENCH_INSTALL_TIMEOUT
+# (seconds per pip install, default 240).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+quick=() peers=1 install=1
+for a in "$@"; do
+  case "$a" in
+    --quick) quick=(--quick) ;;
+    --no-peers) peers=0 ;;
+    --no-install) install=0 ;;
+    *) echo "usage: scripts/bench.sh [--quick] [--no-peers] [--no-install]" >&2; exit 2 ;;
+  esac
+done
+export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2
+mkdir -p bench/results
+
+echo "== build (build-bench)"
+cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DINGOT_WERROR=ON >/dev/null || exit 1
+cmake --build build-bench --target bench_cpu -j "$(nproc)" || exit 1
+
+echo "== bench_cpu"
+build-bench/bench_cpu "${quick[@]}" bench/results/cpu.json || exit 1
+
+if [ "$peers" = 1 ]; then
+  venv="${INGOT_BENCH_VENV:-$HOME/.cache/ingot-bench-venv}"
+  cap="${INGOT_BENCH_INSTALL_TIMEOUT:-240}"
+  py=python3
+  if [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >/dev/null 2>&1; then py="$venv/bin/python"; fi
+  if [ "$install" = 1 ]; then
+    echo "== installing peers into $venv (each install capped at ${cap}s; failures are tolerated)"
+    # PyPI only. torch from PyPI is the CUDA build and pulls the nvidia-* wheels (several GB); it
+    # runs on the CPU all the same.
+    for pkgs in "numpy" "onnx onnxruntime" "jax jaxlib" "torch" "mlx[cpu]"; do
+      # shellcheck disable=SC2086
+      if timeout "$cap" "$py" -m pip install -q $pkgs >/dev/null 2>&1; then echo "   $pkgs: ok"
+      else echo "   $pkgs: not installed (pip failed or timed out)"; fi
+    done
+  fi
+  if "$py" -c "import numpy" >/dev/null 2>&1; then
+    echo "== peers ($py)"
+    "$py" bench/peers.py "${quick[@]}" --out bench/results/peers.json || echo "peers.py failed"
+  else
+    echo "== peers: numpy is not importable, skipped"
+    rm -f bench/results/peers.json
+  fi
+else
+  rm -f bench/results/peers.json
+fi
+
+echo "== README"
+python3 bench/make_table.py --cpu bench/results/cpu.json --peers bench/results/peers.json --readme README.md

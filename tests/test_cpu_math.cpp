@@ -1,0 +1,306 @@
+// The CPU backend's vectorized float math (prelude ig_vexp, ig_vlog, ig_vtanh, ig_vsigmoid,
+// ig_verf, ig_vgelu, ig_vgelu_tanh) through generated code: accuracy over a dense sweep of float32
+// inputs against the exact result (ReferenceBackend in float64) and against the ReferenceBackend
+// in float32, special values, float16 / bfloat16 exhaustively, and that no libm call is left.
+//
+// Errors are in ulp of the compared result, with the ulp floored at 2^-149 (the subnormal
+// spacing), so near zero the measure is absolute. For gelu, whose formula cancels in 1 + erf
+// (1 + tanh) for x < 0 in float exactly as libm's float result does, the error is divided by
+// ulp(y) + 2^-24 |x| instead: the bound there reads |error| <= B (ulp(y) + 2^-24 |x|).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <sstream>
+
+#include "compiler/shape_inference.h"
+#include "ingot/ingot.h"
+#include "ir/op_registry.h"
+
+using namespace ingot;
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "ingot-cpu-math-XXXXXX").string();
+    path = ::mkdtemp(tmpl.data()) ? tmpl : "/tmp/ingot-cpu-math";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+const std::string& suite_cache_dir() {
+  static TempDir d;
+  return d.path;
+}
+CpuBackend::CpuOptions cpu_options(const std::string& dir = suite_cache_dir()) {
+  CpuBackend::CpuOptions o;
+  o.cache_dir = dir;
+  return o;
+}
+
+// The ops under test; bounds in ulp (see the file comment). `exact` is against the float64
+// reference, `ref` against the float32 reference (whose libm float results are off by up to
+// ~1-2 ulp themselves). prelude.cpp and README.md state the measured maxima (exhaustive over every
+// 16th float bit pattern); these asserts leave a little room above them.
+struct MathOp {
+  std::string name, op;
+  bool tanh_form = false;
+  double exact, ref;
+  bool gelu_floor = false;
+};
+const std::vector<MathOp>& math_ops() {
+  static const std::vector<MathOp> ops = {
+      {"exp", "exp", false, 1.5, 2.0},
+      {"log", "log", false, 1.0, 2.0},
+      {"tanh", "tanh", false, 1.5, 3.0},
+      {"sigmoid", "sigmoid", false, 2.5, 4.0},
+      {"erf", "erf", false, 1.5, 2.0},
+      {"gelu", "gelu", false, 1.5, 2.0, true},
+      {"gelu_tanh", "gelu", true, 1.5, 2.0, true},
+  };
+  return ops;
+}
+
+Graph math_graph(DType dt, int64_t n) {
+  Graph g;
+  ValueId x = g.add_input("x");
+  g.value(x).dtype = dt;
+  for (const MathOp& m : math_ops()) {
+    Attrs a;
+    if (m.op == "gelu") a = {{"approximate", std::string(m.tanh_form ? "tanh" : "none")}};
+    g.set_output(m.name, g.add_op(m.op, {x}, a));
+  }
+  infer_shapes(g, {{x, {n}, "", "test input"}});
+  infer_types(g);
+  verify(g);
+  return g;
+}
+
+float bitsf(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Special values: NaN, inf, zeros (with their sign) and saturation must match the reference.
+std::vector<float> special_values() {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> v = {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), FLT_MAX, -FLT_MAX,
+                          FLT_MIN, -FLT_MIN, bitsf(1), bitsf(0x80000001u), bitsf(0x007fffffu), 1e-30f, -1e-30f,
+                          1.0f, -1.0f, 88.7f, 88.72283f, 88.73f, 89.0f, 89.5f, 100.0f, 1e10f, -1e10f,
+                          -87.3f, -103.9f, -103.972f, -104.0f, -104.5f, -200.0f, 0.625f, -0.625f,
+                          0.927734375f, -0.927734375f, 4.0f, -4.0f, 9.0f, -9.0f, 1e20f, -1e20f};
+  return v;
+}
+
+// 1e5+ float32 inputs: linear over [-20, 20], log-spaced magnitudes from the smallest subnormal
+// to FLT_MAX of both signs, the exp overflow / underflow edges, and the special values.
+std::vector<float> sweep_inputs() {
+  std::vector<float> v;
+  const int lin = 50001;
+  for (int i = 0; i < lin; ++i) v.push_back(-20.0f + 40.0f * static_cast<float>(i) / (lin - 1));
+  const int lg = 25000;
+  for (int i = 0; i < lg; ++i) {
+    const float m = static_cast<float>(std::exp(std::log(1.4e-45) + (std::log(3.4e38) - std::log(1.4e-45)) * i / (lg - 1)));
+    v.push_back(m);
+    v.push_back(-m);
+  }
+  for (int i = 0; i < 2000; ++i) v.push_back(88.0f + 1.5f * static_cast<float>(i) / 1999);
+  for (int i = 0; i < 2000; ++i) v.push_back(-105.0f + 19.0f * static_cast<float>(i) / 1999);
+  for (float s : special_values()) v.push_back(s);
+  return v;
+}
+
+double ulp(double v, int min_exp, int mant) {
+  const int e = v == 0 || !std::isfinite(v) ? min_exp : std::max(std::ilogb(std::fabs(v)), min_exp);
+  return std::ldexp(1.0, e - mant);
+}
+
+struct Stats {
+  double worst = 0, at = 0;
+  int bad_special = 0;
+  std::string first_bad;
+};
+
+// Error of `got` against `want` (both float results of input x) in the units above; specials
+// (NaN, inf) must agree exactly, overflow to inf is allowed where `want` is at FLT_MAX.
+void account(Stats& s, float x, double got, double want, bool gelu_floor, int min_exp, int mant, double max_finite) {
+  std::ostringstream why;
+  if (std::isnan(want) || std::isnan(got)) {
+    if (std::isnan(want) != std::isnan(got)) why << "NaN mismatch";
+  } else if (std::isinf(got) || std::isinf(want)) {
+    const bool ok = (std::isinf(got) && std::fabs(want) >= max_finite && (got > 0) == (want > 0)) ||
+                    (std::isinf(want) && std::fabs(got) >= max_finite && (got > 0) == (want > 0));
+    if (!ok) why << "inf mismatch";
+  } else {
+    double unit = ulp(want, min_exp, mant);
+    if (gelu_floor) unit += std::ldexp(std::fabs(static_cast<double>(x)), -24);
+    const double e = std::fabs(got - want) / unit;
+    if (e > s.worst) s.worst = e, s.at = x;
+    return;
+  }
+  if (why.str().empty()) return;
+  if (s.bad_special++ == 0) {
+    why << " at x=" << x << ": got " << got << ", want " << want;
+    s.first_bad = why.str();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST(CpuMath, Float32SweepAgainstExactAndReference) {
+  const std::vector<float> xs = sweep_inputs();
+  const int64_t n = static_cast<int64_t>(xs.size());
+  ASSERT_GE(n, 100000);
+  const Tensor x = Tensor::from_vector<float>(xs, {n});
+  const Graph g32 = math_graph(DType::Float32, n), g64 = math_graph(DType::Float64, n);
+  const std::vector<Tensor> got = CpuBackend(cpu_options()).lower(g32, {})->run(std::vector<Tensor>{x});
+  const std::vector<Tensor> ref = ReferenceBackend().lower(g32, {})->run(std::vector<Tensor>{x});
+  const std::vector<Tensor> exact = ReferenceBackend().lower(g64, {})->run(std::vector<Tensor>{x.astype(DType::Float64)});
+  const std::vector<MathOp>& ops = math_ops();
+  ASSERT_EQ(got.size(), ops.size());
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const float* y = got[k].data<float>();
+    const float* r = ref[k].data<float>();
+    const double* e = exact[k].data<double>();
+    Stats se, sr;
+    for (int64_t i = 0; i < n; ++i) {
+      account(se, xs[i], y[i], e[i], ops[k].gelu_floor, -126, 23, FLT_MAX);
+      account(sr, xs[i], y[i], r[i], ops[k].gelu_floor, -126, 23, FLT_MAX);
+    }
+    std::cout << "[ cpu math ] " << ops[k].name << ": max error " << se.worst << " ulp vs exact (at x=" << se.at
+              << "), " << sr.worst << " ulp vs float32 reference (at x=" << sr.at << ")\n";
+    EXPECT_LE(se.worst, ops[k].exact) << ops[k].name << " at x=" << se.at;
+    EXPECT_LE(sr.worst, ops[k].ref) << ops[k].name << " at x=" << sr.at;
+    EXPECT_EQ(se.bad_special, 0) << ops[k].name << ": " << se.first_bad;
+    EXPECT_EQ(sr.bad_special, 0) << ops[k].name << ": " << sr.first_bad;
+  }
+}
+
+TEST(CpuMath, SpecialValuesMatchReference) {
+  const std::vector<float> xs = special_values();
+  const int64_t n = static_cast<int64_t>(xs.size());
+  const Tensor x = Tensor::from_vector<float>(xs, {n});
+  const Graph g = math_graph(DType::Float32, n);
+  const std::vector<Tensor> got = CpuBackend(cpu_options()).lower(g, {})->run(std::vector<Tensor>{x});
+  const std::vector<Tensor> ref = ReferenceBackend().lower(g, {})->run(std::vector<Tensor>{x});
+  for (size_t k = 0; k < math_ops().size(); ++k) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float y = got[k].data<float>()[i], r = ref[k].data<float>()[i];
+      const std::string what = math_ops()[k].name + "(" + std::to_string(xs[i]) + "): got " +
+                               std::to_string(y) + ", want " + std::to_string(r);
+      if (std::isnan(r)) {
+        EXPECT_TRUE(std::isnan(y)) << what;
+      } else if (std::isinf(r)) {
+        EXPECT_EQ(y, r) << what;  // overflow, log(0), log(inf), gelu(inf)
+      } else if (r == 0.0f) {
+        // underflow and exact zeros: zero of the same sign (or the smallest subnormal next to it)
+        EXPECT_LE(std::fabs(y), bitsf(1)) << what;
+        EXPECT_EQ(std::signbit(y), std::signbit(r)) << what;
+      } else if (std::fabs(r) == 1.0f) {
+        EXPECT_LE(std::fabs(y - r), 6e-8f) << what;  // saturation (one ulp below 1 at most)
+      } else {
+        EXPECT_FALSE(std::isnan(y) || std::isinf(y)) << what;
+      }
+    }
+  }
+}
+
+// float16 and bfloat16 compute in float and round: every one of the 65536 bit patterns must
+// land on the reference's value or a neighbour (one ulp of the storage type; gelu also
+// 2^-21 |x|, the float cancellation error above, which the coarser rounding can expose).
+TEST(CpuMath, HalfAndBFloat16Exhaustive) {
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    const bool half = dt == DType::Float16;
+    Tensor x(dt, {65536});
+    for (uint32_t i = 0; i < 65536; ++i) {
+      if (half) x.data<Half>()[i].bits = static_cast<uint16_t>(i);
+      else x.data<BFloat16>()[i].bits = static_cast<uint16_t>(i);
+    }
+    const Graph g = math_graph(dt, 65536);
+    const std::vector<Tensor> got = CpuBackend(cpu_options()).lower(g, {})->run(std::vector<Tensor>{x});
+    const std::vector<Tensor> ref = ReferenceBackend().lower(g, {})->run(std::vector<Tensor>{x});
+    const Tensor xf = x.astype(DType::Float32);
+    for (size_t k = 0; k < math_ops().size(); ++k) {
+      const Tensor y = got[k].astype(DType::Float32), r = ref[k].astype(DType::Float32);
+      int bad = 0;
+      for (int64_t i = 0; i < 65536; ++i) {
+        const float xi = xf.data<float>()[i], yi = y.data<float>()[i], ri = r.data<float>()[i];
+        bool ok;
+        if (std::isnan(ri) || std::isnan(yi)) {
+          ok = std::isnan(ri) && std::isnan(yi);
+        } else if (std::isinf(ri) || std::isinf(yi)) {
+          ok = yi == ri;
+        } else {
+          double tol = half ? ulp(ri, -14, 10) : ulp(ri, -126, 7);
+          if (math_ops()[k].gelu_floor) tol += std::ldexp(std::fabs(static_cast<double>(xi)), -21);
+          ok = std::fabs(static_cast<double>(yi) - ri) <= tol;
+        }
+        if (!ok && bad++ < 3)
+          ADD_FAILURE() << dtype_name(dt) << " " << math_ops()[k].name << "(" << xi << "): got " << yi
+                        << ", want " << ri;
+      }
+      EXPECT_EQ(bad, 0) << dtype_name(dt) << " " << math_ops()[k].name;
+    }
+  }
+}
+
+// float32 gelu compiles to the prelude's ig_vgelu: no libm erf in the kernels, none in the
+// vectorized math, none imported by the built library. float64 keeps libm.
+TEST(CpuMath, GeluFloat32SourceHasNoLibmErf) {
+  TempDir dir;
+  const std::string path = dir.path + "/gelu.cpp";
+  CompileOptions o;
+  o.shapes = {{"input", {8, 4096}}};
+  o.file_path = path;
+  compile(Gelu(), CpuBackend(cpu_options(dir.path)), o);
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string src = ss.str();
+  ASSERT_NE(src.find("// ---- kernels ----"), std::string::npos) << src;
+  const std::string kernels = src.substr(src.find("// ---- kernels ----"));
+  if (std::getenv("INGOT_CPU_TEST_DUMP")) std::cerr << kernels;
+  EXPECT_NE(kernels.find("ig_vgelu("), std::string::npos) << kernels;
+  for (const char* call : {"std::erf", "erff", "erf(", "ig_gelu<"}) EXPECT_EQ(kernels.find(call), std::string::npos) << call << "\n" << kernels;
+  const size_t b = src.find("// ---- vectorized float math ----"), e = src.find("// ---- end vectorized float math ----");
+  ASSERT_NE(b, std::string::npos);
+  ASSERT_NE(e, std::string::npos);
+  const std::string vm = src.substr(b, e - b);
+  for (const char* call : {"std::erf", "erff(", "std::exp", "expf(", "std::log", "logf(", "std::tanh", "tanhf(", "::erf(", "::exp("})
+    EXPECT_EQ(vm.find(call), std::string::npos) << call;
+  // The built library imports no float libm transcendental.
+  int libs = 0;
+  for (const auto& ent : std::filesystem::directory_iterator(dir.path)) {
+    if (ent.path().extension() != ".so") continue;
+    ++libs;
+    std::ifstream lib(ent.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(lib)), std::istreambuf_iterator<char>());
+    for (const char* sym : {"erff", "erf", "expf", "exp", "tanhf"})
+      EXPECT_EQ(bytes.find(std::string(1, '\0') + sym + std::string(1, '\0')), std::string::npos) << sym;
+  }
+  EXPECT_GE(libs, 1);
+
+  // float64 still goes through libm.
+  Graph g;
+  ValueId x = g.add_input("x");
+  g.value(x).dtype = DType::Float64;
+  g.set_output("y", g.add_op("gelu", {x}));
+  infer_shapes(g, {{x, {4}, "", "test input"}});
+  infer_types(g);
+  const std::string src64 = CpuBackend(cpu_options()).lower(g, {})->source();
+  const std::string k64 = src64.substr(src64.find("// ---- kernels ----"));
+  EXPECT_NE(k64.find("ig_gelu<double>("), std::string::npos) << k64;
+}
+
+}  // namespace
