@@ -8,6 +8,7 @@
 #   3. rewrites the README "## Benchmarks" section with bench/make_table.py.
 #
 #   ./scripts/bench.sh [--quick] [--no-peers] [--no-install]
+#   (--no-peers re-measures ingot only and keeps the peers' last figures)
 # Environment: INGOT_BENCH_VENV (default ~/.cache/ingot-bench-venv), INGOT_BENCH_INSTALL_TIMEOUT
 # (seconds per pip install, default 240).
 set -uo pipefail
@@ -55,7 +56,9 @@ if [ "$peers" = 1 ]; then
     rm -f bench/results/peers.json
   fi
 else
-  rm -f bench/results/peers.json
+  # --no-peers keeps the last peers' figures (bench/results/peers.json) for the table; the table
+  # then states when each side was measured.
+  :
 fi
 
 echo "== README"

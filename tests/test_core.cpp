@@ -143,3 +143,12 @@ TEST(Tensor, Comparisons) {
   EXPECT_NEAR(max_abs_diff(Tensor::from_vector<float>({1, 2}, {2}), Tensor::from_vector<float>({1.5f, 2}, {2})), 0.5, 1e-9);
   EXPECT_NE(a.str().find("float32[3]"), std::string::npos);
 }
+
+TEST(Tensor, UninitializedHasShapeAndAlignment) {
+  Tensor t = Tensor::uninitialized(DType::Float64, {3, 5});
+  EXPECT_EQ(t.shape(), (Shape{3, 5}));
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw_data()) % 64, 0u);
+  EXPECT_THROW(Tensor::uninitialized(DType::Float32, {-1}), Error);
+  EXPECT_EQ(Tensor::uninitialized(DType::Int8, {0}).numel(), 0);
+}

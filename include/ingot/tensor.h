@@ -23,6 +23,9 @@ class Tensor {
   Tensor() = default;  // undefined: defined() is false
   // A new contiguous tensor, zero-filled.
   Tensor(DType dtype, Shape shape);
+  // A new contiguous tensor whose contents are unspecified: for outputs a kernel overwrites
+  // completely, where zero-filling would be a wasted pass over memory.
+  static Tensor uninitialized(DType dtype, Shape shape);
   // Borrow external memory (no copy); `owner` keeps it alive while any view exists.
   static Tensor wrap(void* data, DType dtype, Shape shape, Strides strides,
                      std::shared_ptr<void> owner);

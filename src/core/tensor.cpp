@@ -19,12 +19,12 @@ Strides contiguous_strides(const Shape& shape) {
 namespace {
 constexpr size_t kAlignment = 64;
 
-std::shared_ptr<void> allocate(size_t nbytes) {
+std::shared_ptr<void> allocate(size_t nbytes, bool zero = true) {
   size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded == 0) rounded = kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded);
   INGOT_CHECK(p != nullptr, "Out of memory allocating ", nbytes, " bytes");
-  std::memset(p, 0, rounded);
+  if (zero) std::memset(p, 0, rounded);
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
 }
 
@@ -82,6 +82,16 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   for (int64_t d : shape_) INGOT_CHECK(d >= 0, "Negative dimension in shape ", to_string(shape_));
   strides_ = contiguous_strides(shape_);
   storage_ = allocate(nbytes());
+}
+
+Tensor Tensor::uninitialized(DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  for (int64_t d : t.shape_) INGOT_CHECK(d >= 0, "Negative dimension in shape ", to_string(t.shape_));
+  t.strides_ = contiguous_strides(t.shape_);
+  t.storage_ = allocate(t.nbytes(), /*zero=*/false);
+  return t;
 }
 
 Tensor Tensor::wrap(void* data, DType dtype, Shape shape, Strides strides,

@@ -64,7 +64,8 @@ class CpuExecutable final : public Executable {
     for (size_t j = 0; j < outs.size(); ++j) {
       if (!code_.output_written[j]) continue;
       const ValueId v = graph_.outputs()[j].second;
-      outs[j] = Tensor(graph_.value(v).dtype, b->shapes[static_cast<size_t>(v)]);
+      // The generated code writes every element, so the output needs no zero-filling pass.
+      outs[j] = Tensor::uninitialized(graph_.value(v).dtype, b->shapes[static_cast<size_t>(v)]);
       out_ptrs[j] = outs[j].raw_data();
     }
     HostCall call{this, b.get()};
