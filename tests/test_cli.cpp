@@ -77,3 +77,11 @@ TEST(Cli, ErrorsAreClear) {
   r = run_cli("dump mlp --bogus");
   EXPECT_NE(r.output.find("Unknown option '--bogus'"), std::string::npos) << r.output;
 }
+
+TEST(Cli, DemoComparesBackends) {
+  Result r = run_cli("demo --batch 2");
+  EXPECT_EQ(r.status, 0) << r.output;
+  for (const char* part : {"== mlp ==", "== cnn ==", "shapes:", "types:", "optimized graph:", "speedup",
+                           "max |cpu - reference|"})
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
+}

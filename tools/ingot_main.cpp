@@ -172,6 +172,8 @@ void demo_model(const std::string& name, const Shape& input_shape, bool show_gra
             << warm_ms << " ms\n";
   std::cout << "shapes:";
   for (const auto& [k, s] : cpu->get_shapes()) std::cout << "\n  " << k << ": " << to_string(s);
+  std::cout << "\ntypes:";
+  for (const auto& [k, t] : cpu->get_types()) std::cout << "\n  " << k << ": " << dtype_name(t);
   std::cout << "\n";
   if (show_graph) std::cout << "\noptimized graph:\n" << print_graph(cpu->graph()) << "\n";
 
