@@ -4,12 +4,17 @@
 
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
+#include <filesystem>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "compiler/shape_inference.h"
 #include "ingot/graph.h"
+#include "ingot/physical_model.h"
 #include "ingot/tensor.h"
 #include "ir/op_registry.h"
 
@@ -107,6 +112,33 @@ inline Tensor eval_only(const std::string& op, const std::vector<Tensor>& in,
   std::vector<Tensor> out(1);
   get_op(op).eval(n, in, out);
   return out[0];
+}
+
+// A fresh directory under the system temp dir, removed with everything in it at scope exit.
+struct TempDir {
+  std::string path;
+  explicit TempDir(const std::string& prefix = "ingot-test") {
+    std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + tmpl);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+// The inferred shape of terminal `name` as text, e.g. "[N, 10]".
+inline std::string shape_of(const PhysicalModel& pm, const std::string& name) {
+  return to_string(pm.get_shapes().at(name));
+}
+
+// EXPECT_TRUE(Contains(message, "part")) prints both strings when it fails.
+inline ::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "'" << text << "' does not contain '" << part << "'";
 }
 
 // The message of the ingot::Error that f throws, or "(no error)" when it throws none.

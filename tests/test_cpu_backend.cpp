@@ -24,18 +24,7 @@ namespace {
 
 // One cache directory for this test process: libraries are reused within it, never across runs.
 const std::string& suite_cache_dir() {
-  struct Dir {
-    std::string path;
-    Dir() {
-      std::string tmpl = (std::filesystem::temp_directory_path() / "ingot-cpu-test-XXXXXX").string();
-      path = ::mkdtemp(tmpl.data()) ? tmpl : "/tmp/ingot-cpu-test";
-    }
-    ~Dir() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  };
-  static Dir d;
+  static ingot::testing::TempDir d("ingot-cpu-test");
   return d.path;
 }
 

@@ -20,20 +20,9 @@ extern char** environ;
 
 using namespace ingot;
 using ingot::testing::random_tensor;
+using ingot::testing::TempDir;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ingot-cpu-cache-XXXXXX").string();
-    path = ::mkdtemp(tmpl.data()) ? tmpl : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
 
 // A small graph y = tanh(x * w + 1); `salt` changes a constant so tests can make distinct models.
 Graph small_graph(double salt = 1.0) {
@@ -70,7 +59,7 @@ std::vector<std::filesystem::path> files_with_ext(const std::string& dir, const 
 }
 
 TEST(CpuCache, HitDoesNotInvokeTheCompiler) {
-  TempDir dir;
+  TempDir dir("ingot-cpu-cache");
   Graph g = small_graph(1.25);
   const int before = CpuBackend::compile_count();
   auto a = CpuBackend(options_in(dir.path)).lower(g, {});
@@ -88,7 +77,7 @@ TEST(CpuCache, HitDoesNotInvokeTheCompiler) {
 }
 
 TEST(CpuCache, ChangedFlagsOrOptionsMiss) {
-  TempDir dir;
+  TempDir dir("ingot-cpu-cache");
   Graph g = small_graph(1.5);
   const int before = CpuBackend::compile_count();
   CpuBackend::CpuOptions o = options_in(dir.path);
@@ -108,7 +97,7 @@ TEST(CpuCache, ChangedFlagsOrOptionsMiss) {
 }
 
 void corrupt_and_check(const std::function<void(const std::string& so, const std::string& manifest)>& damage, double salt) {
-  TempDir dir;
+  TempDir dir("ingot-cpu-cache");
   Graph g = small_graph(salt);
   CpuBackend(options_in(dir.path)).lower(g, {});
   auto so = files_with_ext(dir.path, ".so"), man = files_with_ext(dir.path, ".manifest");
@@ -144,7 +133,7 @@ TEST(CpuCache, DamagedOrMissingManifestIsRebuilt) {
 }
 
 TEST(CpuCache, TwoThreadsCompileTheSameModel) {
-  TempDir dir;
+  TempDir dir("ingot-cpu-cache");
   Graph g = small_graph(4.0);
   std::unique_ptr<Executable> a, b;
   std::string err;
@@ -172,7 +161,7 @@ TEST(CpuCache, HelperCompileInDir) {
 
 TEST(CpuCache, TwoProcessesCompileTheSameModel) {
   if (std::getenv("INGOT_CPU_CACHE_HELPER_DIR") != nullptr) GTEST_SKIP();
-  TempDir dir;
+  TempDir dir("ingot-cpu-cache");
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<std::string> env_strings = {"INGOT_CPU_CACHE_HELPER_DIR=" + dir.path};
   for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);

@@ -22,24 +22,14 @@
 #include "compiler/shape_inference.h"
 #include "ingot/ingot.h"
 #include "ir/op_registry.h"
+#include "op_test_util.h"
 
 using namespace ingot;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ingot-cpu-math-XXXXXX").string();
-    path = ::mkdtemp(tmpl.data()) ? tmpl : "/tmp/ingot-cpu-math";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
 const std::string& suite_cache_dir() {
-  static TempDir d;
+  static ingot::testing::TempDir d("ingot-cpu-math");
   return d.path;
 }
 CpuBackend::CpuOptions cpu_options(const std::string& dir = suite_cache_dir()) {
@@ -258,7 +248,7 @@ TEST(CpuMath, HalfAndBFloat16Exhaustive) {
 // float32 gelu compiles to the prelude's ig_vgelu: no libm erf in the kernels, none in the
 // vectorized math, none imported by the built library. float64 keeps libm.
 TEST(CpuMath, GeluFloat32SourceHasNoLibmErf) {
-  TempDir dir;
+  ingot::testing::TempDir dir("ingot-cpu-math");
   const std::string path = dir.path + "/gelu.cpp";
   CompileOptions o;
   o.shapes = {{"input", {8, 4096}}};

@@ -14,6 +14,7 @@
 
 using namespace ingot;
 using ingot::testing::random_tensor;
+using ingot::testing::shape_of;
 
 namespace {
 
@@ -24,10 +25,6 @@ PhysicalModel compile_cnn(ShapeTemplate input, bool inference) {
   o.shapes = {{"input", std::move(input)}};
   o.inference = inference;
   return compile(ExampleCNN(), ReferenceBackend(), o);
-}
-
-std::string shape_of(const PhysicalModel& pm, const std::string& name) {
-  return to_string(pm.get_shapes().at(name));
 }
 
 void expect_finite(const Tensor& t) {

@@ -12,13 +12,10 @@
 using namespace ingot;
 using ingot::testing::error_of;
 using ingot::testing::random_tensor;
+using ingot::testing::shape_of;
+using ingot::testing::Contains;
 
 namespace {
-
-::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "'" << text << "' does not contain '" << part << "'";
-}
 
 using Names = std::vector<std::string>;
 
@@ -31,10 +28,6 @@ CompileOptions with_shapes(std::map<std::string, ShapeTemplate> shapes, bool inf
 
 PhysicalModel compile_ref(const Model& m, const CompileOptions& o = {}) {
   return compile(m, ReferenceBackend(), o);
-}
-
-std::string shape_of(const PhysicalModel& pm, const std::string& name) {
-  return to_string(pm.get_shapes().at(name));
 }
 
 // y = x @ w + b in double, x [n, k], w [k, m], b [m].

@@ -14,16 +14,13 @@
 using namespace ingot;
 using ingot::testing::error_of;
 using ingot::testing::random_tensor;
+using ingot::testing::shape_of;
+using ingot::testing::Contains;
 
 namespace {
 
 using Names = std::vector<std::string>;
 using Values = std::vector<double>;
-
-::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "'" << text << "' does not contain '" << part << "'";
-}
 
 // `block` added with += to an empty model, so its parameters are named "<instance>.<name>".
 PhysicalModel compile_block(const Model& block, std::map<std::string, ShapeTemplate> shapes,
@@ -34,10 +31,6 @@ PhysicalModel compile_block(const Model& block, std::map<std::string, ShapeTempl
   o.shapes = std::move(shapes);
   o.inference = inference;
   return compile(m, ReferenceBackend(), o);
-}
-
-std::string shape_of(const PhysicalModel& pm, const std::string& name) {
-  return to_string(pm.get_shapes().at(name));
 }
 
 void expect_all_float32(const PhysicalModel& pm) {
