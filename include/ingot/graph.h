@@ -112,8 +112,9 @@ class Graph {
   std::vector<int> use_counts() const;
 
   // Rebuilds the graph keeping only `keep` nodes (in order) and renumbering ids densely.
-  // Used by passes; leaves that no kept node or output reads are dropped.
-  void compact(const std::vector<bool>& keep_node);
+  // Used by passes; leaves that no kept node or output reads are dropped. Returns each old
+  // value id's new id (-1 where the value was dropped).
+  std::vector<ValueId> compact(const std::vector<bool>& keep_node);
 
  private:
   std::vector<Value> values_;

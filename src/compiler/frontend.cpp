@@ -215,14 +215,8 @@ ResolvedModel resolve_terminals(const FlatModel& flat, const CompileOptions& opt
     ValueId id;
     if (set == "constant_keys" || (fw.value && set.empty())) {
       Tensor t = initial_value_for(fw, options.constant_keys);
-      id = g.add_constant(fw.name, t);
+      id = g.add_constant(fw.name, t);  // its shape is known: inference binds it directly
       g.value(id).weak_type = fw.weak && set.empty();
-      g.value(id).shape_known = false;  // templates and rules still constrain it below
-      out.constraints.push_back({id, [&] {
-                                   ShapeTemplate s;
-                                   for (int64_t d : t.shape()) s.emplace_back(d);
-                                   return s;
-                                 }(), "", "the value of '" + fw.name + "'"});
     } else {
       bool param = set == "trainable_keys" || (set.empty() && fw.role == WireRole::Parameter);
       id = g.add_input(fw.name, param ? ValueKind::Parameter : ValueKind::Input);
@@ -297,33 +291,25 @@ ResolvedModel resolve_terminals(const FlatModel& flat, const CompileOptions& opt
       for (ValueId v : n.inputs) needed[v] = true;
   }
   size_t before = g.nodes().size();
-  // Constraints point at value ids; carry them over the renumbering through names.
-  std::vector<std::pair<std::string, ShapeConstraint>> named;
+  // Constraints on the values that survive dead-code elimination, renumbered with the graph.
+  std::vector<ShapeConstraint> constraints;
   for (size_t w = 0; w < flat.wires.size(); ++w)
-    for (const ShapeConstraint& c : flat.wires[w].shapes)
-      if (value_of[w] >= 0 && needed[value_of[w]]) named.emplace_back(g.value(value_of[w]).name, c);
-  for (const ShapeConstraint& c : out.constraints)
-    if (needed[c.value]) named.emplace_back(g.value(c.value).name, c);
+    for (ShapeConstraint c : flat.wires[w].shapes)
+      if (value_of[w] >= 0 && needed[value_of[w]]) {
+        c.value = value_of[w];
+        constraints.push_back(std::move(c));
+      }
   for (const auto& [k, s] : options.shapes) {
     int w = find_wire(flat, k);
     if (value_of[w] >= 0 && needed[value_of[w]])
-      named.emplace_back(g.value(value_of[w]).name, ShapeConstraint{-1, s, "", "shapes['" + k + "']"});
+      constraints.push_back({value_of[w], s, "", "shapes['" + k + "']"});
   }
-  // Tag every value with a unique name so ids can be found again after compaction.
-  std::vector<std::string> tags(g.values().size());
-  for (size_t i = 0; i < g.values().size(); ++i) tags[i] = g.values()[i].name;
-  g.compact(keep);
+  std::vector<ValueId> remap = g.compact(keep);
   if (before != g.nodes().size())
     out.notes.push_back("removed " + std::to_string(before - g.nodes().size()) +
                         " nodes that no output needs");
-  std::map<std::string, ValueId> by_name;
-  for (const Value& v : g.values())
-    if (!v.name.empty()) by_name.emplace(v.name, v.id);
-  out.constraints.clear();
-  for (auto& [name, c] : named) {
-    auto it = by_name.find(name);
-    if (it == by_name.end()) continue;
-    c.value = it->second;
+  for (ShapeConstraint& c : constraints) {
+    c.value = remap[c.value];
     out.constraints.push_back(std::move(c));
   }
   for (const Value& v : g.values())

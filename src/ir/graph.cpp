@@ -164,7 +164,7 @@ std::vector<int> Graph::use_counts() const {
   return uses;
 }
 
-void Graph::compact(const std::vector<bool>& keep_node) {
+std::vector<ValueId> Graph::compact(const std::vector<bool>& keep_node) {
   std::vector<bool> keep_value(values_.size(), false);
   for (const Node& n : nodes_) {
     if (!keep_node[n.id]) continue;
@@ -200,6 +200,7 @@ void Graph::compact(const std::vector<bool>& keep_node) {
   values_ = std::move(values);
   nodes_ = std::move(nodes);
   leaves_ = std::move(leaves);
+  return remap;
 }
 
 }  // namespace ingot
