@@ -2,7 +2,7 @@
 # Installs what building and testing ingot needs, from Debian's packages. Safe to re-run: it
 # asks apt only for what is missing.
 set -euo pipefail
-packages=(g++ cmake ninja-build libgtest-dev nlohmann-json3-dev libopenblas-dev)
+packages=(g++ cmake ninja-build libgtest-dev nlohmann-json3-dev libopenblas-dev libdnnl-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

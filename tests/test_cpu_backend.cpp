@@ -8,10 +8,14 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <set>
+#include <thread>
 
 #include "backends/cpu/codegen.h"
+#include "backends/cpu/dnnl_conv.h"
 #include "backends/cpu/executable.h"
 #include "compiler/fusion_plan.h"
+#include "compiler/memory_plan.h"
 #include "compiler/shape_inference.h"
 #include "ingot/ingot.h"
 #include "ir/op_registry.h"
@@ -397,3 +401,137 @@ TEST(CpuBackend, BuildFailureShowsCommandAndDiagnostics) {
 }
 
 }  // namespace
+
+// ---- oneDNN conv2d, the channels-last layout around it, and the arena -------------------------
+
+namespace {
+
+// Lowers `g` with the fusion pass's plan and checks the arena plan for its (static) input shapes.
+cpu::ExecutionPlan checked_plan(const Graph& g, const std::vector<Tensor>& inputs, const std::string& strategy = "greedy") {
+  std::unique_ptr<Executable> cpu = cpu::lower_with_plan(g, plan_fusion(g), cpu_options(), false, strategy);
+  std::vector<Shape> shapes;
+  for (const Tensor& t : inputs) shapes.push_back(t.shape());
+  cpu::ExecutionPlan p = cpu::execution_plan(*cpu, shapes);
+  check_buffer_placement(p.requests, p.placement);
+  return p;
+}
+
+int inplace_count(const cpu::ExecutionPlan& p) {
+  int n = 0;
+  for (const BufferRequest& r : p.requests) n += r.reuses >= 0;
+  return n;
+}
+
+}  // namespace
+
+TEST(CpuBackend, ConvThroughOneDnnAllConfigurations) {
+  using V = std::vector<int64_t>;
+  Graph g = make_graph({{"x", {"N", 4, 9, 8}}, {"w", {6, 2, 3, 3}}, {"b", {6}}, {"w1", {5, 4, 1, 1}}, {"w2", {3, 4, 2, 3}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         g.set_output("grouped", g.add_op("conv2d", {in[0], in[1], in[2]},
+                                                          {{"stride", V{2, 1}}, {"padding", V{1, 2}},
+                                                           {"dilation", V{1, 2}}, {"groups", int64_t{2}}}));
+                         g.set_output("pointwise", g.add_op("conv2d", {in[0], in[3]}));
+                         g.set_output("strided_nobias", g.add_op("conv2d", {in[0], in[4]},
+                                                                 {{"stride", V{3, 1}}, {"padding", V{1, 0}}}));
+                         // stride 2 without padding drops the last column: oneDNN's right padding -1,
+                         // so this one stays on the generated im2col path
+                         g.set_output("drops_row", g.add_op("conv2d", {in[0], in[3]}, {{"stride", V{2, 2}}}));
+                       });
+  auto inputs = [&](int64_t n, uint64_t seed) {
+    return std::vector<Tensor>{random_tensor({n, 4, 9, 8}, seed), random_tensor({6, 2, 3, 3}, seed + 1),
+                               random_tensor({6}, seed + 2), random_tensor({5, 4, 1, 1}, seed + 3),
+                               random_tensor({3, 4, 2, 3}, seed + 4)};
+  };
+  const std::string src = check(g, {inputs(2, 70), inputs(1, 80), inputs(0, 90), inputs(3, 100)}, unfused, 1e-4, 1e-5);
+  if (cpu::dnnl_available()) {
+    EXPECT_EQ(count(src, "ctx->host->conv2d("), 3) << src;
+  }
+}
+
+TEST(CpuBackend, ChannelsLastChainMatchesReference) {
+  // conv -> batch_norm -> relu -> conv -> global_avg_pool2d keeps NHWC buffers; a conv output
+  // that is also a graph output, or read with broadcasting, stays NCHW.
+  Graph g = make_graph({{"x", {"N", 3, 11, 11}}, {"w1", {8, 3, 3, 3}}, {"b1", {8}}, {"g", {8}}, {"m", {8}},
+                        {"v", {8}}, {"w2", {16, 8, 3, 3}}, {"cb", {16, 1, 1}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         ValueId c1 = g.add_op("conv2d", {in[0], in[1], in[2]}, {{"padding", std::vector<int64_t>{1, 1}}});
+                         ValueId bn = g.add_op("batch_norm", {c1, in[3], in[3], in[4], in[5]});
+                         ValueId r = g.add_op("relu", {bn});
+                         ValueId c2 = g.add_op("conv2d", {r, in[6]});
+                         g.set_output("pool", g.add_op("global_avg_pool2d", {c2}));
+                         ValueId c3 = g.add_op("conv2d", {r, in[6]}, {{"stride", std::vector<int64_t>{2, 2}}});
+                         g.set_output("c3", c3);
+                         g.set_output("c3_bias", g.add_op("add", {g.add_op("conv2d", {r, in[6]}), in[7]}));
+                       });
+  auto inputs = [&](int64_t n, uint64_t seed) {
+    return std::vector<Tensor>{random_tensor({n, 3, 11, 11}, seed), random_tensor({8, 3, 3, 3}, seed + 1),
+                               random_tensor({8}, seed + 2),        random_tensor({8}, seed + 3, 0.5, 1.5),
+                               random_tensor({8}, seed + 4),        random_tensor({8}, seed + 5, 0.5, 2),
+                               random_tensor({16, 8, 3, 3}, seed + 6), random_tensor({16, 1, 1}, seed + 7)};
+  };
+  check(g, {inputs(2, 110), inputs(1, 120)}, plan_fusion, 1e-4, 1e-5);
+  if (!cpu::dnnl_available()) return;
+  const cpu::ExecutionPlan p = checked_plan(g, inputs(2, 110));
+  std::set<ValueId> nhwc(p.nhwc_values.begin(), p.nhwc_values.end());
+  const Node& bn = g.node(1);
+  EXPECT_TRUE(nhwc.count(bn.inputs[0]) && nhwc.count(bn.outputs[0])) << "conv1 and batch_norm outputs";
+  for (const auto& [name, v] : g.outputs()) EXPECT_FALSE(nhwc.count(v)) << name;
+  EXPECT_FALSE(nhwc.count(g.node(7).outputs[0])) << "a conv read with broadcasting";
+}
+
+TEST(CpuBackend, ArenaPlanIsValidAndRunsInPlace) {
+  // exp -> (tanh | sum) -> ...: with the unfused plan every value needs a buffer.
+  Graph g = make_graph({{"x", {"N", 37}}, {"y", {"N", 37}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    ValueId a = g.add_op("exp", {in[0]});
+    ValueId b = g.add_op("tanh", {a});           // in place over a
+    ValueId c = g.add_op("mul", {b, in[1]});     // in place over b
+    ValueId s = g.add_op("softmax", {c});        // a row kernel: never in place
+    ValueId d = g.add_op("add", {s, c});         // over s or c
+    g.set_output("out", g.add_op("sum", {d}, {{"axes", std::vector<int64_t>{1}}}));
+  });
+  auto inputs = [](int64_t n, uint64_t seed) {
+    return std::vector<Tensor>{random_tensor({n, 37}, seed), random_tensor({n, 37}, seed + 1)};
+  };
+  check(g, {inputs(5, 130), inputs(1, 131), inputs(0, 132), inputs(300, 133)});
+  std::unique_ptr<Executable> exe = cpu::lower_with_plan(g, unfused_plan(g), cpu_options(), false);
+  const cpu::ExecutionPlan p = cpu::execution_plan(*exe, {{5, 37}, {5, 37}});
+  check_buffer_placement(p.requests, p.placement);
+  EXPECT_EQ(p.requests.size(), 5u);
+  EXPECT_EQ(inplace_count(p), 3);
+  // 5 x 37 floats, 64-byte aligned: tanh/mul run in a's buffer; softmax and add need a second.
+  EXPECT_EQ(p.placement.arena_bytes, 2 * 768);
+  // memory_planning = none: every buffer its own region, nothing in place, same results.
+  std::unique_ptr<Executable> none = cpu::lower_with_plan(g, unfused_plan(g), cpu_options(), false, "none");
+  const cpu::ExecutionPlan pn = cpu::execution_plan(*none, {{5, 37}, {5, 37}});
+  check_buffer_placement(pn.requests, pn.placement);
+  EXPECT_EQ(pn.placement.arena_bytes, 5 * 768);
+  EXPECT_EQ(inplace_count(pn), 0);
+  const std::vector<Tensor> in = inputs(5, 134);
+  EXPECT_TRUE(allclose(exe->run(in)[0], none->run(in)[0], 1e-6, 1e-6));
+}
+
+TEST(CpuBackend, ConcurrentCallsGetTheirOwnArena) {
+  CompileOptions o;
+  o.shapes = {{"input", {"N", 3, 12, 10}}};
+  o.inference = true;
+  PhysicalModel ref = compile(ExampleCNN(), ReferenceBackend(), o);
+  PhysicalModel cpu = compile(ExampleCNN(), CpuBackend(cpu_options()), o);
+  const TensorMap params = ref.randomize_params(2);
+  std::vector<TensorMap> ins, want;
+  for (int t = 0; t < 4; ++t) {
+    ins.push_back({{"input", random_tensor({1 + t % 2, 3, 12, 10}, static_cast<uint64_t>(140 + t))}});
+    want.push_back(ref.evaluate(params, ins.back()));
+  }
+  std::vector<std::thread> threads;
+  std::vector<int> bad(ins.size(), 0);
+  for (size_t t = 0; t < ins.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 5; ++rep) {
+        const TensorMap got = cpu.evaluate(params, ins[t]);
+        for (const auto& [name, w] : want[t]) bad[t] += !allclose(got.at(name), w, 1e-4, 1e-4);
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  for (size_t t = 0; t < ins.size(); ++t) EXPECT_EQ(bad[t], 0) << "thread " << t;
+}

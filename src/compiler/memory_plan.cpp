@@ -64,14 +64,14 @@ MemoryPlan plan_memory(const Graph& g, const std::string& strategy, bool inplace
     }
   }
   // In-place decisions: an elementwise node's single output over an input that dies here.
-  // `root[i]`: the tensor whose buffer tensor i lives in.
-  std::vector<int> root(plan.tensors.size());
-  for (size_t i = 0; i < root.size(); ++i) root[i] = static_cast<int>(i);
+  std::vector<BufferRequest> requests;
+  for (const PlannedTensor& t : plan.tensors) requests.push_back({t.bytes, t.first, t.last, -1});
   if (inplace && strategy == "greedy") {
     std::vector<bool> taken(plan.tensors.size(), false);
     for (const Node& n : g.nodes()) {
       if (get_op(n.op).fusion != FusionClass::Elementwise || n.outputs.size() != 1) continue;
-      PlannedTensor& out = plan.tensors[static_cast<size_t>(index[n.outputs[0]])];
+      const size_t oi = static_cast<size_t>(index[n.outputs[0]]);
+      PlannedTensor& out = plan.tensors[oi];
       const Value& ov = g.value(n.outputs[0]);
       for (ValueId in : n.inputs) {
         const Value& iv = g.value(in);
@@ -83,21 +83,41 @@ MemoryPlan plan_memory(const Graph& g, const std::string& strategy, bool inplace
           continue;
         taken[ii] = true;
         out.reuses = in;
-        root[static_cast<size_t>(index[n.outputs[0]])] = root[ii];
+        requests[oi].reuses = static_cast<int>(ii);
         ++plan.inplace_count;
         break;
       }
     }
   }
-  // Logical buffers: each root with the union of its members' lifetimes.
+  const BufferPlacement placed = place_buffers(requests, strategy);
+  for (size_t i = 0; i < plan.tensors.size(); ++i) plan.tensors[i].offset = placed.offsets[i];
+  plan.planned_peak_bytes = placed.arena_bytes;
+  plan.lower_bound_bytes = placed.lower_bound_bytes;
+  plan.planned = true;
+  return plan;
+}
+
+BufferPlacement place_buffers(const std::vector<BufferRequest>& requests, const std::string& strategy) {
+  INGOT_CHECK(strategy == "greedy" || strategy == "none", "Option 'memory_planning': unknown strategy '",
+              strategy, "' (valid: greedy, none)");
+  // Logical buffers: each root (a request that reuses nothing) with the union of its members'
+  // lifetimes. `root[i]`: the request whose buffer request i lives in.
+  std::vector<int> root(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const int r = requests[i].reuses;
+    INGOT_CHECK(r < static_cast<int>(i), "place_buffers: request ", i, " reuses a later request ", r);
+    root[i] = r >= 0 ? root[static_cast<size_t>(r)] : static_cast<int>(i);
+  }
   struct Buffer {
     int64_t bytes = 0;
     int first = 0, last = 0;
     int64_t offset = 0;
   };
   std::map<int, Buffer> buffers;
-  for (size_t i = 0; i < plan.tensors.size(); ++i) {
-    const PlannedTensor& t = plan.tensors[i];
+  int steps = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const BufferRequest& t = requests[i];
+    steps = std::max(steps, t.last + 1);
     auto [it, fresh] = buffers.try_emplace(root[i], Buffer{t.bytes, t.first, t.last, 0});
     if (!fresh) {
       it->second.first = std::min(it->second.first, t.first);
@@ -105,11 +125,12 @@ MemoryPlan plan_memory(const Graph& g, const std::string& strategy, bool inplace
       it->second.bytes = std::max(it->second.bytes, t.bytes);
     }
   }
+  BufferPlacement out;
   // Lower bound: the most bytes live at one step.
-  std::vector<int64_t> live(static_cast<size_t>(num_nodes) + 1, 0);
+  std::vector<int64_t> live(static_cast<size_t>(steps) + 1, 0);
   for (const auto& [r, b] : buffers)
     for (int s = b.first; s <= b.last; ++s) live[static_cast<size_t>(s)] += b.bytes;
-  for (int64_t l : live) plan.lower_bound_bytes = std::max(plan.lower_bound_bytes, l);
+  for (int64_t l : live) out.lower_bound_bytes = std::max(out.lower_bound_bytes, l);
 
   std::vector<std::pair<int, Buffer*>> order;
   for (auto& [r, b] : buffers) order.emplace_back(r, &b);
@@ -144,12 +165,30 @@ MemoryPlan plan_memory(const Graph& g, const std::string& strategy, bool inplace
       placed.push_back(b);
     }
   }
-  for (size_t i = 0; i < plan.tensors.size(); ++i) {
-    plan.tensors[i].offset = buffers[root[i]].offset;
-    plan.planned_peak_bytes = std::max(plan.planned_peak_bytes, plan.tensors[i].offset + aligned(plan.tensors[i].bytes));
+  for (size_t i = 0; i < requests.size(); ++i) {
+    out.offsets.push_back(buffers[root[i]].offset);
+    out.arena_bytes = std::max(out.arena_bytes, out.offsets.back() + aligned(requests[i].bytes));
   }
-  plan.planned = true;
-  return plan;
+  return out;
+}
+
+void check_buffer_placement(const std::vector<BufferRequest>& rs, const BufferPlacement& placement) {
+  INGOT_CHECK(placement.offsets.size() == rs.size(), "buffer placement: ", placement.offsets.size(),
+              " offsets for ", rs.size(), " requests");
+  for (size_t i = 0; i < rs.size(); ++i) {
+    const int64_t oi = placement.offsets[i];
+    INGOT_CHECK(oi >= 0 && oi % kAlign == 0 && oi + rs[i].bytes <= placement.arena_bytes, "buffer placement: request ",
+                i, " at ", oi, " is misaligned or outside the arena");
+    for (size_t j = i + 1; j < rs.size(); ++j) {
+      const int64_t oj = placement.offsets[j];
+      const bool time = rs[i].first <= rs[j].last && rs[j].first <= rs[i].last;
+      const bool space = oi < oj + rs[j].bytes && oj < oi + rs[i].bytes;
+      if (!time || !space || rs[i].bytes == 0 || rs[j].bytes == 0) continue;
+      const bool inplace_pair = rs[j].reuses == static_cast<int>(i) && rs[i].last == rs[j].first && oi == oj;
+      INGOT_CHECK(inplace_pair, "buffer placement: requests ", i, " [", rs[i].first, ", ", rs[i].last, "] and ", j,
+                  " [", rs[j].first, ", ", rs[j].last, "] overlap in the arena");
+    }
+  }
 }
 
 void check_memory_plan(const Graph& g, const MemoryPlan& plan) {

@@ -43,6 +43,26 @@ struct MemoryPlan {
   std::string str() const;  // one-line summary
 };
 
+// The placement core, shared by plan_memory and backends that plan their own schedule (the CPU
+// backend plans its materialized buffers in fusion-group order at load / first call).
+// A request lives over steps [first, last]; `reuses` is the index of an earlier request whose
+// memory it takes over in place (that one must die at this one's `first`), or -1.
+struct BufferRequest {
+  int64_t bytes = 0;
+  int first = 0, last = 0;
+  int reuses = -1;
+};
+struct BufferPlacement {
+  std::vector<int64_t> offsets;   // per request, 64-byte aligned
+  int64_t arena_bytes = 0;        // end of the last buffer
+  int64_t lower_bound_bytes = 0;  // max bytes live at one step (an in-place pair counted once)
+};
+// strategy "greedy": largest first, each in the best-fitting gap among buffers whose lifetimes
+// intersect; "none": end to end (in-place requests still share their input's memory).
+BufferPlacement place_buffers(const std::vector<BufferRequest>& requests, const std::string& strategy);
+// Throws if two requests with intersecting lifetimes overlap, other than an in-place pair.
+void check_buffer_placement(const std::vector<BufferRequest>& requests, const BufferPlacement& placement);
+
 // strategy: "greedy" or "none"; `inplace` enables in-place reuse for elementwise ops.
 MemoryPlan plan_memory(const Graph& g, const std::string& strategy = "greedy", bool inplace = true);
 

@@ -1,5 +1,5 @@
 // The C ABI between the host and a generated CPU library (kept in sync with the prelude text in
-// prelude.cpp, which the generated file carries; kAbiVersion in cache.cpp names its version).
+// prelude.cpp, which the generated file carries; kAbiVersion names its version).
 //
 //   extern "C" int ingot_abi_version();
 //   extern "C" int ingot_entry(const void* const* inputs, void* const* outputs,
@@ -23,7 +23,20 @@ struct ingot_host {
   // the node's inputs/outputs with the concrete shapes bound by `dims`.
   int (*run_node)(void* ctx, int32_t node, const void* const* inputs, void* const* outputs,
                   char* error, size_t error_size);
+  char* arena;              // intermediates' memory for this call (null when none are needed)
+  const int64_t* offsets;   // byte offset of each arena slot
+  // Runs GeneratedCode::dnnl_convs[conv] on float32 buffers (b may be null).
+  int (*conv2d)(void* ctx, int32_t conv, const void* x, const void* w, const void* b, void* y,
+                char* error, size_t error_size);
 };
+}
+
+namespace ingot::cpu {
+// 2: arena, offsets and conv2d in ingot_host. Part of the cache key; the library reports it.
+inline constexpr int kAbiVersion = 2;
+}  // namespace ingot::cpu
+
+extern "C" {
 typedef int (*ingot_entry_fn)(const void* const* inputs, void* const* outputs, const int64_t* dims,
                               const ingot_host* host, char* error, size_t error_size);
 }

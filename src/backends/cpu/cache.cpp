@@ -13,13 +13,12 @@
 #include <mutex>
 #include <sstream>
 
+#include "backends/cpu/abi.h"
 #include "ingot/error.h"
 #include "runtime/atomic_file.h"
 
 namespace ingot::cpu {
 namespace {
-
-constexpr int kAbiVersion = 1;
 
 std::string unique_suffix() {
   static std::atomic<unsigned> counter{0};

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "backends/cpu/abi.h"
 #include "backends/cpu/prelude.h"
 #include "ingot/error.h"
 #include "ir/op_registry.h"
@@ -171,6 +172,8 @@ class Generator {
     index_leaves_and_symbols();
     build_segments();
     plan_buffers();
+    choose_layouts();
+    plan_arena();
     std::ostringstream entry;
     emit_entry(entry);
     std::ostringstream src;
@@ -265,6 +268,149 @@ class Generator {
     }
   }
 
+  // -- oneDNN conv2d and the channels-last layout around it
+  // float32 conv2d with known spatial sizes whose right padding (oneDNN's convention) is not
+  // negative; the rest keeps the generated im2col + gemm.
+  bool use_dnnl(const Node& n) const {
+    if (!opt_.dnnl || n.op != "conv2d" || g_.value(n.outputs[0]).dtype != DType::Float32) return false;
+    const SymShape &xs = g_.value(n.inputs[0]).shape, &ws = g_.value(n.inputs[1]).shape,
+                   &ys = g_.value(n.outputs[0]).shape;
+    const std::vector<int64_t> st = n.attrs.get_ints("stride", {1, 1}), pad = n.attrs.get_ints("padding", {0, 0}),
+                               dil = n.attrs.get_ints("dilation", {1, 1});
+    for (size_t d = 0; d < 2; ++d) {
+      if (!xs[d + 2].known() || !ws[d + 2].known() || !ys[d + 2].known()) return false;
+      const int64_t right = (ys[d + 2].value - 1) * st.at(d) + (ws[d + 2].value - 1) * dil.at(d) + 1 -
+                            xs[d + 2].value - pad.at(d);
+      if (right < 0) return false;
+    }
+    return true;
+  }
+
+  std::vector<ValueId> seg_reads(size_t s) const {
+    std::set<ValueId> in_seg;
+    for (NodeId n : segs_[s].nodes) in_seg.insert(g_.node(n).outputs.begin(), g_.node(n).outputs.end());
+    std::vector<ValueId> r;
+    for (NodeId n : segs_[s].nodes)
+      for (ValueId v : g_.node(n).inputs)
+        if (!in_seg.count(v) && std::find(r.begin(), r.end(), v) == r.end()) r.push_back(v);
+    return r;
+  }
+  std::vector<ValueId> seg_stores(size_t s) const {
+    std::vector<ValueId> r;
+    for (NodeId n : segs_[s].nodes)
+      for (ValueId v : g_.node(n).outputs)
+        if (needs_buffer_[v]) r.push_back(v);
+    return r;
+  }
+
+  // Which rank-4 buffers stay channels-last (NHWC), so oneDNN's fast conv needs no layout
+  // conversion. A buffer is NHWC only when its producer and every reader handle that layout:
+  // dnnl convs (x), batch_norm, global_avg_pool2d, and elementwise segments whose every buffer is
+  // NHWC of one shape (then the loop is layout-blind). Graph outputs stay NCHW. Starts from all
+  // candidates and removes the ones that break a rule, to a fixpoint.
+  void choose_layouts() {
+    nhwc_.assign(g_.values().size(), false);
+    bool any_conv = false;
+    for (const Segment& seg : segs_)
+      any_conv = any_conv || (seg.kind == Segment::Native && use_dnnl(g_.node(seg.nodes[0])));
+    if (!any_conv) return;
+    std::vector<std::vector<ValueId>> reads(segs_.size()), stores(segs_.size());
+    std::vector<std::vector<size_t>> readers(g_.values().size());
+    auto rank4 = [&](ValueId v) { return g_.value(v).shape.size() == 4; };
+    for (size_t s = 0; s < segs_.size(); ++s) {
+      reads[s] = seg_reads(s);
+      stores[s] = seg_stores(s);
+      for (ValueId v : reads[s]) readers[v].push_back(s);
+      const Node& a = g_.node(segs_[s].nodes[0]);
+      if (segs_[s].kind == Segment::Elementwise || (segs_[s].kind == Segment::Native && (use_dnnl(a) || a.op == "batch_norm")))
+        for (ValueId v : stores[s]) nhwc_[v] = rank4(v);
+    }
+    bool changed = true;
+    auto unmark = [&](ValueId v) {
+      changed = changed || nhwc_[v];
+      nhwc_[v] = false;
+    };
+    auto same_shape = [&](ValueId a, ValueId b) { return g_.value(a).shape == g_.value(b).shape; };
+    while (changed) {
+      changed = false;
+      for (const auto& [name, v] : g_.outputs()) unmark(v);
+      for (size_t s = 0; s < segs_.size(); ++s) {
+        const Node& a = g_.node(segs_[s].nodes[0]);
+        if (segs_[s].kind == Segment::Elementwise) {
+          bool ok = !stores[s].empty();
+          for (ValueId v : stores[s]) ok = ok && nhwc_[v] && same_shape(v, stores[s][0]);
+          for (ValueId r : reads[s])
+            if (!is_scalar_constant(g_.value(r))) ok = ok && nhwc_[r] && same_shape(r, stores[s][0]);
+          if (!ok)
+            for (ValueId v : stores[s]) unmark(v);
+        } else if (segs_[s].kind == Segment::Native && a.op == "batch_norm" && !nhwc_[a.inputs[0]]) {
+          unmark(a.outputs[0]);
+        }
+      }
+      for (size_t v = 0; v < nhwc_.size(); ++v) {
+        if (!nhwc_[v]) continue;
+        for (size_t s : readers[v]) {
+          const Node& a = g_.node(segs_[s].nodes[0]);
+          const bool only_x = std::count(a.inputs.begin(), a.inputs.end(), static_cast<ValueId>(v)) == 1 &&
+                              a.inputs[0] == static_cast<ValueId>(v);
+          bool ok = false;
+          if (segs_[s].kind == Segment::Elementwise) {
+            ok = true;
+            for (ValueId st : stores[s]) ok = ok && nhwc_[st];
+          } else if (segs_[s].kind == Segment::Native) {
+            ok = only_x && (use_dnnl(a) || a.op == "global_avg_pool2d" ||
+                            (a.op == "batch_norm" && nhwc_[a.outputs[0]]));
+          }
+          if (!ok) unmark(static_cast<ValueId>(v));
+        }
+      }
+    }
+    for (size_t v = 0; v < nhwc_.size(); ++v)
+      if (nhwc_[v]) out_.nhwc_values.push_back(static_cast<ValueId>(v));
+  }
+
+  // Arena slots for the intermediates that need memory (graph outputs go straight to the
+  // caller's tensors), in schedule order, and the in-place choices: a single-shape elementwise
+  // segment stores over a slot it reads when that slot dies here with the same shape, element
+  // size and layout (each element is read before it is written, at the same index).
+  void plan_arena() {
+    slot_.assign(g_.values().size(), -1);
+    out_.segments = static_cast<int>(segs_.size());
+    for (size_t s = 0; s < segs_.size(); ++s)
+      for (NodeId n : segs_[s].nodes)
+        for (ValueId v : g_.node(n).outputs) {
+          if (!needs_buffer_[v] || is_output_[v]) continue;
+          slot_[v] = static_cast<int>(out_.arena_slots.size());
+          out_.arena_slots.push_back({v, seg_of_[v], std::max(last_use_[v], seg_of_[v]), -1});
+        }
+    inplace_seg_.assign(segs_.size(), false);
+    if (!opt_.inplace) return;
+    for (size_t s = 0; s < segs_.size(); ++s) {
+      if (segs_[s].kind != Segment::Elementwise) continue;
+      const std::vector<ValueId> stores = seg_stores(s);
+      bool one_nest = !stores.empty();
+      for (ValueId v : stores) one_nest = one_nest && g_.value(v).shape == g_.value(stores[0]).shape;
+      if (!one_nest) continue;
+      std::vector<ValueId> free_reads;
+      for (ValueId r : seg_reads(s)) {
+        const int rs = slot_[r];
+        if (rs >= 0 && out_.arena_slots[rs].last == static_cast<int>(s) && seg_of_[r] < static_cast<int>(s))
+          free_reads.push_back(r);
+      }
+      for (ValueId v : stores) {
+        if (slot_[v] < 0) continue;
+        for (auto it = free_reads.begin(); it != free_reads.end(); ++it) {
+          const Value &rv = g_.value(*it), &vv = g_.value(v);
+          if (rv.shape != vv.shape || dtype_size(rv.dtype) != dtype_size(vv.dtype) || nhwc_[*it] != nhwc_[v]) continue;
+          out_.arena_slots[static_cast<size_t>(slot_[v])].reuses = slot_[*it];
+          inplace_seg_[s] = true;
+          free_reads.erase(it);
+          break;
+        }
+      }
+    }
+  }
+
   std::string ptr(ValueId v) const { return "v" + std::to_string(v); }
 
   std::string describe(const std::vector<NodeId>& nodes) const {
@@ -352,7 +498,8 @@ class Generator {
   }
 
   // -- one elementwise loop nest computing `stores` (all of one shape) from the segment's nodes
-  void emit_elementwise(const Segment& seg, const std::vector<ValueId>& stores, std::ostream& call) {
+  // `alias`: a store may be the same buffer as a read (in place), so no __restrict.
+  void emit_elementwise(const Segment& seg, const std::vector<ValueId>& stores, bool alias, std::ostream& call) {
     std::set<ValueId> in_seg;
     for (NodeId n : seg.nodes) in_seg.insert(g_.node(n).outputs.begin(), g_.node(n).outputs.end());
     // The nodes these stores need (ancestors inside the segment), in order.
@@ -412,10 +559,11 @@ class Generator {
     k << "// group " << seg.group << " [elementwise]: " << describe(nodes) << "\n";
     k << "static int " << name << "(const ig_ctx* ctx";
     std::map<ValueId, std::string> names;
+    const char* restrict_ = alias ? "" : " __restrict";
     for (size_t i = 0; i < reads.size(); ++i)
-      k << ", const " << ctype(g_.value(reads[i]).dtype) << "* __restrict p" << i;
+      k << ", const " << ctype(g_.value(reads[i]).dtype) << "*" << restrict_ << " p" << i;
     for (size_t i = 0; i < stores.size(); ++i)
-      k << ", " << ctype(g_.value(stores[i]).dtype) << "* __restrict q" << i;
+      k << ", " << ctype(g_.value(stores[i]).dtype) << "*" << restrict_ << " q" << i;
     k << ") {\n" << dims_prologue();
     // Offsets: outer index o (dims 0..R-2), inner index i (dim R-1).
     auto offset = [&](size_t o, const std::string& base) {
@@ -519,6 +667,8 @@ class Generator {
         k << "  if (n == 0 && outer * inner > 0) return ig_fail(ctx, \"" << op
           << ": cannot reduce over a zero-size dimension (no identity)\");\n";
       k << "  ig_reduce<" << kind << ", " << tx << ", " << ty << ">(x0, y, outer, n, inner);\n";
+    } else if (op == "global_avg_pool2d" && nhwc_[x]) {
+      k << "  ig_avg_pool_nhwc(x0, y, " << str(xd[0]) << ", " << str(xd[2] * xd[3]) << ", " << str(xd[1]) << ");\n";
     } else if (op == "global_avg_pool2d") {
       k << "  ig_reduce<1, " << tx << ", " << ty << ">(x0, y, " << str(xd[0] * xd[1]) << ", "
         << str(xd[2] * xd[3]) << ", 1);\n";
@@ -539,10 +689,19 @@ class Generator {
     } else if (op == "batch_norm") {
       char eps[64];
       std::snprintf(eps, sizeof eps, "%a", n.attrs.get_float("eps", 1e-5));
-      k << "  ig_batch_norm(x0, x1, x2, x3, x4, y, " << str(xd[0]) << ", " << str(xd[1]) << ", "
-        << str(product(xd, 2)) << ", " << eps << ");\n";
+      if (nhwc_[y])  // channels-last: per-channel scale and shift along the contiguous axis
+        k << "  ig_batch_norm_nhwc(x0, x1, x2, x3, x4, y, " << str(product(xd, 0, 1) * product(xd, 2)) << ", "
+          << str(xd[1]) << ", " << eps << ");\n";
+      else
+        k << "  ig_batch_norm(x0, x1, x2, x3, x4, y, " << str(xd[0]) << ", " << str(xd[1]) << ", "
+          << str(product(xd, 2)) << ", " << eps << ");\n";
     } else if (op == "matmul") {
       emit_matmul(n, k);
+    } else if (op == "conv2d" && use_dnnl(n)) {
+      k << "  // oneDNN primitive, created by the host at load (x " << (nhwc_[x] ? "NHWC" : "NCHW") << ", y "
+        << (nhwc_[y] ? "NHWC" : "NCHW") << ")\n  return ctx->host->conv2d(ctx->host->ctx, " << out_.dnnl_convs.size()
+        << ", x0, x1, " << (n.inputs.size() > 2 ? "x2" : "nullptr") << ", y, ctx->error, ctx->error_size);\n";
+      out_.dnnl_convs.push_back({n.id, nhwc_[x], nhwc_[y]});
     } else if (op == "conv2d") {
       const std::vector<Mono> wd = dims(n.inputs[1]), yd = dims(y);
       auto pair = [&](const char* key, int64_t dflt) {
@@ -605,7 +764,7 @@ class Generator {
   }
 
   void emit_entry(std::ostream& e) {
-    e << "// ---- entry ----\nextern \"C\" int ingot_abi_version() { return 1; }\n\n";
+    e << "// ---- entry ----\nextern \"C\" int ingot_abi_version() { return " << kAbiVersion << "; }\n\n";
     e << "static int ig_run(const void* const* inputs, void* const* outputs, const ig_ctx* ctx) {\n"
       << dims_prologue();
     for (size_t i = 0; i < out_.inputs.size(); ++i) {
@@ -620,7 +779,6 @@ class Generator {
     }
     std::set<ValueId> written;
     out_.output_written.assign(g_.outputs().size(), false);
-    std::map<ValueId, int> slot;
     for (size_t j = 0; j < g_.outputs().size(); ++j) {
       const ValueId v = g_.outputs()[j].second;
       if (g_.value(v).producer < 0 || written.count(v)) continue;
@@ -629,22 +787,18 @@ class Generator {
       e << "  " << ctype(g_.value(v).dtype) << "* " << ptr(v) << " = static_cast<" << ctype(g_.value(v).dtype)
         << "*>(outputs[" << j << "]);  // output " << comment_safe(g_.outputs()[j].first) << "\n";
     }
-    for (const Value& v : g_.values())
-      if (v.producer >= 0 && needs_buffer_[v.id] && !written.count(v.id)) {
-        slot[v.id] = static_cast<int>(slot.size());
-        e << "  " << ctype(v.dtype) << "* " << ptr(v.id) << " = nullptr;\n";
-      }
-    e << "  ig_buffers<" << slot.size() << "> bufs;\n";
-    std::map<int, std::vector<ValueId>> release_after;
-    for (const auto& [v, s] : slot) release_after[std::max(last_use_[v], seg_of_[v])].push_back(v);
+    // Intermediates live in the host's arena at the offsets it planned from out_.arena_slots.
+    for (size_t i = 0; i < out_.arena_slots.size(); ++i) {
+      const ArenaSlot& a = out_.arena_slots[i];
+      const std::string t = ctype(g_.value(a.value).dtype);
+      e << "  " << t << "* " << ptr(a.value) << " = reinterpret_cast<" << t << "*>(ctx->host->arena + ctx->host->offsets["
+        << i << "]);  // steps " << a.first << ".." << a.last
+        << (a.reuses >= 0 ? ", in place over " + ptr(out_.arena_slots[static_cast<size_t>(a.reuses)].value) : "")
+        << (nhwc_[a.value] ? ", NHWC" : "") << "\n";
+    }
     for (size_t s = 0; s < segs_.size(); ++s) {
       const Segment& seg = segs_[s];
-      for (NodeId nid : seg.nodes)
-        for (ValueId v : g_.node(nid).outputs)
-          if (slot.count(v))
-            e << "  " << ptr(v) << " = static_cast<" << ctype(g_.value(v).dtype) << "*>(bufs.alloc("
-              << slot[v] << ", static_cast<size_t>(" << str(numel_of(v)) << ") * sizeof(" << ctype(g_.value(v).dtype)
-              << ")));\n  if (" << ptr(v) << " == nullptr) return ig_fail(ctx, \"out of memory\");\n";
+      e << "  // step " << s << "\n";
       if (seg.kind == Segment::Fallback) {
         emit_fallback(seg, e);
       } else if (seg.kind == Segment::Native) {
@@ -659,9 +813,8 @@ class Generator {
           if (!by_shape.count(key)) order.push_back(key);
           by_shape[key].push_back(v);
         }
-        for (const std::string& key : order) emit_elementwise(seg, by_shape[key], e);
+        for (const std::string& key : order) emit_elementwise(seg, by_shape[key], inplace_seg_[s], e);
       }
-      for (ValueId v : release_after[static_cast<int>(s)]) e << "  bufs.release(" << slot[v] << ");\n";
     }
     e << "  return 0;\n}\n\n";
     e << "extern \"C\" int ingot_entry(const void* const* inputs, void* const* outputs, const int64_t* dims,\n"
@@ -679,6 +832,10 @@ class Generator {
   std::vector<Segment> segs_;
   std::vector<int> seg_of_, last_use_;
   std::vector<bool> needs_buffer_, is_output_;
+  std::vector<bool> nhwc_;         // per value: buffer stored channels-last
+  std::vector<int> slot_;          // per value: arena slot, or -1
+  std::vector<bool> inplace_seg_;  // per segment: some store overwrites a read
+
   std::ostringstream kernels_;
 };
 

@@ -16,7 +16,23 @@ namespace ingot::cpu {
 
 struct CodegenOptions {
   bool blas = false;    // call cblas_?gemm (else loops)
+  bool dnnl = false;    // float32 conv2d through the host's oneDNN primitives (else im2col + gemm)
+  bool inplace = true;  // elementwise kernels may write over an input that dies there
   int num_threads = 0;  // > 0: num_threads(n) on every parallel loop
+};
+
+// An intermediate buffer in the arena the host provides per call: live over segments
+// [first, last] of the generated schedule; `reuses`: the slot it overwrites in place, or -1.
+struct ArenaSlot {
+  ValueId value = -1;
+  int first = 0, last = 0;
+  int reuses = -1;
+};
+
+// A conv2d the generated code hands to the host's oneDNN primitive (ingot_host::conv2d).
+struct DnnlConvCall {
+  NodeId node = -1;
+  bool src_nhwc = false, dst_nhwc = false;  // layouts of x and y in the generated code's buffers
 };
 
 struct GeneratedCode {
@@ -28,6 +44,10 @@ struct GeneratedCode {
   std::vector<NodeId> fallback_nodes;   // run through the host's reference kernels
   std::vector<NodeId> native_nodes;
   int kernels = 0;                      // native kernels generated
+  int segments = 0;                     // steps of the schedule (ArenaSlot::first/last)
+  std::vector<ArenaSlot> arena_slots;   // offsets[i] of the host's plan is slot i's
+  std::vector<DnnlConvCall> dnnl_convs; // ingot_host::conv2d's `conv` indexes this
+  std::vector<ValueId> nhwc_values;     // buffers kept channels-last (backend-internal layout)
 };
 
 GeneratedCode generate_cpp(const Graph& g, const FusionPlan& plan, const CodegenOptions& options);

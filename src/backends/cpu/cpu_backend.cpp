@@ -10,9 +10,12 @@
 #include "backends/cpu/abi.h"
 #include "backends/cpu/cache.h"
 #include "backends/cpu/codegen.h"
+#include "backends/cpu/dnnl_conv.h"
 #include "backends/cpu/executable.h"
 #include "backends/cpu/toolchain.h"
 #include "compiler/fusion_plan.h"
+#include "compiler/memory_plan.h"
+#include "compiler/passes/passes.h"
 #include "compiler/shape_inference.h"
 #include "ingot/error.h"
 #include "ir/op_registry.h"
@@ -20,10 +23,22 @@
 namespace ingot {
 namespace {
 
-// Concrete shapes of every value and the value of every symbol, for one set of input shapes.
+// Everything that depends on one set of input shapes: concrete shapes of every value, the value
+// of every symbol, the arena plan and the oneDNN primitives.
 struct Binding {
   std::vector<Shape> shapes;
   std::vector<int64_t> dims;
+  std::vector<BufferRequest> requests;  // per arena slot
+  BufferPlacement placement;
+  std::vector<std::unique_ptr<cpu::DnnlConv>> convs;  // per GeneratedCode::dnnl_convs
+};
+
+// One arena: reused across calls; a call holds one for its duration, so concurrent calls each
+// get their own (the pool grows to the number of calls in flight at once).
+struct Arena {
+  char* data = nullptr;
+  size_t bytes = 0;
+  ~Arena() { std::free(data); }
 };
 
 class CpuExecutable;
@@ -35,14 +50,26 @@ struct HostCall {
 
 class CpuExecutable final : public Executable {
  public:
-  CpuExecutable(const Graph& g, cpu::GeneratedCode code, std::shared_ptr<const cpu::LoadedLibrary> lib)
-      : graph_(g), code_(std::move(code)), lib_(std::move(lib)) {
+  CpuExecutable(const Graph& g, cpu::GeneratedCode code, std::shared_ptr<const cpu::LoadedLibrary> lib,
+                std::string strategy)
+      : graph_(g), code_(std::move(code)), lib_(std::move(lib)), strategy_(std::move(strategy)) {
     for (ValueId c : code_.constants) {
       constants_.push_back(graph_.value(c).constant.contiguous());
       const_ptrs_.push_back(constants_.back().raw_data());
     }
     entry_ = reinterpret_cast<ingot_entry_fn>(lib_->entry);
+    // Static shapes: plan the arena and create the oneDNN primitives now, at load.
+    std::vector<Shape> in_shapes;
+    bool all_static = true;
+    for (ValueId v : code_.inputs) {
+      all_static = all_static && is_static(graph_.value(v).shape);
+      if (all_static) in_shapes.push_back(to_shape(graph_.value(v).shape));
+    }
+    if (all_static) static_binding_ = bind(in_shapes);
   }
+
+  std::shared_ptr<const Binding> binding_for(const std::vector<Shape>& in_shapes) const { return bind(in_shapes); }
+  const cpu::GeneratedCode& code() const { return code_; }
 
   std::vector<Tensor> run(std::span<const Tensor> inputs) const override {
     INGOT_CHECK(inputs.size() == code_.inputs.size(), "cpu executable: expected ", code_.inputs.size(),
@@ -69,7 +96,14 @@ class CpuExecutable final : public Executable {
       out_ptrs[j] = outs[j].raw_data();
     }
     HostCall call{this, b.get()};
-    ingot_host host{&call, const_ptrs_.data(), &CpuExecutable::run_node};
+    std::unique_ptr<Arena> arena = take_arena(static_cast<size_t>(b->placement.arena_bytes));
+    struct GiveBack {
+      const CpuExecutable* exe;
+      std::unique_ptr<Arena>& a;
+      ~GiveBack() { exe->return_arena(std::move(a)); }
+    } give_back{this, arena};
+    ingot_host host{&call, const_ptrs_.data(), &CpuExecutable::run_node, arena->data,
+                    b->placement.offsets.data(), &CpuExecutable::run_conv};
     char error[2048] = {0};
     if (in_ptrs.empty()) in_ptrs.push_back(nullptr);
     if (out_ptrs.empty()) out_ptrs.push_back(nullptr);
@@ -91,6 +125,7 @@ class CpuExecutable final : public Executable {
   }
 
   std::string source() const override { return code_.source; }
+  const Binding* static_plan() const { return static_binding_.get(); }
 
  private:
   static int run_node(void* ctx, int32_t node, const void* const* inputs, void* const* outputs,
@@ -123,6 +158,64 @@ class CpuExecutable final : public Executable {
       std::snprintf(error, error_size, "Evaluating %s%s%s%s: %s", n.op.c_str(),
                     n.scope.empty() ? "" : " in '", n.scope.c_str(), n.scope.empty() ? "" : "'", e.what());
       return 1;
+    }
+  }
+
+  static int run_conv(void* ctx, int32_t conv, const void* x, const void* w, const void* b, void* y, char* error,
+                      size_t error_size) {
+    const HostCall& call = *static_cast<const HostCall*>(ctx);
+    try {
+      call.binding->convs.at(static_cast<size_t>(conv))
+          ->run(static_cast<const float*>(x), static_cast<const float*>(w), static_cast<const float*>(b),
+                static_cast<float*>(y));
+      return 0;
+    } catch (const std::exception& e) {
+      std::snprintf(error, error_size, "%s", e.what());
+      return 1;
+    }
+  }
+
+  std::unique_ptr<Arena> take_arena(size_t bytes) const {
+    std::unique_ptr<Arena> a;
+    {
+      std::lock_guard<std::mutex> lock(arena_mu_);
+      if (!idle_arenas_.empty()) {
+        a = std::move(idle_arenas_.back());
+        idle_arenas_.pop_back();
+      }
+    }
+    if (!a) a = std::make_unique<Arena>();
+    if (a->bytes < bytes) {
+      std::free(a->data);
+      a->data = static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+      a->bytes = a->data != nullptr ? bytes : 0;
+      INGOT_CHECK(a->data != nullptr, "CpuBackend: cannot allocate the ", bytes, "-byte arena for intermediates");
+    }
+    return a;
+  }
+  void return_arena(std::unique_ptr<Arena> a) const {
+    std::lock_guard<std::mutex> lock(arena_mu_);
+    idle_arenas_.push_back(std::move(a));
+  }
+
+  // Arena offsets from the slots' sizes under these shapes, and the oneDNN primitives.
+  void plan(Binding& b) const {
+    for (const cpu::ArenaSlot& slot : code_.arena_slots) {
+      const Value& v = graph_.value(slot.value);
+      const int64_t bytes = numel(b.shapes[static_cast<size_t>(v.id)]) * static_cast<int64_t>(dtype_size(v.dtype));
+      b.requests.push_back({bytes, slot.first, slot.last, slot.reuses});
+    }
+    b.placement = place_buffers(b.requests, strategy_);
+    for (const cpu::DnnlConvCall& c : code_.dnnl_convs) {
+      const Node& n = graph_.node(c.node);
+      const Shape &x = b.shapes[static_cast<size_t>(n.inputs[0])], &w = b.shapes[static_cast<size_t>(n.inputs[1])],
+                  &y = b.shapes[static_cast<size_t>(n.outputs[0])];
+      const std::vector<int64_t> st = n.attrs.get_ints("stride", {1, 1}), pad = n.attrs.get_ints("padding", {0, 0}),
+                                 dil = n.attrs.get_ints("dilation", {1, 1});
+      cpu::ConvSpec spec{x[0], x[1], x[2], x[3], y[1], w[2], w[3], y[2], y[3], st.at(0), st.at(1), pad.at(0), pad.at(1),
+                         dil.at(0), dil.at(1), n.attrs.get_int("groups", 1), n.inputs.size() > 2, c.src_nhwc, c.dst_nhwc,
+                         false};
+      b.convs.push_back(std::make_unique<cpu::DnnlConv>(spec));
     }
   }
 
@@ -179,6 +272,7 @@ class CpuExecutable final : public Executable {
           b->dims[i] = got;
         }
     }
+    plan(*b);
     if (bindings_.size() > 64) bindings_.clear();
     bindings_.emplace(in_shapes, b);
     return b;
@@ -190,8 +284,12 @@ class CpuExecutable final : public Executable {
   ingot_entry_fn entry_ = nullptr;
   std::vector<Tensor> constants_;
   std::vector<const void*> const_ptrs_;
+  std::string strategy_;  // memory_planning: greedy | none
   mutable std::mutex mu_;
   mutable std::map<std::vector<Shape>, std::shared_ptr<const Binding>> bindings_;
+  std::shared_ptr<const Binding> static_binding_;  // kept: its primitives were made at load
+  mutable std::mutex arena_mu_;
+  mutable std::vector<std::unique_ptr<Arena>> idle_arenas_;
 };
 
 }  // namespace
@@ -199,14 +297,18 @@ class CpuExecutable final : public Executable {
 int CpuBackend::compile_count() { return cpu::compiler_invocations().load(); }
 
 std::unique_ptr<Executable> CpuBackend::lower(const Graph& graph, const CompileOptions& options) const {
-  return cpu::lower_with_plan(graph, plan_fusion(graph), options_, options.verbose);
+  return cpu::lower_with_plan(graph, fusion_plan_for(graph, options), options_, options.verbose,
+                              options.memory_planning);
 }
 
 std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const FusionPlan& plan,
-                                                 const CpuBackend::CpuOptions& options_, bool verbose) {
+                                                 const CpuBackend::CpuOptions& options_, bool verbose,
+                                                 const std::string& memory_planning) {
   const cpu::Toolchain tc = cpu::find_toolchain(options_.compiler);
   cpu::CodegenOptions co;
   co.blas = !tc.openblas.empty();
+  co.dnnl = cpu::dnnl_available();
+  co.inplace = memory_planning != "none";
   co.num_threads = options_.num_threads;
   cpu::GeneratedCode code = cpu::generate_cpp(graph, plan, co);
   cpu::BuildRequest req;
@@ -229,7 +331,31 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
               << "\n";
   }
   std::shared_ptr<const cpu::LoadedLibrary> lib = cpu::load_or_build(req);
-  return std::make_unique<CpuExecutable>(graph, std::move(code), std::move(lib));
+  auto exe = std::make_unique<CpuExecutable>(graph, std::move(code), std::move(lib), memory_planning);
+  if (verbose && exe->static_plan() != nullptr) {
+    const Binding& b = *exe->static_plan();
+    int inplace = 0;
+    for (const BufferRequest& r : b.requests) inplace += r.reuses >= 0;
+    std::cerr << "[cpu] arena: " << b.requests.size() << " buffers in " << b.placement.arena_bytes << " bytes (lower bound "
+              << b.placement.lower_bound_bytes << ", " << inplace << " in place, memory_planning " << memory_planning
+              << ")\n";
+    for (size_t i = 0; i < b.convs.size(); ++i)
+      std::cerr << "[cpu] conv2d node " << exe->code().dnnl_convs[i].node << ": oneDNN " << b.convs[i]->implementation()
+                << "\n";
+  }
+  return exe;
+}
+
+cpu::ExecutionPlan cpu::execution_plan(const Executable& exe, const std::vector<Shape>& input_shapes) {
+  const auto* cpu = dynamic_cast<const CpuExecutable*>(&exe);
+  INGOT_CHECK(cpu != nullptr, "execution_plan: not a CpuBackend executable");
+  std::shared_ptr<const Binding> b = cpu->binding_for(input_shapes);
+  ExecutionPlan p;
+  p.requests = b->requests;
+  p.placement = b->placement;
+  for (const auto& c : b->convs) p.conv_implementations.push_back(c->implementation());
+  p.nhwc_values = cpu->code().nhwc_values;
+  return p;
 }
 
 }  // namespace ingot

@@ -1,15 +1,30 @@
-// Lowering with an explicit fusion plan (CpuBackend::lower passes plan_fusion(graph)); tests use
-// it to exercise fused groups whatever the fusion pass decides today.
+// Lowering with an explicit fusion plan (CpuBackend::lower passes fusion_plan_for(graph, options));
+// tests use it to exercise fused groups whatever the fusion pass decides today.
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "compiler/fusion_plan.h"
+#include "compiler/memory_plan.h"
 #include "ingot/cpu_backend.h"
 
 namespace ingot::cpu {
 
 std::unique_ptr<Executable> lower_with_plan(const Graph& graph, const FusionPlan& plan,
-                                            const CpuBackend::CpuOptions& options, bool verbose);
+                                            const CpuBackend::CpuOptions& options, bool verbose,
+                                            const std::string& memory_planning = "greedy");
+
+// What a CPU executable runs with for these input shapes (planned at load for static shapes, on
+// the first call otherwise): the arena requests (one per intermediate buffer, steps = generated
+// schedule) and their placement, oneDNN's kernel per conv2d, the buffers kept channels-last.
+struct ExecutionPlan {
+  std::vector<BufferRequest> requests;
+  BufferPlacement placement;
+  std::vector<std::string> conv_implementations;
+  std::vector<ValueId> nhwc_values;
+};
+ExecutionPlan execution_plan(const Executable& exe, const std::vector<Shape>& input_shapes);
 
 }  // namespace ingot::cpu

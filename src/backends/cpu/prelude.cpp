@@ -12,6 +12,7 @@ const char* const kCore = R"IGPRELUDE(
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <type_traits>
 
 extern "C" {
@@ -20,6 +21,10 @@ struct ingot_host {
   const void* const* constants;
   int (*run_node)(void* ctx, int32_t node, const void* const* inputs, void* const* outputs,
                   char* error, size_t error_size);
+  char* arena;
+  const int64_t* offsets;
+  int (*conv2d)(void* ctx, int32_t conv, const void* x, const void* w, const void* b, void* y,
+                char* error, size_t error_size);
 };
 }
 
@@ -317,19 +322,6 @@ inline int ig_fail(const ig_ctx* c, const char* msg) {
   return 1;
 }
 
-// Intermediate buffers: 64-byte aligned, freed after their last use or when the call returns.
-template <int N>
-struct ig_buffers {
-  void* p[N > 0 ? N : 1] = {};
-  void* alloc(int slot, size_t bytes) {
-    size_t n = (bytes + 63) / 64 * 64;
-    p[slot] = std::aligned_alloc(64, n > 0 ? n : 64);
-    return p[slot];
-  }
-  void release(int slot) { std::free(p[slot]); p[slot] = nullptr; }
-  ~ig_buffers() { for (void* q : p) std::free(q); }
-};
-
 inline bool ig_big(int64_t work) { return work > 65536; }
 
 // ---- reductions over [outer, n, inner] (the reduced axes are the contiguous block n) ----
@@ -432,6 +424,54 @@ void ig_batch_norm(const T* __restrict x, const P1* w, const P2* b, const P3* me
     T* yr = y + oc * inner;
     #pragma omp simd
     for (int64_t i = 0; i < inner; ++i) yr[i] = static_cast<T>(static_cast<C>(xr[i]) * sc + sh);
+  }
+}
+
+// ---- channels-last (NHWC) variants, for buffers the code generator keeps in oneDNN's layout ----
+// batch_norm over rows of `channels` contiguous values (the same arithmetic as ig_batch_norm).
+template <class T, class P1, class P2, class P3, class P4>
+void ig_batch_norm_nhwc(const T* __restrict x, const P1* w, const P2* b, const P3* mean, const P4* var,
+                        T* __restrict y, int64_t rows, int64_t channels, double eps) {
+  using C = ig_c<T>;
+  C* sc = static_cast<C*>(std::malloc(sizeof(C) * size_t(channels > 0 ? 2 * channels : 1)));
+  if (sc == nullptr) throw std::bad_alloc();
+  C* sh = sc + channels;
+  for (int64_t c = 0; c < channels; ++c) {
+    const double scale = static_cast<double>(static_cast<ig_c<P1>>(w[c])) /
+                         std::sqrt(static_cast<double>(static_cast<ig_c<P4>>(var[c])) + eps);
+    sc[c] = static_cast<C>(scale);
+    sh[c] = static_cast<C>(static_cast<double>(static_cast<ig_c<P2>>(b[c])) -
+                           static_cast<double>(static_cast<ig_c<P3>>(mean[c])) * scale);
+  }
+  #pragma omp parallel for if(ig_big(rows * channels) && rows > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * channels;
+    T* yr = y + r * channels;
+    #pragma omp simd
+    for (int64_t c = 0; c < channels; ++c) yr[c] = static_cast<T>(static_cast<C>(xr[c]) * sc[c] + sh[c]);
+  }
+  std::free(sc);
+}
+
+// global_avg_pool2d of [n, pixels, channels] into [n, channels]: a double sum per channel, the
+// pixels streamed once (the NCHW reduction would stride through the image once per channel).
+template <class T, class O>
+void ig_avg_pool_nhwc(const T* __restrict x, O* __restrict y, int64_t n, int64_t pixels, int64_t channels) {
+  const int64_t chunk = 256;  // channels per task: a few KiB of accumulators
+  const int64_t tasks_per_image = (channels + chunk - 1) / chunk;
+  #pragma omp parallel for if(ig_big(n * pixels * channels) && n * tasks_per_image > 1)
+  for (int64_t t = 0; t < n * tasks_per_image; ++t) {
+    const int64_t img = t / tasks_per_image, c0 = (t % tasks_per_image) * chunk;
+    const int64_t m = std::min(chunk, channels - c0);
+    double acc[256];
+    for (int64_t c = 0; c < m; ++c) acc[c] = 0.0;
+    const T* xi = x + img * pixels * channels + c0;
+    for (int64_t p = 0; p < pixels; ++p) {
+      const T* xp = xi + p * channels;
+      #pragma omp simd
+      for (int64_t c = 0; c < m; ++c) acc[c] += static_cast<double>(static_cast<ig_c<T>>(xp[c]));
+    }
+    for (int64_t c = 0; c < m; ++c) y[img * channels + c0 + c] = static_cast<O>(acc[c] / static_cast<double>(pixels));
   }
 }
 )IGPRELUDE";
