@@ -1,11 +1,16 @@
 // The native CPU backend benchmark (issue 3), every figure measured in this one run:
 //   1. gelu (erf form) on a 32x1000x4096 float32 array: CpuBackend vs ReferenceBackend, and a
-//      memcpy of the same bytes, so the achieved GB/s (read + write) sits beside memcpy's;
+//      memcpy of the same bytes, so the achieved GB/s (read + write) sits beside memcpy's. Each
+//      evaluate returns a new output tensor; the honest baseline is a memcpy into a new tensor
+//      each time too. "warm": the buffer cache (set_buffer_cache_limit) recycles the previous
+//      output's pages; "fresh": cache off, every output is new memory (page faults);
 //   2. ExampleMLP (batch 128) and ExampleCNN (batch 32, 3x224x224) forward, inference:
 //      CpuBackend vs ReferenceBackend, achieved GFLOP/s, and compile time cold (empty cache
 //      directory), warm in memory (second compile in the process), warm from disk (in-memory
 //      cache cleared) and warm from disk in a fresh child process;
-//   3. the library GEMM peak: one 2048x2048x2048 float32 matmul through CpuBackend (OpenBLAS).
+//   3. the library GEMM peak: one 2048x2048x2048 float32 matmul through CpuBackend (OpenBLAS);
+//   4. per model: the compiler's planned peak (memory_plan) beside the arena the CPU backend
+//      actually runs with (its materialized buffers, planned in its own schedule).
 // Timings are medians of a few repetitions after one warm-up (the reference backend's large
 // cases run once, without warm-up). Nothing here asserts timing.
 //
@@ -30,7 +35,10 @@
 #include <vector>
 
 #include "backends/cpu/cache.h"
+#include "backends/cpu/executable.h"
 #include "backends/cpu/toolchain.h"
+#include "compiler/memory_plan.h"
+#include "compiler/passes/passes.h"
 #include "ingot/ingot.h"
 #include "ingot/models.h"
 
@@ -197,6 +205,10 @@ struct ModelRow {
   double cpu_ms = 0, ref_ms = 0, max_abs_diff = 0;
   int cpu_reps = 0, ref_reps = 0;
   CompileTimes ct;
+  // Memory: the compiler's plan (all intermediates, node order) and the CPU backend's arena
+  // (only the buffers its fused kernels materialize, in its schedule).
+  int64_t planned_peak = 0, lower_bound = 0, unplanned = 0, arena = 0, arena_lower_bound = 0;
+  std::string conv_impls;
 };
 
 ModelRow bench_model(const std::string& which, const std::string& label, int64_t batch, int cpu_reps,
@@ -221,6 +233,19 @@ ModelRow bench_model(const std::string& which, const std::string& label, int64_t
   r.ref_ms = time_ms([&] { y_ref = ref.evaluate(params, in).at("output"); }, ref_reps, ref_reps > 1 ? 1 : 0);
   r.ref_reps = ref_reps;
   r.max_abs_diff = max_abs_diff(y_cpu, y_ref);
+  const MemoryPlan& mp = cpu.memory_plan();
+  r.planned_peak = mp.planned_peak_bytes;
+  r.lower_bound = mp.lower_bound_bytes;
+  r.unplanned = mp.unplanned_bytes;
+  const std::string dir = fresh_dir(which + "-plan");
+  std::unique_ptr<Executable> exe =
+      cpu::lower_with_plan(cpu.graph(), fusion_plan_for(cpu.graph(), o), cpu_backend(dir).options(), false);
+  const cpu::ExecutionPlan ep = cpu::execution_plan(*exe, {x.shape()});
+  r.arena = ep.placement.arena_bytes;
+  r.arena_lower_bound = ep.placement.lower_bound_bytes;
+  for (const std::string& c : ep.conv_implementations) r.conv_impls += (r.conv_impls.empty() ? "" : ", ") + c;
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
   return r;
 }
 
@@ -261,6 +286,9 @@ int main(int argc, char** argv) {
   std::cerr << "[bench_cpu] gelu: cpu\n";
   const int gelu_reps = 5;
   const double gelu_cpu_ms = time_ms([&] { gy_cpu = gcpu.evaluate({}, {{"x", gx}}).at("y"); }, gelu_reps);
+  set_buffer_cache_limit(0);  // every output new memory
+  const double gelu_fresh_ms = time_ms([&] { gy_cpu = gcpu.evaluate({}, {{"x", gx}}).at("y"); }, 3);
+  set_buffer_cache_limit(size_t{4} << 30);
   std::cerr << "[bench_cpu] gelu: reference x1\n";
   const double gelu_ref_ms = time_ms([&] { gy_ref = gref.evaluate({}, {{"x", gx}}).at("y"); }, 1, 0);
   const double gelu_diff = max_abs_diff(gy_cpu, gy_ref);
@@ -285,13 +313,18 @@ int main(int argc, char** argv) {
     for (auto& t : ts) t.join();
   };
   const double memcpy2_ms = time_ms([&] { par_copy(dst.get()); }, 5);
-  const double memcpy_fresh_ms = time_ms(
-      [&] {
-        std::unique_ptr<char[]> d(new char[nbytes]);
-        par_copy(d.get());
-        asm volatile("" : : "r"(d.get()) : "memory");
-      },
-      3);
+  // Into a new tensor each call: the same allocation path as an evaluate's output.
+  Tensor copy_out;
+  auto copy_into_new_tensor = [&] {
+    Tensor t = Tensor::uninitialized(DType::Float32, gshape);
+    par_copy(static_cast<char*>(t.raw_data()));
+    copy_out = t;  // the previous one is freed here, as an evaluate's previous output is
+  };
+  const double memcpy_warm_ms = time_ms(copy_into_new_tensor, 5);
+  set_buffer_cache_limit(0);
+  const double memcpy_fresh_ms = time_ms(copy_into_new_tensor, 3);
+  set_buffer_cache_limit(size_t{4} << 30);
+  copy_out = Tensor();
   dst.reset();
   auto gbps = [&](double ms) { return 2.0 * gbytes / (ms * 1e-3) / 1e9; };  // read + write
   const double memcpy_best_ms = std::min(memcpy1_ms, memcpy2_ms);
@@ -327,15 +360,25 @@ int main(int argc, char** argv) {
               gelu_ref_ms / gelu_cpu_ms);
   std::printf("  %-34s %10.2f ms  %7.2f GB/s\n", "memcpy, 1 thread", memcpy1_ms, gbps(memcpy1_ms));
   std::printf("  %-34s %10.2f ms  %7.2f GB/s\n", "memcpy, 2 threads", memcpy2_ms, gbps(memcpy2_ms));
-  std::printf("  %-34s %10.2f ms  %7.2f GB/s\n", "memcpy, 2 threads, fresh dst", memcpy_fresh_ms, gbps(memcpy_fresh_ms));
-  std::printf("  cpu / best memcpy bandwidth: %.1f%% (target >= 80%%); vs fresh-dst memcpy: %.1f%%; max|cpu-ref| %.2e\n\n",
-              100.0 * memcpy_best_ms / gelu_cpu_ms, 100.0 * memcpy_fresh_ms / gelu_cpu_ms, gelu_diff);
+  std::printf("  %-34s %10.2f ms  %7.2f GB/s\n", "memcpy, 2 threads, new tensor (warm)", memcpy_warm_ms, gbps(memcpy_warm_ms));
+  std::printf("  %-34s %10.2f ms  %7.2f GB/s\n", "ingot cpu, cache off (fresh)", gelu_fresh_ms, gbps(gelu_fresh_ms));
+  std::printf("  %-34s %10.2f ms  %7.2f GB/s\n", "memcpy, new tensor, cache off", memcpy_fresh_ms, gbps(memcpy_fresh_ms));
+  std::printf("  cpu / memcpy into a new tensor: warm %.1f%% (target >= 80%%), fresh %.1f%%; vs memcpy into a reused "
+              "buffer %.1f%%; max|cpu-ref| %.2e\n\n",
+              100.0 * memcpy_warm_ms / gelu_cpu_ms, 100.0 * memcpy_fresh_ms / gelu_fresh_ms,
+              100.0 * memcpy_best_ms / gelu_cpu_ms, gelu_diff);
   std::printf("%-28s %10s %8s %10s %8s %9s %10s %10s %10s %10s %9s\n", "model", "cpu ms", "GFLOP/s", "ref ms",
               "ref/cpu", "max diff", "cold ms", "warm mem", "warm disk", "warm proc", "disk hit");
   for (const ModelRow& r : rows)
     std::printf("%-28s %10.2f %8.2f %10.2f %8.1f %9.2e %10.1f %10.3f %10.3f %10.3f %9s\n", r.name.c_str(), r.cpu_ms,
                 r.flops / (r.cpu_ms * 1e-3) / 1e9, r.ref_ms, r.ref_ms / r.cpu_ms, r.max_abs_diff, r.ct.cold_ms,
                 r.ct.warm_memory_ms, r.ct.warm_disk_ms, r.ct.warm_disk_child_ms, r.ct.disk_hit ? "yes" : "NO");
+  std::printf("\n%-28s %14s %14s %14s %14s %14s  %s\n", "memory (MiB)", "planned peak", "lower bound", "unplanned",
+              "cpu arena", "arena lower b.", "conv2d kernels (oneDNN)");
+  auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
+  for (const ModelRow& r : rows)
+    std::printf("%-28s %14.2f %14.2f %14.2f %14.2f %14.2f  %s\n", r.name.c_str(), mib(r.planned_peak), mib(r.lower_bound),
+                mib(r.unplanned), mib(r.arena), mib(r.arena_lower_bound), r.conv_impls.empty() ? "-" : r.conv_impls.c_str());
   std::printf("\nlibrary GEMM peak (matmul %lldx%lldx%lld through CpuBackend): %.2f ms, %.2f GFLOP/s\n",
               static_cast<long long>(gn), static_cast<long long>(gn), static_cast<long long>(gn), gemm_ms, gemm_gflops);
 
@@ -352,7 +395,11 @@ int main(int argc, char** argv) {
      << ", \"reference_reps\": 1, \"cpu_gbps\": " << gbps(gelu_cpu_ms) << ", \"memcpy_1t_ms\": " << memcpy1_ms
      << ", \"memcpy_2t_ms\": " << memcpy2_ms << ", \"memcpy_2t_fresh_dst_ms\": " << memcpy_fresh_ms
      << ", \"memcpy_best_gbps\": " << gbps(memcpy_best_ms) << ", \"memcpy_fresh_dst_gbps\": " << gbps(memcpy_fresh_ms)
-     << ", \"fraction_of_memcpy\": " << memcpy_best_ms / gelu_cpu_ms << ", \"max_abs_diff_vs_reference\": " << gelu_diff
+     << ", \"memcpy_new_tensor_warm_ms\": " << memcpy_warm_ms << ", \"memcpy_new_tensor_warm_gbps\": " << gbps(memcpy_warm_ms)
+     << ", \"cpu_fresh_ms\": " << gelu_fresh_ms << ", \"cpu_fresh_gbps\": " << gbps(gelu_fresh_ms)
+     << ", \"fraction_of_memcpy\": " << memcpy_warm_ms / gelu_cpu_ms
+     << ", \"fraction_of_memcpy_fresh\": " << memcpy_fresh_ms / gelu_fresh_ms
+     << ", \"fraction_of_memcpy_reused_buffer\": " << memcpy_best_ms / gelu_cpu_ms << ", \"max_abs_diff_vs_reference\": " << gelu_diff
      << "},\n";
   js << "  \"models\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -363,7 +410,11 @@ int main(int argc, char** argv) {
        << ", \"max_abs_diff_vs_reference\": " << r.max_abs_diff << ", \"compile_cold_ms\": " << r.ct.cold_ms
        << ", \"compile_warm_memory_ms\": " << r.ct.warm_memory_ms << ", \"compile_warm_disk_ms\": " << r.ct.warm_disk_ms
        << ", \"compile_warm_disk_child_process_ms\": " << r.ct.warm_disk_child_ms
-       << ", \"warm_disk_was_cache_hit\": " << (r.ct.disk_hit ? "true" : "false") << "}"
+       << ", \"warm_disk_was_cache_hit\": " << (r.ct.disk_hit ? "true" : "false")
+       << ", \"planned_peak_bytes\": " << r.planned_peak << ", \"lower_bound_bytes\": " << r.lower_bound
+       << ", \"unplanned_bytes\": " << r.unplanned << ", \"cpu_arena_bytes\": " << r.arena
+       << ", \"cpu_arena_lower_bound_bytes\": " << r.arena_lower_bound << ", \"conv2d_kernels\": " << json_str(r.conv_impls)
+       << "}"
        << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   js << "  ],\n  \"gemm\": {\"n\": " << gn << ", \"ms\": " << gemm_ms << ", \"gflops\": " << gemm_gflops << "}\n}\n";

@@ -152,3 +152,25 @@ TEST(Tensor, UninitializedHasShapeAndAlignment) {
   EXPECT_THROW(Tensor::uninitialized(DType::Float32, {-1}), Error);
   EXPECT_EQ(Tensor::uninitialized(DType::Int8, {0}).numel(), 0);
 }
+
+TEST(BufferCache, LargeBuffersAreRecycledAndZeroedOnRequest) {
+  set_buffer_cache_limit(size_t{64} << 20);
+  const void* first = nullptr;
+  {
+    Tensor a = Tensor::uninitialized(DType::Float32, {1 << 19});  // 2 MiB: cached when freed
+    a.data<float>()[5] = 42.0f;
+    first = a.raw_data();
+  }
+  EXPECT_GE(buffer_cache_bytes(), size_t{2} << 20);
+  Tensor b(DType::Float32, {1 << 19});  // takes the cached block and zero-fills it
+  EXPECT_EQ(b.raw_data(), first);
+  EXPECT_EQ(b.data<float>()[5], 0.0f);
+  EXPECT_EQ(buffer_cache_bytes(), 0u);
+  Tensor small = Tensor::uninitialized(DType::Float32, {100});  // below 1 MiB: plain allocation
+  b = Tensor();
+  set_buffer_cache_limit(0);  // frees what the cache holds; later frees go to the OS
+  EXPECT_EQ(buffer_cache_bytes(), 0u);
+  { Tensor c = Tensor::uninitialized(DType::Float32, {1 << 19}); }
+  EXPECT_EQ(buffer_cache_bytes(), 0u);
+  set_buffer_cache_limit(size_t{4} << 30);
+}

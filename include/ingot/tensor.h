@@ -107,4 +107,11 @@ double max_abs_diff(const Tensor& a, const Tensor& b);
 // Copies `src` (any strides) into contiguous `dst` of the same shape and dtype.
 void copy_strided(const Tensor& src, Tensor& dst);  // dst contiguous, same shape and dtype
 
+// Tensor buffers of 1 MiB and more are recycled when freed instead of going back to the OS, so a
+// model returning a new large output each call reuses warm pages. The cache holds at most
+// `bytes` (default 4 GiB, or $INGOT_BUFFER_CACHE_MB); 0 disables it and frees what it holds.
+//   ingot::set_buffer_cache_limit(size_t{1} << 30);  // keep at most 1 GiB of freed buffers
+void set_buffer_cache_limit(size_t bytes);
+size_t buffer_cache_bytes();  // bytes held in the cache now (freed, ready for reuse)
+
 }  // namespace ingot

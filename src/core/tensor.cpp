@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "core/buffer_cache.h"
+
 namespace ingot {
 
 Strides contiguous_strides(const Shape& shape) {
@@ -17,15 +19,10 @@ Strides contiguous_strides(const Shape& shape) {
 }
 
 namespace {
-constexpr size_t kAlignment = 64;
-
 std::shared_ptr<void> allocate(size_t nbytes, bool zero = true) {
-  size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded == 0) rounded = kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
-  INGOT_CHECK(p != nullptr, "Out of memory allocating ", nbytes, " bytes");
-  if (zero) std::memset(p, 0, rounded);
-  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  std::shared_ptr<void> p = allocate_buffer(nbytes);
+  if (zero && nbytes > 0) std::memset(p.get(), 0, nbytes);
+  return p;
 }
 
 // Visits every element of `t` in row-major order, passing its byte offset from raw_data().

@@ -14,6 +14,7 @@
 #include "backends/cpu/executable.h"
 #include "backends/cpu/toolchain.h"
 #include "compiler/fusion_plan.h"
+#include "core/buffer_cache.h"
 #include "compiler/memory_plan.h"
 #include "compiler/passes/passes.h"
 #include "compiler/shape_inference.h"
@@ -36,9 +37,9 @@ struct Binding {
 // One arena: reused across calls; a call holds one for its duration, so concurrent calls each
 // get their own (the pool grows to the number of calls in flight at once).
 struct Arena {
+  std::shared_ptr<void> storage;  // from allocate_buffer: huge pages, recycled when freed
   char* data = nullptr;
   size_t bytes = 0;
-  ~Arena() { std::free(data); }
 };
 
 class CpuExecutable;
@@ -186,10 +187,10 @@ class CpuExecutable final : public Executable {
     }
     if (!a) a = std::make_unique<Arena>();
     if (a->bytes < bytes) {
-      std::free(a->data);
-      a->data = static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-      a->bytes = a->data != nullptr ? bytes : 0;
-      INGOT_CHECK(a->data != nullptr, "CpuBackend: cannot allocate the ", bytes, "-byte arena for intermediates");
+      a->storage.reset();
+      a->storage = allocate_buffer(bytes);
+      a->data = static_cast<char*>(a->storage.get());
+      a->bytes = bytes;
     }
     return a;
   }

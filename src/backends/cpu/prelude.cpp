@@ -361,6 +361,8 @@ void ig_reduce(const T* __restrict x, O* __restrict y, int64_t outer, int64_t n,
 }
 
 // ---- softmax / log_softmax along the middle axis of [outer, n, inner] (reference order) ----
+// The three passes over a row are `omp simd` loops; exp is ig_exp (the vectorized ig_vexp for
+// float compute, libm for double); the sum accumulates in double as the reference does.
 template <bool kLog, class TI, class TO>
 void ig_softmax(const TI* __restrict x, TO* __restrict y, int64_t outer, int64_t n, int64_t inner) {
   using C = ig_c<TO>;
@@ -370,13 +372,19 @@ void ig_softmax(const TI* __restrict x, TO* __restrict y, int64_t outer, int64_t
     const TI* xr = x + o * n * inner + i;
     TO* yr = y + o * n * inner + i;
     C mx = -std::numeric_limits<C>::infinity();
-    for (int64_t k = 0; k < n; ++k) mx = std::max(mx, static_cast<C>(xr[k * inner]));
+    #pragma omp simd reduction(max:mx)
+    for (int64_t k = 0; k < n; ++k) {
+      const C v = static_cast<C>(xr[k * inner]);
+      mx = v > mx ? v : mx;
+    }
     double sum = 0;
-    for (int64_t k = 0; k < n; ++k) sum += static_cast<double>(std::exp(static_cast<C>(xr[k * inner]) - mx));
+    #pragma omp simd reduction(+:sum)
+    for (int64_t k = 0; k < n; ++k) sum += static_cast<double>(ig_exp<C>(static_cast<C>(xr[k * inner]) - mx));
     const C norm = static_cast<C>(kLog ? std::log(sum) : 1.0 / sum);
+    #pragma omp simd
     for (int64_t k = 0; k < n; ++k) {
       const C d = static_cast<C>(xr[k * inner]) - mx;
-      yr[k * inner] = static_cast<TO>(kLog ? d - norm : std::exp(d) * norm);
+      yr[k * inner] = static_cast<TO>(kLog ? d - norm : ig_exp<C>(d) * norm);
     }
   }
 }
