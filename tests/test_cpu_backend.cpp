@@ -535,3 +535,31 @@ TEST(CpuBackend, ConcurrentCallsGetTheirOwnArena) {
   for (std::thread& th : threads) th.join();
   for (size_t t = 0; t < ins.size(); ++t) EXPECT_EQ(bad[t], 0) << "thread " << t;
 }
+
+TEST(CpuBackend, ReductionPrologueFusesIntoOnePass) {
+  using V = std::vector<int64_t>;
+  Graph g = make_graph({{"x", {"N", 5, 7}}, {"y", {"N", 5, 7}}, {"b", {7}}, {"h", {"N", 5, 7}, DType::Float16}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         // fused: sum(exp(x - y) * 2) over the last axis, max over axes 1..2
+                         ValueId d = g.add_op("exp", {g.add_op("sub", {in[0], in[1]})});   // nodes 0, 1
+                         g.set_output("sum", g.add_op("sum", {g.add_op("mul", {d, scalar(g, 2.0)})}, {{"axes", V{-1}}}));
+                         ValueId sq = g.add_op("mul", {in[0], in[0]});                      // node 4
+                         g.set_output("max", g.add_op("max", {g.add_op("neg", {sq})}, {{"axes", V{1, 2}}}));
+                         // not fused: the prologue broadcasts b
+                         g.set_output("bcast", g.add_op("mean", {g.add_op("add", {in[0], in[2]})}, {{"axes", V{0}}}));
+                         // not fused: the prologue's value is also an output
+                         ValueId t = g.add_op("tanh", {in[1]});                               // node 9
+                         g.set_output("t", t);
+                         g.set_output("min", g.add_op("min", {t}, {{"axes", V{2}}}));
+                         // fused, float16 input computed in float
+                         g.set_output("hsum", g.add_op("sum", {g.add_op("abs", {in[3]})}));   // nodes 11, 12
+                       });
+  auto inputs = [](int64_t n, uint64_t seed) {
+    return std::vector<Tensor>{random_tensor({n, 5, 7}, seed), random_tensor({n, 5, 7}, seed + 1),
+                               random_tensor({7}, seed + 2), random_tensor({n, 5, 7}, seed + 3, -2, 2, DType::Float16)};
+  };
+  const PlanFn plan = grouped({{0, 1, 2, 3}, {4, 5, 6}, {7, 8}, {9, 10}, {11, 12}});
+  const std::string src = check(g, {inputs(3, 150), inputs(1, 151), inputs(0, 152)}, plan, 1e-4, 1e-4);
+  EXPECT_EQ(count(src, "prologue fused"), 3) << src;
+  EXPECT_EQ(count(src, "ig_reduce_fn<"), 3 + 1);  // + the prelude's ig_reduce wrapper
+}

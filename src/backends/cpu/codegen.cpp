@@ -159,7 +159,8 @@ int norm_axis(int64_t a, int rank) { return static_cast<int>(a < 0 ? a + rank : 
 
 // ---- the generator -----------------------------------------------------------------------------
 struct Segment {
-  enum Kind { Elementwise, Native, Fallback } kind;
+  // Reduce: a native reduction (last node) with its elementwise prologue computed inside it.
+  enum Kind { Elementwise, Native, Fallback, Reduce } kind;
   std::vector<NodeId> nodes;
   int group;
 };
@@ -231,6 +232,13 @@ class Generator {
           run.push_back(n);
           continue;
         }
+        if (native && n == grp.anchor && prologue_fuses(run, node)) {
+          run.push_back(n);
+          segs_.push_back({Segment::Reduce, run, static_cast<int>(gi)});
+          out_.native_nodes.insert(out_.native_nodes.end(), run.begin(), run.end());
+          run.clear();
+          continue;
+        }
         flush();
         segs_.push_back({native ? Segment::Native : Segment::Fallback, {n}, static_cast<int>(gi)});
         (native ? out_.native_nodes : out_.fallback_nodes).push_back(n);
@@ -240,6 +248,32 @@ class Generator {
         if (s.group == static_cast<int>(gi) && s.kind == Segment::Elementwise)
           out_.native_nodes.insert(out_.native_nodes.end(), s.nodes.begin(), s.nodes.end());
     }
+  }
+
+  // Whether elementwise nodes `run` can be computed inside reduction `red` (one pass, no buffer
+  // for the reduction's input): `red` is sum/mean/max/min reading the run's last value, no value
+  // of the run is read elsewhere or is a graph output, and every other operand has the
+  // reduction input's shape or is a scalar constant (so one flat index addresses all of them).
+  bool prologue_fuses(const std::vector<NodeId>& run, const Node& red) const {
+    static const std::set<std::string> kReductions = {"sum", "mean", "max", "min"};
+    if (run.empty() || !kReductions.count(red.op)) return false;
+    const ValueId x = red.inputs[0];
+    if (g_.node(run.back()).outputs[0] != x) return false;
+    std::set<ValueId> inside;
+    for (NodeId n : run) inside.insert(g_.node(n).outputs[0]);
+    std::set<NodeId> members(run.begin(), run.end());
+    members.insert(red.id);
+    for (const Node& n : g_.nodes()) {
+      if (members.count(n.id)) continue;
+      for (ValueId v : n.inputs)
+        if (inside.count(v)) return false;
+    }
+    for (const auto& [name, v] : g_.outputs())
+      if (inside.count(v)) return false;
+    for (NodeId n : run)
+      for (ValueId v : g_.node(n).inputs)
+        if (!inside.count(v) && !is_scalar_constant(g_.value(v)) && g_.value(v).shape != g_.value(x).shape) return false;
+    return true;
   }
 
   void plan_buffers() {
@@ -252,7 +286,8 @@ class Generator {
       for (NodeId n : segs_[s].nodes)
         for (ValueId v : g_.node(n).outputs) {
           seg_of_[v] = static_cast<int>(s);
-          if (segs_[s].kind != Segment::Elementwise) needs_buffer_[v] = true;
+          const bool fused_prologue = segs_[s].kind == Segment::Reduce && n != segs_[s].nodes.back();
+          if (segs_[s].kind != Segment::Elementwise && !fused_prologue) needs_buffer_[v] = true;
         }
     for (size_t s = 0; s < segs_.size(); ++s)
       for (NodeId n : segs_[s].nodes)
@@ -721,6 +756,60 @@ class Generator {
     call << ", " << ptr(y) << ") != 0) return 1;\n";
   }
 
+  // A reduction whose input is computed in place by its elementwise prologue: one pass, the
+  // prologue a lambda of the flat index (all its operands share the reduction input's shape).
+  void emit_fused_reduction(const Segment& seg, std::ostream& call) {
+    const Node& n = g_.node(seg.nodes.back());
+    const ValueId x = n.inputs[0], y = n.outputs[0];
+    const std::vector<Mono> xd = dims(x);
+    const int rank = static_cast<int>(xd.size());
+    std::set<ValueId> inside;
+    for (NodeId id : seg.nodes) inside.insert(g_.node(id).outputs[0]);
+    std::vector<ValueId> reads;
+    for (NodeId id : seg.nodes)
+      for (ValueId v : g_.node(id).inputs)
+        if (!inside.count(v) && !is_scalar_constant(g_.value(v)) && std::find(reads.begin(), reads.end(), v) == reads.end())
+          reads.push_back(v);
+    const std::string tx = ctype(g_.value(x).dtype), ty = ctype(g_.value(y).dtype);
+    const std::string name = kernel_name(seg.nodes, true);
+    std::ostringstream k;
+    k << "// group " << seg.group << " [reduction, prologue fused]: " << describe(seg.nodes) << "\n";
+    k << "static int " << name << "(const ig_ctx* ctx";
+    for (size_t i = 0; i < reads.size(); ++i) k << ", const " << ctype(g_.value(reads[i]).dtype) << "* __restrict p" << i;
+    k << ", " << ty << "* __restrict y) {\n" << dims_prologue();
+    int a = 0, b = -1;
+    reduce_block(n, rank, &a, &b);
+    if (rank == 0) {
+      k << "  const int64_t outer = 1, n = 1, inner = 1;\n";
+    } else {
+      k << "  const int64_t outer = " << str(product(xd, 0, static_cast<size_t>(a)))
+        << ", n = " << str(product(xd, static_cast<size_t>(a), static_cast<size_t>(b + 1)))
+        << ", inner = " << str(product(xd, static_cast<size_t>(b + 1))) << ";\n";
+    }
+    const int kind = n.op == "sum" ? 0 : n.op == "mean" ? 1 : n.op == "max" ? 2 : 3;
+    if (kind >= 2)
+      k << "  if (n == 0 && outer * inner > 0) return ig_fail(ctx, \"" << n.op
+        << ": cannot reduce over a zero-size dimension (no identity)\");\n";
+    std::map<ValueId, std::string> names;
+    k << "  auto load = [=](int64_t i) {\n";
+    for (size_t i = 0; i < reads.size(); ++i) {
+      names[reads[i]] = "a" + std::to_string(i);
+      k << "    const " << ctype(g_.value(reads[i]).dtype) << " a" << i << " = p" << i << "[i];\n";
+    }
+    for (size_t i = 0; i + 1 < seg.nodes.size(); ++i) {
+      const Node& p = g_.node(seg.nodes[i]);
+      names[p.outputs[0]] = "t" + std::to_string(p.outputs[0]);
+      k << "    const " << ctype(g_.value(p.outputs[0]).dtype) << " t" << p.outputs[0] << " = " << expr(p, names)
+        << ";  // " << p.op << "\n";
+    }
+    k << "    return t" << x << ";\n  };\n";
+    k << "  ig_reduce_fn<" << kind << ", " << tx << ", " << ty << ">(load, y, outer, n, inner);\n  return 0;\n}\n\n";
+    kernels_ << k.str();
+    call << "  if (" << name << "(ctx";
+    for (ValueId v : reads) call << ", " << ptr(v);
+    call << ", " << ptr(y) << ") != 0) return 1;\n";
+  }
+
   void emit_matmul(const Node& n, std::ostream& k) {
     const std::vector<Mono> ad = dims(n.inputs[0]), bd = dims(n.inputs[1]), yd = dims(n.outputs[0]);
     const size_t ra = ad.size(), rb = bd.size();
@@ -801,6 +890,8 @@ class Generator {
       e << "  // step " << s << "\n";
       if (seg.kind == Segment::Fallback) {
         emit_fallback(seg, e);
+      } else if (seg.kind == Segment::Reduce) {
+        emit_fused_reduction(seg, e);
       } else if (seg.kind == Segment::Native) {
         emit_native(seg, e);
       } else {

@@ -339,7 +339,7 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
     for (const BufferRequest& r : b.requests) inplace += r.reuses >= 0;
     std::cerr << "[cpu] arena: " << b.requests.size() << " buffers in " << b.placement.arena_bytes << " bytes (lower bound "
               << b.placement.lower_bound_bytes << ", " << inplace << " in place, memory_planning " << memory_planning
-              << ")\n";
+              << "), " << exe->code().nhwc_values.size() << " kept channels-last\n";
     for (size_t i = 0; i < b.convs.size(); ++i)
       std::cerr << "[cpu] conv2d node " << exe->code().dnnl_convs[i].node << ": oneDNN " << b.convs[i]->implementation()
                 << "\n";

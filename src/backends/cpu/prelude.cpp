@@ -327,8 +327,10 @@ inline bool ig_big(int64_t work) { return work > 65536; }
 // ---- reductions over [outer, n, inner] (the reduced axes are the contiguous block n) ----
 // kind: 0 sum, 1 mean, 2 max, 3 min. Sums of floats accumulate in double, of integers in
 // uint64_t (wrapping); max/min propagate NaN, as the reference kernels do.
-template <int kKind, class T, class O>
-void ig_reduce(const T* __restrict x, O* __restrict y, int64_t outer, int64_t n, int64_t inner) {
+// `load(i)`: element i (flat, row-major) of the reduced input, of type T; a fused elementwise
+// prologue computes it there instead of reading a buffer.
+template <int kKind, class T, class O, class Load>
+void ig_reduce_fn(Load load, O* __restrict y, int64_t outer, int64_t n, int64_t inner) {
   using C = ig_c<T>;
   using A = typename std::conditional<kKind >= 2, C,
       typename std::conditional<ig_is_float<T> || kKind == 1, double, uint64_t>::type>::type;
@@ -353,11 +355,16 @@ void ig_reduce(const T* __restrict x, O* __restrict y, int64_t outer, int64_t n,
   #pragma omp parallel for if(ig_big(outer * n * inner) && outer * inner > 1)
   for (int64_t oi = 0; oi < outer * inner; ++oi) {
     const int64_t o = oi / inner, i = oi % inner;
-    const T* xr = x + o * n * inner + i;
+    const int64_t base = o * n * inner + i;
     A a = init();
-    for (int64_t k = 0; k < n; ++k) step(a, xr[k * inner]);
+    for (int64_t k = 0; k < n; ++k) step(a, load(base + k * inner));
     y[oi] = finish(a);
   }
+}
+
+template <int kKind, class T, class O>
+void ig_reduce(const T* __restrict x, O* __restrict y, int64_t outer, int64_t n, int64_t inner) {
+  ig_reduce_fn<kKind, T, O>([x](int64_t i) { return x[i]; }, y, outer, n, inner);
 }
 
 // ---- softmax / log_softmax along the middle axis of [outer, n, inner] (reference order) ----
