@@ -10,14 +10,6 @@
 namespace ingot::testing {
 namespace {
 
-// Every leaf of `model` (inputs and parameters) as float64.
-CompileOptions float64_options(const Model& model, CompileOptions o) {
-  const Graph g = build_graph(model, o);
-  for (ValueId id : g.leaves())
-    if (g.value(id).kind != ValueKind::Constant && is_floating(g.value(id).dtype)) o.types[g.value(id).name] = DType::Float64;
-  return o;
-}
-
 // Linear -> Relu -> Linear -> sum: the smallest model with a loss.
 Model small_mlp() {
   Model m;
