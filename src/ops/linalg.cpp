@@ -694,6 +694,208 @@ void global_avg_pool2d_eval(const Node& n, std::span<const Tensor> in, std::span
   });
 }
 
+// --- gradient ops -----------------------------------------------------------------------------
+// The conv gradients reuse conv2d's im2col and GEMM, one column tile of one image and group at a
+// time, computing in float (double for float64) as conv2d does; the pools accumulate in double.
+
+// Adds each entry of the column matrix `dcol` ([K, ncols], as im2col lays it out for output
+// positions [j0, j0 + ncols)) back onto the input pixel it was read from: im2col's transpose.
+template <class A>
+void col2im_add(const A* dcol, const ConvGeom& g, int64_t j0, int64_t ncols, A* img) {
+  const Window& w = g.win;
+  for (int64_t c = 0; c < g.Cg; ++c)
+    for (int64_t ki = 0; ki < w.kernel[0]; ++ki)
+      for (int64_t kj = 0; kj < w.kernel[1]; ++kj, dcol += ncols) {
+        A* plane = img + c * g.H * g.W;
+        for (int64_t j = 0; j < ncols; ++j) {
+          const int64_t oh = (j0 + j) / g.Wo, ow = (j0 + j) % g.Wo;
+          const int64_t ih = oh * w.stride[0] - w.pad[0] + ki * w.dilation[0];
+          const int64_t iw = ow * w.stride[1] - w.pad[1] + kj * w.dilation[1];
+          if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) plane[ih * g.W + iw] += dcol[j];
+        }
+      }
+}
+
+// Per image, group and column tile: d input = col2im(W_g^T dY_g), d weight += dY_g im2col(x)^T.
+// `other` is the weight (input gradient) or the input (weight gradient); all in type A.
+template <bool kInputGrad, class A>
+void conv2d_grad_typed(const ConvGeom& g, const A* pdy, const A* po, A* pa) {
+  const int64_t cols = g.Ho * g.Wo;
+  const int64_t tile = std::max<int64_t>(1, std::min<int64_t>(cols, 1024));
+  std::vector<A> wt;  // per group, W_g^T: [K, Mg]
+  if constexpr (kInputGrad) {
+    wt.resize(static_cast<size_t>(g.groups * g.K * g.Mg));
+    for (int64_t grp = 0; grp < g.groups; ++grp)
+      for (int64_t m = 0; m < g.Mg; ++m)
+        for (int64_t k = 0; k < g.K; ++k)
+          wt[static_cast<size_t>((grp * g.K + k) * g.Mg + m)] = po[(grp * g.Mg + m) * g.K + k];
+  }
+  std::vector<A> col, colt, res;
+  for (int64_t img = 0; img < g.N; ++img)
+    for (int64_t grp = 0; grp < g.groups; ++grp)
+      for (int64_t j0 = 0; j0 < cols; j0 += tile) {
+        const int64_t nc = std::min(tile, cols - j0);
+        const A* dyg = pdy + (img * g.Cout + grp * g.Mg) * cols + j0;  // [Mg, nc], ld cols
+        col.resize(static_cast<size_t>(g.K * nc));
+        if constexpr (kInputGrad) {
+          gemm<A>(g.K, nc, g.Mg, wt.data() + grp * g.K * g.Mg, g.Mg, dyg, cols, col.data(), nc);
+          col2im_add(col.data(), g, j0, nc, pa + (img * g.C + grp * g.Cg) * g.H * g.W);
+        } else {
+          im2col(po + (img * g.C + grp * g.Cg) * g.H * g.W, g, j0, nc, col.data());
+          colt.resize(col.size());
+          for (int64_t k = 0; k < g.K; ++k)
+            for (int64_t j = 0; j < nc; ++j) colt[static_cast<size_t>(j * g.K + k)] = col[static_cast<size_t>(k * nc + j)];
+          res.resize(static_cast<size_t>(g.Mg * g.K));
+          gemm<A>(g.Mg, g.K, nc, dyg, cols, colt.data(), g.K, res.data(), g.K);
+          A* dw = pa + grp * g.Mg * g.K;
+          for (size_t i = 0; i < res.size(); ++i) dw[i] += res[i];
+        }
+      }
+}
+
+// conv2d_input_grad(dy, weight, like) and conv2d_weight_grad(input, dy, like) {conv2d's attrs}:
+// the gradients of conv2d with respect to its input and weight, shaped like `like`.
+template <bool kInputGrad>
+void conv2d_grad_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Tensor& like = in[2];
+  const Tensor& dy_in = kInputGrad ? in[0] : in[1];
+  const Tensor& other = kInputGrad ? in[1] : in[0];  // the weight, or the input
+  const Shape& xs = kInputGrad ? like.shape() : other.shape();
+  const Shape& ws = kInputGrad ? other.shape() : like.shape();
+  const ConvGeom g = conv_geom(n, xs, ws, nullptr);
+  const Shape ys{g.N, g.Cout, g.Ho, g.Wo};
+  INGOT_CHECK(dy_in.shape() == ys, n.op, ": the output gradient has shape ", to_string(dy_in.shape()),
+              ", expected ", to_string(ys));
+  const bool wide = dy_in.dtype() == DType::Float64 || other.dtype() == DType::Float64 || like.dtype() == DType::Float64;
+  const DType t = wide ? DType::Float64 : DType::Float32;
+  const Tensor dy = as_dtype(dy_in, t), o = as_dtype(other, t);
+  Tensor acc(t, like.shape());
+  if (wide) conv2d_grad_typed<kInputGrad>(g, dy.data<double>(), o.data<double>(), acc.data<double>());
+  else conv2d_grad_typed<kInputGrad>(g, dy.data<float>(), o.data<float>(), acc.data<float>());
+  out[0] = as_dtype(acc, like.dtype());
+}
+
+void conv2d_grad_shape(ShapeInfer& s) {
+  if (s.has_rank(s.in(2))) s.set_dims(s.out(), s.dims(s.in(2)));
+}
+
+void dtype_like_input2(const Node& n, std::span<const DType> in, std::span<DType> out) {
+  reject_bool(n, in);
+  out[0] = in[2];
+}
+
+// max_pool2d_grad(input, dy) {max_pool2d's attrs}: dy routed to the first maximum of each
+// window (the element the forward pass picked), summed where windows overlap.
+void max_pool2d_grad_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const PoolGeom g = pool_geom(n, in[0].shape());
+  const Shape ys{in[0].dim(0), in[0].dim(1), g.Ho, g.Wo};
+  INGOT_CHECK(in[1].shape() == ys, n.op, ": the output gradient has shape ", to_string(in[1].shape()),
+              ", expected ", to_string(ys));
+  const Tensor x = in[0].astype(DType::Float64), dy = in[1].astype(DType::Float64);
+  Tensor acc(DType::Float64, in[0].shape());
+  const double *px = x.data<double>(), *pdy = dy.data<double>();
+  double* pa = acc.data<double>();
+  for_each_window(g, [&](int64_t p, int64_t o, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
+    const double* plane = px + p * g.H * g.W;
+    double m = -std::numeric_limits<double>::infinity();
+    int64_t at = -1;
+    for (int64_t h = h0; h < h1 && !(m != m); ++h)
+      for (int64_t w = w0; w < w1; ++w) {
+        const double v = plane[h * g.W + w];
+        if (v > m || v != v || at < 0) m = v, at = h * g.W + w;
+        if (m != m) break;
+      }
+    if (at >= 0) pa[p * g.H * g.W + at] += pdy[p * g.Ho * g.Wo + o];
+  });
+  out[0] = acc.astype(in[1].dtype());
+}
+
+// avg_pool2d_grad(dy, like) {avg_pool2d's attrs}: each window's gradient spread evenly over the
+// elements it averaged.
+void avg_pool2d_grad_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const PoolGeom g = pool_geom(n, in[1].shape());
+  const int64_t include_pad = n.attrs.get_int("count_include_pad", 1);
+  const Shape ys{in[1].dim(0), in[1].dim(1), g.Ho, g.Wo};
+  INGOT_CHECK(in[0].shape() == ys, n.op, ": the output gradient has shape ", to_string(in[0].shape()),
+              ", expected ", to_string(ys));
+  const Tensor dy = in[0].astype(DType::Float64);
+  Tensor acc(DType::Float64, in[1].shape());
+  const double* pdy = dy.data<double>();
+  double* pa = acc.data<double>();
+  const double full = static_cast<double>(g.win.kernel[0] * g.win.kernel[1]);
+  for_each_window(g, [&](int64_t p, int64_t o, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
+    const double d = pdy[p * g.Ho * g.Wo + o] /
+                     (include_pad ? full : static_cast<double>((h1 - h0) * (w1 - w0)));
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w) pa[p * g.H * g.W + h * g.W + w] += d;
+  });
+  out[0] = acc.astype(in[0].dtype());
+}
+
+void pool_grad_shape(ShapeInfer& s) {
+  const ValueId like = s.node().op == "max_pool2d_grad" ? s.in(0) : s.in(1);
+  if (s.has_rank(like)) s.set_dims(s.out(), s.dims(like));
+}
+
+void dtype_of_grad(const Node& n, std::span<const DType> in, std::span<DType> out) {
+  out[0] = n.op == "max_pool2d_grad" ? in[1] : in[0];
+}
+
+// --- gradient rules ---------------------------------------------------------------------------
+
+// Swaps the last two axes.
+ValueId transpose_last2(VjpContext& c, ValueId v) {
+  std::vector<int64_t> perm(static_cast<size_t>(c.rank(v)));
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  return c.op("transpose", {v}, {{"perm", perm}});
+}
+
+// 1-D operands are promoted to matrices as the forward did ([K] -> [1, K] for a, [K, 1] for
+// b), the gradient computed for the matrices, summed over broadcast batch dims and squeezed back.
+void matmul_vjp(VjpContext& c) {
+  const ValueId a = c.in(0), b = c.in(1);
+  const bool a1 = c.rank(a) == 1, b1 = c.rank(b) == 1;
+  const ValueId a2 = a1 ? c.expand_dims(a, {0}) : a;
+  const ValueId b2 = b1 ? c.expand_dims(b, {-1}) : b;
+  ValueId g = c.grad_out();
+  if (a1 && b1) g = c.expand_dims(g, {0, 1});
+  else if (a1) g = c.expand_dims(g, {-2});
+  else if (b1) g = c.expand_dims(g, {-1});
+  if (c.needs_grad(0)) {
+    const ValueId da = c.sum_to_like(c.op("matmul", {g, transpose_last2(c, b2)}), a2);
+    c.set_grad(0, a1 ? c.reshape_like(da, a) : da);
+  }
+  if (c.needs_grad(1)) {
+    const ValueId db = c.sum_to_like(c.op("matmul", {transpose_last2(c, a2), g}), b2);
+    c.set_grad(1, b1 ? c.reshape_like(db, b) : db);
+  }
+}
+
+void conv2d_vjp(VjpContext& c) {
+  const ValueId g = c.grad_out();
+  if (c.needs_grad(0)) c.set_grad(0, c.op("conv2d_input_grad", {g, c.in(1), c.in(0)}, c.attrs()));
+  if (c.needs_grad(1)) c.set_grad(1, c.op("conv2d_weight_grad", {c.in(0), g, c.in(1)}, c.attrs()));
+  if (c.num_inputs() == 3 && c.needs_grad(2))
+    c.set_grad(2, c.op("sum", {g}, {{"axes", std::vector<int64_t>{0, 2, 3}}, {"keepdims", int64_t{0}}}));
+}
+
+void max_pool2d_vjp(VjpContext& c) {
+  c.set_grad(0, c.op("max_pool2d_grad", {c.in(0), c.grad_out()}, c.attrs()));
+}
+
+void avg_pool2d_vjp(VjpContext& c) {
+  c.set_grad(0, c.op("avg_pool2d_grad", {c.grad_out(), c.in(0)}, c.attrs()));
+}
+
+void global_avg_pool2d_vjp(VjpContext& c) {
+  const ValueId x = c.in(0);
+  ValueId g = c.grad_out();
+  if (c.attrs().get_int("keepdims", 0) == 0) g = c.expand_dims(g, {2, 3});
+  g = c.op("div", {g, c.count(x, {2, 3}, c.dtype(g))});
+  c.set_grad(0, c.broadcast_to_like(g, x));
+}
+
 }  // namespace
 
 void register_linalg_ops() {
@@ -704,7 +906,8 @@ void register_linalg_ops() {
                     .shape = matmul_shape,
                     .dtype = dtype_promoted,
                     .eval = matmul_eval,
-                    .doc = "NumPy matmul: batch dims broadcast, 1-D operands promoted and squeezed"});
+                    .doc = "NumPy matmul: batch dims broadcast, 1-D operands promoted and squeezed",
+                    .vjp = matmul_vjp});
   register_op(OpDef{.name = "conv2d",
                     .min_inputs = 2,
                     .max_inputs = 3,
@@ -712,25 +915,58 @@ void register_linalg_ops() {
                     .shape = conv2d_shape,
                     .dtype = dtype_promoted,
                     .eval = conv2d_eval,
-                    .doc = "2-D convolution, NCHW, weight [Cout, Cin/groups, kh, kw], optional bias"});
+                    .doc = "2-D convolution, NCHW, weight [Cout, Cin/groups, kh, kw], optional bias",
+                    .vjp = conv2d_vjp});
   register_op(OpDef{.name = "max_pool2d",
                     .fusion = FusionClass::Opaque,
                     .shape = pool_shape,
                     .dtype = dtype_same_as_input,
                     .eval = max_pool2d_eval,
-                    .doc = "2-D max pooling over [kh, kw] windows, padding counts as -inf"});
+                    .doc = "2-D max pooling over [kh, kw] windows, padding counts as -inf",
+                    .vjp = max_pool2d_vjp});
   register_op(OpDef{.name = "avg_pool2d",
                     .fusion = FusionClass::Opaque,
                     .shape = pool_shape,
                     .dtype = dtype_average,
                     .eval = avg_pool2d_eval,
-                    .doc = "2-D average pooling over [kh, kw] windows (count_include_pad = 1)"});
+                    .doc = "2-D average pooling over [kh, kw] windows (count_include_pad = 1)",
+                    .vjp = avg_pool2d_vjp});
   register_op(OpDef{.name = "global_avg_pool2d",
                     .fusion = FusionClass::Reduction,
                     .shape = global_pool_shape,
                     .dtype = dtype_average,
                     .eval = global_avg_pool2d_eval,
-                    .doc = "mean over H and W: [N, C, H, W] -> [N, C] (or [N, C, 1, 1])"});
+                    .doc = "mean over H and W: [N, C, H, W] -> [N, C] (or [N, C, 1, 1])",
+                    .vjp = global_avg_pool2d_vjp});
+  // Gradients of conv2d and the pools; `like` operands are read only for their shapes.
+  register_op(OpDef{.name = "conv2d_input_grad",
+                    .min_inputs = 3,
+                    .max_inputs = 3,
+                    .shape = conv2d_grad_shape,
+                    .dtype = dtype_like_input2,
+                    .eval = conv2d_grad_eval<true>,
+                    .doc = "conv2d_input_grad(dy, weight, like_input) {conv2d's attrs}: d conv2d / d input"});
+  register_op(OpDef{.name = "conv2d_weight_grad",
+                    .min_inputs = 3,
+                    .max_inputs = 3,
+                    .shape = conv2d_grad_shape,
+                    .dtype = dtype_like_input2,
+                    .eval = conv2d_grad_eval<false>,
+                    .doc = "conv2d_weight_grad(input, dy, like_weight) {conv2d's attrs}: d conv2d / d weight"});
+  register_op(OpDef{.name = "max_pool2d_grad",
+                    .min_inputs = 2,
+                    .max_inputs = 2,
+                    .shape = pool_grad_shape,
+                    .dtype = dtype_of_grad,
+                    .eval = max_pool2d_grad_eval,
+                    .doc = "max_pool2d_grad(input, dy) {max_pool2d's attrs}: dy to each window's first max"});
+  register_op(OpDef{.name = "avg_pool2d_grad",
+                    .min_inputs = 2,
+                    .max_inputs = 2,
+                    .shape = pool_grad_shape,
+                    .dtype = dtype_of_grad,
+                    .eval = avg_pool2d_grad_eval,
+                    .doc = "avg_pool2d_grad(dy, like_input) {avg_pool2d's attrs}: dy spread over each window"});
 }
 
 }  // namespace ingot::ops
