@@ -34,23 +34,26 @@ namespace {
 inline uint32_t ig_fbits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 inline float ig_bitsf(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
 
+// Conversions are branch-free (every case computed, then selected) so loops over float16 /
+// bfloat16 data vectorize like float loops.
 struct ig_half {
   uint16_t bits = 0;
   ig_half() = default;
   ig_half(float f) {
-    uint32_t x = ig_fbits(f), sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
-    if (a >= 0x7f800000u) { bits = uint16_t(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u)); return; }
-    if (a >= 0x47800000u) { bits = uint16_t(sign | 0x7c00u); return; }
-    if (a < 0x38800000u) { float m = ig_bitsf(a) + 0.5f; bits = uint16_t(sign | (ig_fbits(m) - 0x3f000000u)); return; }
-    uint32_t odd = (a >> 13) & 1u;
-    a += 0xc8000fffu + odd;
-    bits = uint16_t(sign | (a >> 13));
+    const uint32_t x = ig_fbits(f), sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
+    const uint32_t nan_inf = 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u);
+    const uint32_t sub = ig_fbits(ig_bitsf(a) + 0.5f) - 0x3f000000u;  // below 2^-14: exact rounding by the add
+    const uint32_t norm = (a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13;  // rebias, round to nearest even
+    uint32_t r = a < 0x38800000u ? sub : norm;
+    r = a >= 0x47800000u ? 0x7c00u : r;  // overflow to inf
+    r = a >= 0x7f800000u ? nan_inf : r;
+    bits = uint16_t(sign | r);
   }
   operator float() const {
-    uint32_t sign = (bits & 0x8000u) << 16, e = (bits >> 10) & 0x1fu, m = bits & 0x3ffu;
-    if (e == 0) { float v = float(m) * 5.9604644775390625e-8f; return sign ? -v : v; }
-    if (e == 31) return ig_bitsf(sign | 0x7f800000u | (m << 13));
-    return ig_bitsf(sign | ((e + 112) << 23) | (m << 13));
+    const uint32_t sign = (uint32_t(bits) & 0x8000u) << 16, e = (bits >> 10) & 0x1fu, m = bits & 0x3ffu;
+    const float sub = ig_bitsf(ig_fbits(float(m) * 5.9604644775390625e-8f) | sign);
+    const uint32_t r = e == 31 ? (sign | 0x7f800000u | (m << 13)) : (sign | ((e + 112) << 23) | (m << 13));
+    return e == 0 ? sub : ig_bitsf(r);
   }
   static ig_half from_bits(uint16_t b) { ig_half h; h.bits = b; return h; }
 };
@@ -59,10 +62,9 @@ struct ig_bf16 {
   uint16_t bits = 0;
   ig_bf16() = default;
   ig_bf16(float f) {
-    uint32_t u = ig_fbits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) { bits = uint16_t((u >> 16) | 0x40u); return; }
-    u += 0x7fffu + ((u >> 16) & 1u);
-    bits = uint16_t(u >> 16);
+    const uint32_t u = ig_fbits(f);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    bits = uint16_t((u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : rounded);  // NaN stays quiet
   }
   operator float() const { return ig_bitsf(uint32_t(bits) << 16); }
   static ig_bf16 from_bits(uint16_t b) { ig_bf16 h; h.bits = b; return h; }
