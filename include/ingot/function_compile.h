@@ -78,8 +78,8 @@ struct CompileFnOptions {
   // &random::state(). They are passed by address; after each call every `outputs` entry holds
   // the new value. An array the function reads but that is not listed is baked in as a
   // constant at trace time.
-  std::vector<Array*> inputs;
-  std::vector<Array*> outputs;
+  std::vector<Array*> inputs = {};
+  std::vector<Array*> outputs = {};
 };
 
 namespace detail {

@@ -68,21 +68,44 @@ class CaptureSwap {
   std::vector<std::pair<Array*, Array>> saved_;
 };
 
-// The shapeless check: every input dimension must still be free after shape inference.
+std::string input_name(size_t k, size_t num_args) {
+  return k < num_args ? "argument " + std::to_string(k) : "captured input " + std::to_string(k - num_args);
+}
+
+// The shapeless check. First, every input dimension must still be free after symbolic shape
+// inference. Then a probe: shape inference must also succeed with every input dimension above 1
+// grown by the same amount (equal dims stay equal, broadcast 1s stay 1), which catches sizes the
+// graph relates in ways symbols do not express (a reshape of [a, b] to a literal [6]).
 void check_shapeless(const Graph& g, const std::vector<Array>& inputs, size_t num_args) {
-  for (ValueId id : g.leaves()) {
-    const Value& v = g.value(id);
+  Graph probe = g;
+  std::string probe_shapes;
+  for (Value& v : probe.values()) {
+    if (v.producer >= 0) {
+      v.shape.clear();
+      v.shape_known = false;
+      continue;
+    }
     if (v.kind == ValueKind::Constant) continue;
     const size_t k = static_cast<size_t>(std::stoi(v.name.substr(2)));
-    for (size_t d = 0; d < v.shape.size(); ++d) {
-      if (!v.shape[d].known()) continue;
-      const std::string which = k < num_args ? "argument " + std::to_string(k)
-                                             : "captured input " + std::to_string(k - num_args);
-      INGOT_FAIL("compile(shapeless=true): dimension ", d, " of ", which, " (size ", inputs[k].shape()[d],
-                 " in this call) cannot vary: the function's graph fixes it to ", v.shape[d].value,
-                 " (a reshape or broadcast to a literal shape, or a size read from shape() while tracing). "
-                 "Compile without shapeless, or write the shape with -1 / from the inputs' own dims.");
-    }
+    for (size_t d = 0; d < v.shape.size(); ++d)
+      if (v.shape[d].known())
+        INGOT_FAIL("compile(shapeless=true): dimension ", d, " of ", input_name(k, num_args), " (size ",
+                   inputs[k].shape()[d], " in this call) cannot vary: the function's graph fixes it to ",
+                   v.shape[d].value,
+                   " (a reshape or broadcast to a literal shape, or a size read from shape() while tracing). "
+                   "Compile without shapeless, or write the shape with -1 / from the inputs' own dims.");
+    Shape s = inputs[k].shape();
+    for (int64_t& d : s) d = d > 1 ? d + 7 : d;
+    v.shape.assign(s.begin(), s.end());
+    v.shape_known = true;
+    probe_shapes += (probe_shapes.empty() ? "" : ", ") + input_name(k, num_args) + " " + to_string(s);
+  }
+  try {
+    infer_shapes(probe, {});
+  } catch (const Error& e) {
+    INGOT_FAIL("compile(shapeless=true): the function's graph does not allow other input shapes of the same rank "
+               "(probed with ", probe_shapes, "): ", e.what(),
+               ". Compile without shapeless, or write shapes with -1 / from the inputs' own dims.");
   }
 }
 
