@@ -84,6 +84,7 @@ class HotPath {
     }
     const std::string key = structural_key(graph);
     std::shared_ptr<Entry> e;
+    std::optional<BuiltGraph> built;
     bool start_build = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -97,6 +98,8 @@ class HotPath {
       }
       e = slot;
       ++e->count;
+      // Decided before any build starts: the evaluation that queues a build runs eager.
+      if (e->state == Entry::State::Ready) built = e->built;
       const int64_t threshold = cfg->compile_all ? 1 : cfg->auto_compile_threshold;
       if (eligible && e->state == Entry::State::Counting && e->count >= threshold) {
         e->state = Entry::State::Building;
@@ -104,10 +107,7 @@ class HotPath {
         ++stats_.compiles_started;
       }
     }
-    if (start_build) begin_build(cfg, graph, e, region);
-
-    std::optional<BuiltGraph> built;
-    {
+    if (start_build && begin_build(cfg, graph, e, region)) {  // built in place (INGOT_COMPILE)
       std::lock_guard<std::mutex> lock(mu_);
       if (e->state == Entry::State::Ready) built = e->built;
     }
@@ -154,7 +154,8 @@ class HotPath {
     ++stats_.eager_runs;
   }
 
-  void begin_build(const std::shared_ptr<const CompileConfig>& cfg, const Graph& graph, const std::shared_ptr<Entry>& e,
+  // Queues the build (or, for INGOT_COMPILE, builds now and returns true).
+  bool begin_build(const std::shared_ptr<const CompileConfig>& cfg, const Graph& graph, const std::shared_ptr<Entry>& e,
                    const std::string& region) {
     const Signature sig = input_signature(graph);
     std::string family_key = region + "|" + op_sequence(graph, SIZE_MAX);
@@ -176,7 +177,7 @@ class HotPath {
     Job job{cfg, graph, e};
     if (cfg->compile_all) {  // INGOT_COMPILE: build now, use it from this evaluation on
       build(job);
-      return;
+      return true;
     }
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(job));
@@ -185,6 +186,7 @@ class HotPath {
       std::thread([this] { work(); }).detach();
     }
     wake_.notify_one();
+    return false;
   }
 
   void work() {
