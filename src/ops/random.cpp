@@ -137,6 +137,14 @@ void dropout_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> o
   });
 }
 
+// The same mask and scale as the forward pass (same seed, same element counter).
+// The same mask on the cotangent: the same seed, and the same key input when there is one.
+void dropout_vjp(VjpContext& c) {
+  std::vector<ValueId> ins{c.grad_out()};
+  if (c.num_inputs() > 1) ins.push_back(c.in(1));
+  c.set_grad(0, c.op("dropout", std::move(ins), c.attrs()));
+}
+
 }  // namespace
 
 void register_random_ops() {
@@ -147,7 +155,8 @@ void register_random_ops() {
                     .shape = source_shape_rule,
                     .dtype = dtype_source,
                     .eval = random_uniform_eval,
-                    .doc = "uniform numbers in [low, high) of {shape, dtype}, from {seed} and an optional key input"});
+                    .doc = "uniform numbers in [low, high) of {shape, dtype}, from {seed} and an optional key input",
+                    .vjp = no_gradient});
   register_op(OpDef{.name = "random_normal",
                     .min_inputs = 0,
                     .max_inputs = 1,
@@ -155,7 +164,8 @@ void register_random_ops() {
                     .shape = source_shape_rule,
                     .dtype = dtype_source,
                     .eval = random_normal_eval,
-                    .doc = "normal numbers (mean, std) of {shape, dtype}, from {seed} and an optional key input"});
+                    .doc = "normal numbers (mean, std) of {shape, dtype}, from {seed} and an optional key input",
+                    .vjp = no_gradient});
   register_op(OpDef{.name = "dropout",
                     .max_inputs = 2,
                     .fusion = FusionClass::Elementwise,
@@ -167,7 +177,8 @@ void register_random_ops() {
                     .dtype = dtype_dropout,
                     .eval = dropout_eval,
                     .doc = "training: zeroes elements with probability p, scales the rest by "
-                           "1/(1-p); else identity"});
+                           "1/(1-p); else identity",
+                    .vjp = dropout_vjp});
 }
 
 }  // namespace ingot::ops
