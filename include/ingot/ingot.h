@@ -15,6 +15,7 @@
 #include "ingot/error.h"
 #include "ingot/function_compile.h"
 #include "ingot/graph.h"
+#include "ingot/transforms.h"
 #include "ingot/model.h"
 #include "ingot/models.h"
 #include "ingot/physical_model.h"

@@ -28,7 +28,7 @@ thread_local int trace_depth = 0;
   const ArrayImpl* p = nullptr;
   for (const ArrayImpl* a : lg.inputs)
     if (a->placeholder) p = a;
-  INGOT_FAIL("Cannot read the values of an array while ingot::compile is tracing a function: the array depends "
+  INGOT_FAIL("Cannot read the values of an array while a function is being traced (ingot::compile, grad, vjp): it depends "
              "on the function's inputs, which are placeholders during tracing (shape ",
              to_string(p->shape), ", ", dtype_name(p->dtype),
              ", no data). Return the array from the function and read it after the call (no item(), tensor() or "
