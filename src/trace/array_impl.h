@@ -59,7 +59,7 @@ LazyGraph build_lazy_graph(const std::vector<ArrayImpl*>& targets, DataLeaves le
 void annotate(Graph& g);
 
 // The op names along the graph, "matmul -> relu -> sum", for logs.
-std::string op_sequence(const Graph& g, size_t max_ops = 12);
+std::string op_sequence(const Graph& g, size_t max_ops = 6);
 
 // A key of the graph's structure, attributes, shapes and dtypes (not the data).
 std::string structural_key(const Graph& g);

@@ -172,8 +172,8 @@ class HotPath {
       families_[family_key] = sig;
     }
     if (cfg->debug)
-      compile_log(*cfg, "[COMPILE] compile started: " + e->ops + " (" + std::to_string(graph.nodes().size()) +
-                            " ops, graph " + hex(e->hash) + (cfg->compile_all ? ")" : ", in the background)"));
+      compile_log(*cfg, "[COMPILE] compile started: " + e->ops + " (graph " + hex(e->hash) +
+                            (cfg->compile_all ? ")" : ", in the background)"));
     Job job{cfg, graph, e};
     if (cfg->compile_all) {  // INGOT_COMPILE: build now, use it from this evaluation on
       build(job);
