@@ -36,21 +36,6 @@ std::string signature(const std::vector<Array>& args, const std::vector<Array*>&
   return s;
 }
 
-Array placeholder(const Array& like) {
-  auto impl = std::make_shared<ArrayImpl>();
-  impl->placeholder = true;
-  impl->dtype = like.dtype();
-  impl->shape = like.shape();
-  return Array(std::move(impl));
-}
-
-struct TraceGuard {
-  TraceGuard() { ++tracing_depth(); }
-  ~TraceGuard() { --tracing_depth(); }
-  TraceGuard(const TraceGuard&) = delete;
-  TraceGuard& operator=(const TraceGuard&) = delete;
-};
-
 // Rebinds captured arrays to placeholders for the trace and back afterwards (also on errors).
 class CaptureSwap {
  public:
@@ -117,7 +102,7 @@ std::shared_ptr<const BuiltGraph> trace_and_build(CompiledState& state, const st
   std::vector<Array> holders;  // placeholders, arguments first, then captured inputs
   std::vector<ArrayImpl*> leading;
   for (const Array& a : all) {
-    holders.push_back(placeholder(a));
+    holders.push_back(placeholder_like(a));
     leading.push_back(holders.back().impl().get());
   }
   std::vector<Array> outs;

@@ -37,6 +37,14 @@ thread_local int trace_depth = 0;
 }  // namespace
 
 int& tracing_depth() { return trace_depth; }
+
+Array placeholder_like(const Array& like) {
+  auto impl = std::make_shared<ArrayImpl>();
+  impl->placeholder = true;
+  impl->dtype = like.dtype();
+  impl->shape = like.shape();
+  return Array(std::move(impl));
+}
 RegionState* current_region() { return region_top; }
 
 void eval_now(const std::vector<Array>& arrays, const std::string& region) {

@@ -17,8 +17,19 @@ bool compile_enabled();  // neither INGOT_DISABLE_COMPILE nor disable_compile()
 const Backend& build_backend(const CompileConfig& c);
 void compile_log(const CompileConfig& c, const std::string& line);
 
-// > 0 while compile(fn) traces a function on this thread.
+// > 0 while compile(fn) or a transform traces a function on this thread.
 int& tracing_depth();
+
+// Counts one level of tracing for its scope.
+struct TraceGuard {
+  TraceGuard() { ++tracing_depth(); }
+  ~TraceGuard() { --tracing_depth(); }
+  TraceGuard(const TraceGuard&) = delete;
+  TraceGuard& operator=(const TraceGuard&) = delete;
+};
+
+// A stand-in with `like`'s shape and dtype and no data: what traced functions receive.
+Array placeholder_like(const Array& like);
 
 // A graph built by the configured backend, with its inputs and outputs mapped back to the
 // graph's original ones (passes may drop inputs nothing reads).

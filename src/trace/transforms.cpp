@@ -11,21 +11,8 @@ namespace ingot {
 namespace {
 
 using detail::ArrayImpl;
-
-Array placeholder_like(const Array& a) {
-  auto impl = std::make_shared<ArrayImpl>();
-  impl->placeholder = true;
-  impl->dtype = a.dtype();
-  impl->shape = a.shape();
-  return Array(std::move(impl));
-}
-
-struct TraceGuard {
-  TraceGuard() { ++detail::tracing_depth(); }
-  ~TraceGuard() { --detail::tracing_depth(); }
-  TraceGuard(const TraceGuard&) = delete;
-  TraceGuard& operator=(const TraceGuard&) = delete;
-};
+using detail::placeholder_like;
+using detail::TraceGuard;
 
 // Re-records `g` as array ops: input leaf k is `inputs[k]` (leaves() order), constants are data.
 std::vector<Array> replay(const Graph& g, const std::vector<Array>& inputs, const std::vector<ValueId>& wanted) {
