@@ -184,6 +184,47 @@ def build(cpu, peers, cpu_path):
     return "\n".join(out) + "\n"
 
 
+def build_fncompile(fn, peers):
+    """The function-compile / auto-compile table (bench_fncompile + the PyTorch peers)."""
+    g, m = fn["gelu"], fn["mlp_train"]
+
+    def peer(name, key):
+        if not peers:
+            return None
+        # Only figures of the same workload size (a quick run uses a smaller gelu).
+        if key == "gelu" and str(peers.get("workloads", {}).get("gelu", {}).get("shape")).replace(" ", "") != \
+                g["shape"].replace(" ", ""):
+            return None
+        r = peers.get("peers", {}).get(name, {}).get(key)
+        return r["ms"] if r and "ms" in r else None
+    out = []
+    w = out.append
+    w("")
+    w("### Function compile and auto-compile")
+    w("")
+    w("From `build-bench/bench_fncompile` (`bench/results/fncompile.json`"
+      + (", quick run" if fn.get("quick") else "") + "); in brackets: time relative to ingot eager "
+      "(below 1 is faster). PyTorch figures come from `bench/peers.py` (`gelu`, `mlp_train`).")
+    w("")
+    w("| workload | ingot eager | ingot compiled | PyTorch eager | torch.compile |")
+    w("|---|---|---|---|---|")
+    w(f"| gelu as array ops {g['shape']} f32 | {fmt_ms(g['eager_ms'])} | {cell(g['compiled_ms'], g['eager_ms'])}"
+      f" (first call {fmt_ms(g['compiled_first_call_ms'])}) | {cell(peer('torch eager', 'gelu'), g['eager_ms'])}"
+      f" | {cell(peer('torch.compile', 'gelu'), g['eager_ms'])} |")
+    w(f"| MLP SGD step, batch {m['batch']}, `compile(fn)` | {fmt_ms(m['eager_ms'])} | "
+      f"{cell(m['compiled_fn_ms'], m['eager_ms'])} (first call {fmt_ms(m['compiled_fn_first_call_ms'])}) | "
+      f"{cell(peer('torch eager', 'mlp_train'), m['eager_ms'])} | {cell(peer('torch.compile', 'mlp_train'), m['eager_ms'])} |")
+    w("")
+    w(f"Eager MLP training loop with `INGOT_AUTO_COMPILE=1` (threshold {m['auto_threshold']}), per iteration:")
+    w("")
+    w("| phase | ms / iteration |")
+    w("|---|---|")
+    w(f"| before the switch (eager, counting; the build runs in the background) | {fmt_ms(m['auto_before_ms'])} |")
+    w(f"| after the switch (compiled; from iteration {m['auto_switched_at_iteration']}) | "
+      f"{cell(m['auto_after_ms'], m['auto_before_ms'])} |")
+    return "\n".join(out) + "\n"
+
+
 def replace_section(readme, body):
     with open(readme) as f:
         text = f.read()
@@ -204,13 +245,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cpu", default="bench/results/cpu.json")
     ap.add_argument("--peers", default="bench/results/peers.json")
+    ap.add_argument("--fncompile", default="bench/results/fncompile.json")
     ap.add_argument("--readme", default="")
     a = ap.parse_args()
     cpu = load(a.cpu)
     if cpu is None:
         print(f"make_table: {a.cpu} not found; run build-bench/bench_cpu first", file=sys.stderr)
         return 1
-    body = build(cpu, load(a.peers), a.cpu)
+    peers = load(a.peers)
+    body = build(cpu, peers, a.cpu)
+    fn = load(a.fncompile)
+    if fn is not None:
+        body += build_fncompile(fn, peers)
     if a.readme:
         replace_section(a.readme, body)
         print(f"updated the Benchmarks section of {a.readme}")

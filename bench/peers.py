@@ -3,6 +3,8 @@
 
   gelu (erf form) on float32 [32, 1000, 4096]
   ExampleMLP forward: 784 -> 256 -> relu -> 10, batch 128
+  mlp_train (PyTorch only, for bench_fncompile): one SGD step of that MLP with softmax
+      cross-entropy, batch 128, lr 0.01 (eager and torch.compile)
   ExampleCNN forward (inference): conv 3->64 k3, batch_norm, relu, conv 64->128 k3,
                                   global average pool, linear 128 -> 10; batch 32, 3x224x224
 
@@ -54,7 +56,7 @@ def workloads(quick):
 
 
 def reps_for(name, quick):
-    return {"gelu": 5, "mlp": 5 if quick else 20, "cnn": 2 if quick else 3}[name]
+    return {"gelu": 5, "mlp": 5 if quick else 20, "mlp_train": 5 if quick else 20, "cnn": 2 if quick else 3}[name]
 
 
 def make_data(wl):
@@ -70,6 +72,7 @@ def make_data(wl):
         "mlp_b1": np.zeros(256, f32),
         "mlp_w2": (rng.uniform(-1, 1, (256, 10)) / np.sqrt(256)).astype(f32),
         "mlp_b2": np.zeros(10, f32),
+        "mlp_y": (np.arange(b, dtype=np.int64) * 7) % 10,
         "cnn_x": rng.standard_normal((n, 3, 224, 224)).astype(f32),
         "cnn_w1": (rng.uniform(-1, 1, (64, 3, 3, 3)) / np.sqrt(27)).astype(f32),
         "cnn_b1": np.zeros(64, f32),
@@ -136,7 +139,24 @@ def torch_fns(d, compiled):
             with torch.inference_mode():
                 fns[name](args[name])
         return go
-    return {k: run(k) for k in fns}, {"torch": torch.__version__}
+    runs = {k: run(k) for k in fns}
+
+    # One SGD step with autograd (not under inference_mode); torch.compile compiles the step.
+    params = [t[k].clone().requires_grad_(True) for k in ("mlp_w1", "mlp_b1", "mlp_w2", "mlp_b2")]
+
+    def train_step(x, y):
+        w1, b1, w2, b2 = params
+        loss = F.cross_entropy(torch.relu(x @ w1 + b1) @ w2 + b2, y)
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= 0.01 * p.grad
+                p.grad = None
+        return loss
+
+    step = torch.compile(train_step, dynamic=False) if compiled else train_step
+    runs["mlp_train"] = lambda: step(t["mlp_x"], t["mlp_y"])
+    return runs, {"torch": torch.__version__}
 
 
 def jax_fns(d):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The CPU backend benchmark, one command:
+# The CPU backend and function-compile benchmarks, one command:
 #   1. configures and builds build-bench (Release, warnings as errors) and runs bench_cpu
-#      -> bench/results/cpu.json
+#      -> bench/results/cpu.json and bench_fncompile -> bench/results/fncompile.json
 #   2. installs the Python peers from PyPI into a virtual environment when it can (each install
 #      capped in time; a failure only means that peer prints "not installed") and runs
 #      bench/peers.py in its own process -> bench/results/peers.json
@@ -28,10 +28,13 @@ mkdir -p bench/results
 
 echo "== build (build-bench)"
 cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DINGOT_WERROR=ON >/dev/null || exit 1
-cmake --build build-bench --target bench_cpu -j "$(nproc)" || exit 1
+cmake --build build-bench --target bench_cpu bench_fncompile -j "$(nproc)" || exit 1
 
 echo "== bench_cpu"
 build-bench/bench_cpu "${quick[@]}" bench/results/cpu.json || exit 1
+
+echo "== bench_fncompile"
+build-bench/bench_fncompile "${quick[@]}" bench/results/fncompile.json || exit 1
 
 if [ "$peers" = 1 ]; then
   venv="${INGOT_BENCH_VENV:-$HOME/.cache/ingot-bench-venv}"
@@ -62,4 +65,5 @@ else
 fi
 
 echo "== README"
-python3 bench/make_table.py --cpu bench/results/cpu.json --peers bench/results/peers.json --readme README.md
+python3 bench/make_table.py --cpu bench/results/cpu.json --peers bench/results/peers.json \
+  --fncompile bench/results/fncompile.json --readme README.md

@@ -8,11 +8,14 @@
 //   TensorMap out = pm.evaluate(pm.randomize_params(0), {{"input", x}});
 #pragma once
 
+#include "ingot/array.h"
 #include "ingot/compile.h"
 #include "ingot/cpu_backend.h"
 #include "ingot/dtype.h"
 #include "ingot/error.h"
+#include "ingot/function_compile.h"
 #include "ingot/graph.h"
+#include "ingot/transforms.h"
 #include "ingot/model.h"
 #include "ingot/models.h"
 #include "ingot/physical_model.h"

@@ -65,10 +65,11 @@
 //   (grad) scatter_add(like, indices, updates) {axis}: zeros like `like`, plus updates added
 //       where take_along_axis read (repeats add up)
 // random.cpp (seeded, counter-based: same seed, same numbers, on every backend)
-//   random_uniform {shape: ints, low: 0, high: 1, seed: int, dtype: "float32"}  (Source)
-//   random_normal {shape: ints, mean: 0, std: 1, seed: int, dtype: "float32"}   (Source)
-//   dropout(input) {p: float, seed: int, training: 0|1}: training keeps x/(1-p) where
+//   random_uniform([key]) {shape: ints, low: 0, high: 1, seed: int, dtype: "float32"}  (Source)
+//   random_normal([key]) {shape: ints, mean: 0, std: 1, seed: int, dtype: "float32"}   (Source)
+//   dropout(input, [key]) {p: float, seed: int, training: 0|1}: training keeps x/(1-p) where
 //       uniform(seed, i) >= p, else 0; not training = identity                  (Elementwise)
+//   key: an optional integer scalar input mixed into the seed (run-time random state)
 #pragma once
 
 namespace ingot::ops {

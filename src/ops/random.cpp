@@ -20,14 +20,37 @@ Shape source_shape(const Node& n) {
   return shape;
 }
 
+
+// The seed is required: two random ops must never share a stream by accident.
+uint64_t seed_attr(const Node& n) { return static_cast<uint64_t>(n.attrs.get_int("seed")); }
+
+// An optional trailing `key` input (an integer scalar) is mixed into the seed, so one graph
+// draws different numbers per call when its key is run-time data (the lazy arrays' random state).
+uint64_t stream_seed(const Node& n, std::span<const Tensor> in, size_t key_index) {
+  const uint64_t seed = seed_attr(n);
+  if (in.size() <= key_index) return seed;
+  const Tensor& key = in[key_index];
+  INGOT_CHECK(key.numel() == 1 && is_integral(key.dtype()), n.op, ": key must be an integer scalar, got ",
+              dtype_name(key.dtype()), to_string(key.shape()));
+  return rng::mix64(seed ^ rng::mix64(static_cast<uint64_t>(static_cast<int64_t>(key.item(0)))));
+}
+
+void key_shape_rule(ShapeInfer& s, int key_index) {
+  if (s.num_inputs() > key_index) s.set_rank(s.in(key_index), 0);
+}
+
+void check_key_dtype(const Node& n, std::span<const DType> in, size_t key_index) {
+  if (in.size() > key_index)
+    INGOT_CHECK(is_integral(in[key_index]), n.op, ": key must be an integer scalar, got ",
+                dtype_name(in[key_index]));
+}
+
 void source_shape_rule(ShapeInfer& s) {
+  key_shape_rule(s, 0);
   const Shape shape = or_fail(s, [&] { return source_shape(s.node()); });
   s.set_rank(s.out(), static_cast<int>(shape.size()));
   for (size_t i = 0; i < shape.size(); ++i) s.bind(s.dim(s.out(), static_cast<int>(i)), shape[i]);
 }
-
-// The seed is required: two random ops must never share a stream by accident.
-uint64_t seed_attr(const Node& n) { return static_cast<uint64_t>(n.attrs.get_int("seed")); }
 
 DType source_dtype(const Node& n) {
   const DType t = parse_dtype(n.attrs.get_string("dtype", "float32"));
@@ -35,15 +58,16 @@ DType source_dtype(const Node& n) {
   return t;
 }
 
-void dtype_source(const Node& n, std::span<const DType>, std::span<DType> out) {
+void dtype_source(const Node& n, std::span<const DType> in, std::span<DType> out) {
+  check_key_dtype(n, in, 0);
   (void)seed_attr(n);  // a missing seed is reported at compile time, not first at run time
   out[0] = source_dtype(n);
 }
 
 // out[i] = T(a + b * draw(seed, i)), computed in double.
 template <class Draw>
-void fill_random(const Node& n, Tensor& out, double a, double b, Draw draw) {
-  const uint64_t seed = seed_attr(n);
+void fill_random(const Node& n, std::span<const Tensor> in, Tensor& out, double a, double b, Draw draw) {
+  const uint64_t seed = stream_seed(n, in, 0);
   out = Tensor(source_dtype(n), source_shape(n));
   dispatch_dtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -55,15 +79,15 @@ void fill_random(const Node& n, Tensor& out, double a, double b, Draw draw) {
   });
 }
 
-void random_uniform_eval(const Node& n, std::span<const Tensor>, std::span<Tensor> out) {
+void random_uniform_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
   const double low = n.attrs.get_float("low", 0), high = n.attrs.get_float("high", 1);
-  fill_random(n, out[0], low, high - low,
+  fill_random(n, in, out[0], low, high - low,
               [](uint64_t seed, uint64_t i) { return static_cast<double>(rng::uniform01(seed, i)); });
 }
 
-void random_normal_eval(const Node& n, std::span<const Tensor>, std::span<Tensor> out) {
+void random_normal_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
   const double mean = n.attrs.get_float("mean", 0), std = n.attrs.get_float("std", 1);
-  fill_random(n, out[0], mean, std, [](uint64_t seed, uint64_t i) { return rng::normal(seed, i); });
+  fill_random(n, in, out[0], mean, std, [](uint64_t seed, uint64_t i) { return rng::normal(seed, i); });
 }
 
 // --- dropout ---------------------------------------------------------------------------------
@@ -82,13 +106,15 @@ DropoutAttrs dropout_attrs(const Node& n) {
 
 void dtype_dropout(const Node& n, std::span<const DType> in, std::span<DType> out) {
   (void)dropout_attrs(n);  // attribute errors at compile time
+  check_key_dtype(n, in, 1);
   INGOT_CHECK(is_floating(in[0]), "dropout needs a float input, got ", dtype_name(in[0]));
   out[0] = in[0];
 }
 
 // Keeps x[i] * 1/(1 - p) where uniform01(seed, i) >= p (compared in double), else 0.
 void dropout_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
-  const DropoutAttrs a = dropout_attrs(n);
+  DropoutAttrs a = dropout_attrs(n);
+  a.seed = stream_seed(n, in, 1);
   INGOT_CHECK(is_floating(in[0].dtype()), "dropout needs a float input, got ",
               dtype_name(in[0].dtype()));
   if (!a.training) {
@@ -112,32 +138,42 @@ void dropout_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> o
 }
 
 // The same mask and scale as the forward pass (same seed, same element counter).
-void dropout_vjp(VjpContext& c) { c.set_grad(0, c.op("dropout", {c.grad_out()}, c.attrs())); }
+// The same mask on the cotangent: the same seed, and the same key input when there is one.
+void dropout_vjp(VjpContext& c) {
+  std::vector<ValueId> ins{c.grad_out()};
+  if (c.num_inputs() > 1) ins.push_back(c.in(1));
+  c.set_grad(0, c.op("dropout", std::move(ins), c.attrs()));
+}
 
 }  // namespace
 
 void register_random_ops() {
   register_op(OpDef{.name = "random_uniform",
                     .min_inputs = 0,
-                    .max_inputs = 0,
+                    .max_inputs = 1,
                     .fusion = FusionClass::Source,
                     .shape = source_shape_rule,
                     .dtype = dtype_source,
                     .eval = random_uniform_eval,
-                    .doc = "uniform numbers in [low, high) of {shape, dtype}, from {seed}",
+                    .doc = "uniform numbers in [low, high) of {shape, dtype}, from {seed} and an optional key input",
                     .vjp = no_gradient});
   register_op(OpDef{.name = "random_normal",
                     .min_inputs = 0,
-                    .max_inputs = 0,
+                    .max_inputs = 1,
                     .fusion = FusionClass::Source,
                     .shape = source_shape_rule,
                     .dtype = dtype_source,
                     .eval = random_normal_eval,
-                    .doc = "normal numbers (mean, std) of {shape, dtype}, from {seed}",
+                    .doc = "normal numbers (mean, std) of {shape, dtype}, from {seed} and an optional key input",
                     .vjp = no_gradient});
   register_op(OpDef{.name = "dropout",
+                    .max_inputs = 2,
                     .fusion = FusionClass::Elementwise,
-                    .shape = [](ShapeInfer& s) { s.same_shape(s.in(0), s.out()); },
+                    .shape =
+                        [](ShapeInfer& s) {
+                          key_shape_rule(s, 1);
+                          s.same_shape(s.in(0), s.out());
+                        },
                     .dtype = dtype_dropout,
                     .eval = dropout_eval,
                     .doc = "training: zeroes elements with probability p, scales the rest by "

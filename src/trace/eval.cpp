@@ -1,0 +1,103 @@
+// eval(): the pending graph of the requested arrays runs through the hot path (eager on the
+// reference backend, or compiled), and every array someone holds gets its data and lets go of
+// its op record. Compile regions defer explicit eval() calls to the region's end.
+#include <exception>
+#include <memory>
+#include <unordered_set>
+
+#include "ingot/error.h"
+#include "trace/array_impl.h"
+#include "trace/hot_path.h"
+#include "trace/trace_state.h"
+
+namespace ingot {
+
+struct detail::RegionState {
+  std::string name;
+  std::vector<Array> deferred;
+  RegionState* outer = nullptr;
+};
+
+namespace detail {
+
+namespace {
+thread_local RegionState* region_top = nullptr;
+thread_local int trace_depth = 0;
+
+[[noreturn]] void placeholder_read(const LazyGraph& lg) {
+  const ArrayImpl* p = nullptr;
+  for (const ArrayImpl* a : lg.inputs)
+    if (a->placeholder) p = a;
+  INGOT_FAIL("Cannot read the values of an array while a function is being traced (ingot::compile, grad, vjp): it depends "
+             "on the function's inputs, which are placeholders during tracing (shape ",
+             to_string(p->shape), ", ", dtype_name(p->dtype),
+             ", no data). Return the array from the function and read it after the call (no item(), tensor() or "
+             "eval() inside a compiled function), or debug with disable_compile() or INGOT_DISABLE_COMPILE=1.");
+}
+}  // namespace
+
+int& tracing_depth() { return trace_depth; }
+
+Array placeholder_like(const Array& like) {
+  auto impl = std::make_shared<ArrayImpl>();
+  impl->placeholder = true;
+  impl->dtype = like.dtype();
+  impl->shape = like.shape();
+  return Array(std::move(impl));
+}
+RegionState* current_region() { return region_top; }
+
+void eval_now(const std::vector<Array>& arrays, const std::string& region) {
+  std::vector<ArrayImpl*> targets;
+  std::unordered_set<ArrayImpl*> seen;
+  for (const Array& a : arrays) {
+    INGOT_CHECK(a.defined(), "ingot::eval: an array is undefined (default-constructed)");
+    ArrayImpl* impl = a.impl().get();
+    if (impl->placeholder) {
+      LazyGraph lg;
+      lg.inputs.push_back(impl);
+      placeholder_read(lg);
+    }
+    if (!impl->data.defined() && seen.insert(impl).second) targets.push_back(impl);
+  }
+  if (targets.empty()) return;
+  LazyGraph lg = build_lazy_graph(targets, DataLeaves::Inputs, /*keep_external=*/true);
+  if (lg.has_placeholder) placeholder_read(lg);
+  std::vector<Tensor> inputs;
+  for (const ArrayImpl* a : lg.inputs) inputs.push_back(a->data);
+  std::vector<Tensor> outputs = hot_path_run(lg.graph, inputs, region);
+  for (size_t i = 0; i < lg.outputs.size(); ++i) {
+    ArrayImpl* a = lg.outputs[i];
+    a->data = outputs.at(i);
+    a->record.reset();
+  }
+}
+
+}  // namespace detail
+
+void eval(const std::vector<Array>& arrays) {
+  detail::RegionState* r = detail::current_region();
+  if (r && detail::tracing_depth() == 0) {
+    r->deferred.insert(r->deferred.end(), arrays.begin(), arrays.end());
+    return;
+  }
+  detail::eval_now(arrays);
+}
+
+CompileRegion::CompileRegion(std::string name) : name_(std::move(name)) {
+  auto* r = new detail::RegionState{name_, {}, detail::region_top};
+  detail::region_top = r;
+}
+
+CompileRegion::~CompileRegion() noexcept(false) {
+  std::unique_ptr<detail::RegionState> r(detail::region_top);
+  detail::region_top = r->outer;
+  if (std::uncaught_exceptions() > 0) return;  // unwinding: drop the deferred work
+  if (r->outer) {  // a nested region is part of the outer unit
+    r->outer->deferred.insert(r->outer->deferred.end(), r->deferred.begin(), r->deferred.end());
+    return;
+  }
+  detail::eval_now(r->deferred, name_);
+}
+
+}  // namespace ingot

@@ -1,0 +1,129 @@
+// grad / value_and_grad / vjp over array functions: against central finite differences in
+// float64, and composed with compile both ways.
+#include <gtest/gtest.h>
+
+#include "array_mlp.h"
+#include "ingot/cpu_backend.h"
+#include "ingot/function_compile.h"
+#include "ingot/transforms.h"
+#include "op_test_util.h"
+
+namespace ingot {
+namespace {
+
+using testing::Contains;
+using testing::error_of;
+using testing::random_tensor;
+
+Tensor f64(Shape s, uint64_t seed) { return random_tensor(std::move(s), seed, -1, 1, DType::Float64); }
+
+// d f / d args[which] by central differences, f returning a one-element array.
+Tensor finite_difference(const ArrayFunction& f, std::vector<Tensor> args, size_t which, double eps = 1e-6) {
+  Tensor x = args[which].clone();
+  Tensor g(DType::Float64, x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    auto at = [&](double delta) {
+      Tensor xi = x.clone();
+      xi.data<double>()[i] += delta;
+      std::vector<Array> as;
+      for (size_t k = 0; k < args.size(); ++k) as.emplace_back(k == which ? xi : args[k]);
+      return f(as)[0].item<double>();
+    };
+    g.data<double>()[i] = (at(eps) - at(-eps)) / (2 * eps);
+  }
+  return g;
+}
+
+Array smooth(const Array& x) { return sum(tanh(x) * x + exp(x * 0.5) / (1.0 + square(x))); }
+
+TEST(Transforms, GradMatchesFiniteDifferences) {
+  Tensor x = f64({3, 4}, 1);
+  Tensor g = grad(UnaryArrayFunction(smooth))(Array(x)).tensor();
+  Tensor fd = finite_difference([](const std::vector<Array>& a) { return std::vector<Array>{smooth(a[0])}; }, {x}, 0);
+  EXPECT_TRUE(allclose(g, fd, 1e-6, 1e-7)) << max_abs_diff(g, fd);
+}
+
+TEST(Transforms, ValueAndGradWithRespectToSeveralArguments) {
+  ArrayFunction loss = [](const std::vector<Array>& a) {
+    Array pred = softmax(matmul(a[0], a[1]) + a[2], -1);
+    return std::vector<Array>{mean(square(pred - a[3])), sum(pred)};  // loss, then an auxiliary value
+  };
+  std::vector<Tensor> args{f64({5, 3}, 2), f64({3, 4}, 3), f64({4}, 4), f64({5, 4}, 5)};
+  std::vector<Array> as(args.begin(), args.end());
+  auto [values, grads] = value_and_grad(loss, {1, 2})(as);
+  ASSERT_EQ(values.size(), 2u);
+  ASSERT_EQ(grads.size(), 2u);
+  EXPECT_NEAR(values[0].item<double>(), loss(as)[0].item<double>(), 1e-12);
+  EXPECT_TRUE(allclose(grads[0].tensor(), finite_difference(loss, args, 1), 1e-6, 1e-8));
+  EXPECT_TRUE(allclose(grads[1].tensor(), finite_difference(loss, args, 2), 1e-6, 1e-8));
+}
+
+TEST(Transforms, VjpPullsBackTheGivenCotangent) {
+  Array x(f64({4}, 6)), c(f64({4}, 7));
+  auto [outs, vjps] = vjp([](const std::vector<Array>& a) { return std::vector<Array>{a[0] * a[0]}; }, {x}, {c});
+  EXPECT_TRUE(allclose(outs[0].tensor(), (x * x).tensor()));
+  EXPECT_TRUE(allclose(vjps[0].tensor(), (x * 2.0 * c).tensor()));
+  EXPECT_TRUE(Contains(error_of([&] { vjp([](const std::vector<Array>& a) { return a; }, {x}, {ones({2})}); }),
+                       "cotangent 0 must have the output's shape [4]"));
+}
+
+TEST(Transforms, HandWrittenMlpBackwardMatchesGrad) {
+  testing::MlpParams p = testing::init_mlp(10, 6, 3, 8), stepped = p;
+  Array x(random_tensor({4, 10}, 9));
+  Array y = one_hot(Array(std::vector<int64_t>{0, 2, 1, 2}, {4}), 3);
+  const float lr = 1.0f;
+  testing::mlp_sgd_step(stepped, x, y, lr);
+  auto g = grad(
+      [&](const std::vector<Array>& w) {
+        Array h = relu(matmul(x, w[0]) + w[1]);
+        return std::vector<Array>{-mean(sum(y * log_softmax(matmul(h, w[2]) + w[3], -1), {1}))};
+      },
+      {0, 1, 2, 3})({p.w1, p.b1, p.w2, p.b2});
+  std::vector<Array> before{p.w1, p.b1, p.w2, p.b2}, after{stepped.w1, stepped.b1, stepped.w2, stepped.b2};
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_TRUE(allclose(g[i].tensor(), ((before[i] - after[i]) / lr).tensor(), 1e-4, 1e-6)) << i;
+}
+
+class TransformsWithCompile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CompileConfig c;
+    c.backend = std::make_shared<CpuBackend>();
+    set_compile_config(c);
+  }
+  void TearDown() override { set_compile_config(CompileConfig::from_env()); }
+};
+
+TEST_F(TransformsWithCompile, GradOfCompiledEqualsGradOfUncompiled) {
+  auto compiled = compile(smooth);
+  Array x(random_tensor({2, 5}, 10));
+  const int c0 = compile_count();
+  Tensor via_compiled = grad(UnaryArrayFunction(compiled))(x).tensor();
+  EXPECT_EQ(compile_count(), c0);  // the compiled function inlined into grad's trace
+  EXPECT_TRUE(allclose(via_compiled, grad(UnaryArrayFunction(smooth))(x).tensor(), 1e-5, 1e-6));
+}
+
+TEST_F(TransformsWithCompile, CompileOfGradEqualsGrad) {
+  auto df = compile(grad(UnaryArrayFunction(smooth)));
+  const int c0 = compile_count();
+  for (uint64_t seed = 0; seed < 3; ++seed) {
+    Array x(random_tensor({2, 5}, 20 + seed));
+    EXPECT_TRUE(allclose(df(x).tensor(), grad(UnaryArrayFunction(smooth))(x).tensor(), 1e-5, 1e-6));
+  }
+  EXPECT_EQ(compile_count(), c0 + 1);
+}
+
+TEST(Transforms, ErrorsNameTheProblem) {
+  EXPECT_TRUE(Contains(error_of([] { grad(UnaryArrayFunction([](const Array& x) { return x * 2.0f; }))(ones({3})); }),
+                       "first output must hold one element"));
+  EXPECT_TRUE(Contains(error_of([] {
+                         grad(UnaryArrayFunction([](const Array& x) { return sum(astype(x, DType::Float32)); }))(
+                             Array(std::vector<int32_t>{1, 2}, {2}));
+                       }),
+                       "floating-point arguments only"));
+  EXPECT_TRUE(Contains(error_of([] { grad(UnaryArrayFunction([](const Array& x) { return sum(x * x.item<float>()); }))(ones({2})); }),
+                       "placeholders"));
+}
+
+}  // namespace
+}  // namespace ingot
