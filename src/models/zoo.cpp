@@ -274,6 +274,41 @@ Model CrossEntropyLoss(const std::string& reduction, bool one_hot_target) {
   return m;
 }
 
+// loss = -(t log p + (1 - t) log(1 - p)); each log is clamped at -100, as in PyTorch, so that
+// p = 0 or 1 gives a finite loss.
+Model BCELoss(const std::string& reduction) {
+  check_reduction(reduction);
+  Model m = block("BCELoss");
+  Connection p = m.input("input"), t = m.input("target");
+  auto clamped_log = [&](const Connection& x) {
+    return add_op(m, "maximum", {{"left", apply("log", x)}, {"right", IOKey(-100.0)}});
+  };
+  m.set_cout(reduce(-(t * clamped_log(p) + (1.0 - t) * clamped_log(1.0 - p)), reduction));
+  return m;
+}
+
+// The same loss from logits x, in the stable form max(x, 0) - x t + log(1 + exp(-|x|)): no
+// exp overflows and no log of 0 for any x.
+Model BCEWithLogitsLoss(const std::string& reduction) {
+  check_reduction(reduction);
+  Model m = block("BCEWithLogitsLoss");
+  Connection x = m.input("input"), t = m.input("target");
+  Connection softplus_neg_abs = apply("log", 1.0 + apply("exp", -apply("abs", x)));
+  m.set_cout(reduce(apply("relu", x) - x * t + softplus_neg_abs, reduction));
+  return m;
+}
+
+// Fraction of rows whose largest logit is the target class.
+Model ClassAccuracy() {
+  Model m = block("ClassAccuracy");
+  Connection logits = m.input("input", ShapeTemplate{"N", "C"});
+  Connection target = m.input("target", ShapeTemplate{"N"}, DType::Int64);
+  Connection predicted = add_op(m, "argmax", {{"input", logits}}, {{"axis", int64_t{1}}, {"keepdims", int64_t{0}}});
+  Connection hit = add_op(m, "equal", {{"left", predicted}, {"right", target}});
+  m.set_cout(hit.cast(DType::Float32).mean());
+  return m;
+}
+
 // Intermediate wires are named so that get_shapes() reports them.
 Model ExampleCNN(int64_t num_classes) {
   Conv2dOptions first;
