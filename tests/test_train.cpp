@@ -338,3 +338,53 @@ TEST(TrainStepTest, LearnsASeparableDataset) {
 
 }  // namespace
 }  // namespace ingot::testing
+
+namespace ingot::testing {
+namespace {
+
+// BatchNorm2d's running statistics: no gradient, and each step moves them by the momentum formula
+// (variance unbiased); an inference compile then reads them.
+TEST(TrainBatchNorm, RunningStatisticsFollowTheMomentumFormula) {
+  Model body;
+  body += BatchNorm2d(1e-5, 0.25);
+  body += GlobalAvgPool2d();
+  TrainModel tm(body);
+  tm.add_loss(MSELoss(), {{"input", "output"}, {"target", "target"}});
+  CompileOptions o;
+  o.shapes = {{"input", {2, 2, 2, 2}}, {"target", {2, 2}}};  // "target": the loss's new input
+  const TrainStep step = compile_train_step(tm, ReferenceBackend(), SGD({.lr = 0.1}), o);
+  EXPECT_EQ(step.trained_parameters(), (std::vector<std::string>{"batch_norm2d_0.weight", "batch_norm2d_0.bias"}));
+  TensorMap params = step.randomize_params(0);
+  OptimizerState state = step.init_state(params);
+  std::vector<double> mean = {0, 0}, var = {1, 1};
+  for (uint64_t s = 0; s < 3; ++s) {
+    const Tensor x = random_tensor({2, 2, 2, 2}, 10 + s, -2, 2);
+    step.run(params, state, {{"input", x}, {"target", random_tensor({2, 2}, 20 + s)}});
+    for (int64_t c = 0; c < 2; ++c) {
+      double sum = 0, sq = 0;
+      for (int64_t n = 0; n < 2; ++n)
+        for (int64_t k = 0; k < 4; ++k) sum += x.item((n * 2 + c) * 4 + k);
+      const double mu = sum / 8;
+      for (int64_t n = 0; n < 2; ++n)
+        for (int64_t k = 0; k < 4; ++k) sq += (x.item((n * 2 + c) * 4 + k) - mu) * (x.item((n * 2 + c) * 4 + k) - mu);
+      mean[c] = 0.75 * mean[c] + 0.25 * mu;
+      var[c] = 0.75 * var[c] + 0.25 * sq / 7;
+      EXPECT_NEAR(params.at("batch_norm2d_0.running_mean").item(c), mean[c], 1e-5) << "step " << s;
+      EXPECT_NEAR(params.at("batch_norm2d_0.running_var").item(c), var[c], 1e-5) << "step " << s;
+    }
+  }
+  CompileOptions inf;
+  inf.shapes = {{"input", {2, 2, 2, 2}}};
+  inf.inference = true;
+  const PhysicalModel pm = compile(body, ReferenceBackend(), inf);
+  TensorMap p;
+  for (const std::string& n : pm.parameter_names()) p[n] = params.at(n);
+  const Tensor x = random_tensor({2, 2, 2, 2}, 99);
+  const Tensor y = pm.evaluate(p, {{"input", x}}).at("output");
+  const double want = (x.item(0) + x.item(1) + x.item(2) + x.item(3)) / 4;
+  const double w = p.at("batch_norm2d_0.weight").item(0), b = p.at("batch_norm2d_0.bias").item(0);
+  EXPECT_NEAR(y.item(0), (want - mean[0]) / std::sqrt(var[0] + 1e-5) * w + b, 1e-5);
+}
+
+}  // namespace
+}  // namespace ingot::testing

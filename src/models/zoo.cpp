@@ -139,12 +139,11 @@ Model Conv2d(int64_t out_channels, int64_t kernel_size, int64_t stride, int64_t 
 }
 
 // Terminals: input [N, C, H, W], weight [C] (ones), bias [C] (zeros), running_mean [C] (zeros),
-// running_var [C] (ones), output. Training normalizes with the batch's moments over N, H, W;
-// inference with the running statistics.
+// running_var [C] (ones), output. Training normalizes with the batch's moments over N, H, W and
+// declares the running statistics' next values (state "state:<name>", as PyTorch:
+// (1 - momentum) running + momentum batch, the variance unbiased); inference uses them.
 Model BatchNorm2d(double eps, double momentum) {
   INGOT_CHECK(eps > 0, "BatchNorm2d: eps must be positive, got ", eps);
-  // Running statistics are not updated until training lands; momentum is validated so that a
-  // bad value fails where it is written.
   INGOT_CHECK(momentum >= 0 && momentum <= 1, "BatchNorm2d: momentum must be in [0, 1], got ",
               momentum);
   Model m = block("BatchNorm2d");
@@ -164,6 +163,11 @@ Model BatchNorm2d(double eps, double momentum) {
         {{"eps", eps}});
   };
   Connection training = normalize(moments.at("mean"), moments.at("variance"));
+  Connection count = add_op(m, "numel", {{"input", x}},
+                            {{"axes", std::vector<int64_t>{0, 2, 3}}, {"dtype", std::string("float32")}});
+  add_op(m, detail::kStateUpdate, {{"state", running_mean}, {"value", moments.at("mean")}}, {{"momentum", momentum}});
+  add_op(m, detail::kStateUpdate, {{"state", running_var}, {"value", moments.at("variance")}, {"count", count}},
+         {{"momentum", momentum}});
   m.set_cout(select_by_mode(m, training, normalize(running_mean, running_var)));
   return m;
 }

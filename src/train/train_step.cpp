@@ -15,6 +15,7 @@ namespace ingot {
 namespace {
 constexpr const char* kScalarPrefix = "optimizer.";
 constexpr const char* kUpdated = "updated:";
+constexpr const char* kState = "state:";  // non-trainable state's next value (BatchNorm2d running statistics)
 std::string slot_input(const std::string& slot, const std::string& param) { return "optimizer." + slot + ":" + param; }
 std::string slot_output(const std::string& slot, const std::string& param) { return "updated." + slot + ":" + param; }
 }  // namespace
@@ -72,7 +73,7 @@ TrainStep compile_train_step(const TrainModel& model, const Backend& backend, co
     for (const std::string& s : compiled->scalar_names) scalars64.push_back(b.input(kScalarPrefix + s, DType::Float64, {}));
     std::vector<std::pair<std::string, ValueId>> outputs;
     for (const auto& [name, v] : g.outputs())
-      if (keep.count(name)) outputs.emplace_back(name, v);
+      if (keep.count(name) || name.rfind(kState, 0) == 0) outputs.emplace_back(name, v);
     for (const std::string& name : trained) {
       const ValueId p = *g.find_leaf(name);
       const DType t = g.value(p).dtype;
@@ -135,6 +136,8 @@ StepResult TrainStep::run(TensorMap& params, OptimizerState& state, const Tensor
     const std::string& name = g.outputs()[i].first;
     if (name.rfind(kUpdated, 0) == 0) {
       train::write_back(params.at(name.substr(std::string(kUpdated).size())), results[i]);
+    } else if (name.rfind(kState, 0) == 0) {
+      train::write_back(params.at(name.substr(std::string(kState).size())), results[i]);
     } else if (name.rfind("updated.", 0) == 0) {
       train::write_back(state.slots.at(name.substr(std::string("updated.").size())), results[i]);
     } else if (step_->metric_names.count(name)) {
