@@ -172,7 +172,7 @@ TrainModel classifier_train_model(double l2 = 0.01) {
   body += Linear(3);
   TrainModel tm(body);
   tm.add_loss(CrossEntropyLoss("none"), {{"input", "output"}, {"target", "target"}}, "mean", 1.0, "ce");
-  if (l2 > 0) tm.add_regularization("l2", l2, ".*weight");
+  if (l2 > 0) tm.add_regularization("l2", l2, "*weight");
   tm.add_metric(ClassAccuracy(), {{"input", "output"}, {"target", "target"}}, "accuracy");
   return tm;
 }
@@ -234,9 +234,9 @@ TEST(TrainModelTest, ErrorsNameWhatIsWrong) {
                        "CrossEntropyLoss has no terminal 'inptu'"));
   EXPECT_TRUE(Contains(error_of([&] { tm.add_loss(MSELoss(), {{"target", "y"}}); }), "connect its 'input'"));
   EXPECT_TRUE(Contains(error_of([&] { tm.add_loss(MSELoss(), {{"input", "output"}}, "max"); }), "unknown reduction 'max'"));
-  EXPECT_TRUE(Contains(error_of([&] { tm.add_regularization("l3", 0.1, ".*"); }), "unknown kind 'l3'"));
-  EXPECT_TRUE(Contains(error_of([&] { tm.add_regularization("l2", -1, ".*"); }), "must be a non-negative number"));
-  EXPECT_TRUE(Contains(error_of([&] { tm.add_regularization("l2", 0.1, "(["); }), "not a valid regular expression"));
+  EXPECT_TRUE(Contains(error_of([&] { tm.add_regularization("l3", 0.1, "*"); }), "unknown kind 'l3'"));
+  EXPECT_TRUE(Contains(error_of([&] { tm.add_regularization("l2", -1, "*"); }), "must be a non-negative number"));
+  EXPECT_TRUE(Contains(error_of([&] { tm.add_regularization("l2", 0.1, ""); }), "the parameter pattern is empty"));
   EXPECT_TRUE(Contains(error_of([&] { compile(tm, ReferenceBackend()); }), "TrainModel has no loss"));
   tm.add_loss(CrossEntropyLoss(), {{"input", "output"}, {"target", "target"}});
   EXPECT_TRUE(Contains(error_of([&] { tm.add_loss(MSELoss(), {{"input", "output"}}, "mean", 1, "loss_0"); }),

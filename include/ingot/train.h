@@ -4,7 +4,7 @@
 //
 //   TrainModel tm(ExampleMLP());
 //   tm.add_loss(CrossEntropyLoss(), {{"input", "output"}, {"target", "target"}});
-//   tm.add_regularization("l2", 1e-4, ".*weight");
+//   tm.add_regularization("l2", 1e-4, "*weight");
 //   tm.add_metric(ClassAccuracy(), {{"input", "output"}, {"target", "target"}}, "accuracy");
 //
 //   SGD sgd({.lr = 0.1, .momentum = 0.9});
@@ -45,9 +45,9 @@ class TrainModel {
   TrainModel& add_loss(const Model& loss, const Connections& connections, const std::string& reduction = "mean",
                        double coefficient = 1.0, const std::string& name = "");
   // Adds coefficient * sum(|p|) ("l1") or coefficient * 0.5 * sum(p^2) ("l2", so its gradient is
-  // coefficient * p) over every parameter whose full name matches `pattern` (an ECMAScript regex;
-  // a plain name matches itself): "linear_0.weight", ".*weight". A pattern that matches no
-  // parameter is an error at compile time.
+  // coefficient * p) over every parameter whose full name matches the glob `pattern` ('*' any
+  // run of characters, '?' one; a plain name matches itself): "linear_0.weight", "*weight". A
+  // pattern that matches no parameter is an error at compile time.
   TrainModel& add_regularization(const std::string& kind, double coefficient, const std::string& pattern);
   // Adds a metric block (e.g. ClassAccuracy()) wired like a loss; its output is returned by name and
   // never differentiated.

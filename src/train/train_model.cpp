@@ -3,7 +3,6 @@
 // parameter names are final and can be matched by pattern.
 #include <algorithm>
 #include <cmath>
-#include <regex>
 #include <set>
 
 #include "compiler/gradient_pipeline.h"
@@ -44,6 +43,27 @@ void check_connections(const char* what, const Model& block, const Connections& 
               joined(model_outputs), ")");
 }
 
+// Whole-name match of a glob: '*' any run of characters, '?' any one character.
+bool glob_match(const std::string& pattern, const std::string& name) {
+  size_t p = 0, n = 0, star = std::string::npos, resume = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+      ++p;
+      ++n;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = n;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
 }  // namespace
 
 TrainModel::TrainModel(Model model) : model_(std::move(model)) {}
@@ -65,11 +85,7 @@ TrainModel& TrainModel::add_regularization(const std::string& kind, double coeff
   INGOT_CHECK(kind == "l1" || kind == "l2", "add_regularization: unknown kind '", kind, "' (expected l1 or l2)");
   INGOT_CHECK(std::isfinite(coefficient) && coefficient >= 0,
               "add_regularization: the coefficient must be a non-negative number, got ", coefficient);
-  try {
-    std::regex re(pattern);
-  } catch (const std::regex_error& e) {
-    INGOT_FAIL("add_regularization: '", pattern, "' is not a valid regular expression (", e.what(), ")");
-  }
+  INGOT_CHECK(!pattern.empty(), "add_regularization: the parameter pattern is empty");
   regularizations_.push_back({kind, coefficient, pattern});
   return *this;
 }
@@ -125,12 +141,11 @@ Graph TrainModel::inferred_graph(const CompileOptions& options) const {
     add(term);
   }
   for (const Regularization& r : regularizations_) {
-    const std::regex re(r.pattern);
     std::vector<ValueId> matched;
     std::vector<std::string> params;
     for (ValueId id : g.leaves_of(ValueKind::Parameter)) {
       params.push_back(g.value(id).name);
-      if (std::regex_match(g.value(id).name, re) && is_floating(g.value(id).dtype)) matched.push_back(id);
+      if (glob_match(r.pattern, g.value(id).name) && is_floating(g.value(id).dtype)) matched.push_back(id);
     }
     INGOT_CHECK(!matched.empty(), "add_regularization: '", r.pattern, "' matches no parameter (parameters: ",
                 joined(params), ")");
