@@ -108,7 +108,9 @@ TEST(AutodiffModels, EmbeddingDropoutAndMseLoss) {
   check_model_gradients(pm, params, inputs, {{"loss", Tensor::scalar<double>(1)}});
 }
 
+// Each CPU comparison builds four native libraries (cold cache: several seconds).
 TEST(AutodiffModels, CpuBackendMatchesReferenceOnTheCnn) {
+  if (slow_tests_skipped()) GTEST_SKIP() << "INGOT_SKIP_SLOW=1: skipping four native builds";
   for (const bool symbolic : {false, true}) {
     SCOPED_TRACE(symbolic ? "symbolic batch" : "static batch");
     CompileOptions o;
@@ -127,6 +129,7 @@ TEST(AutodiffModels, CpuBackendMatchesReferenceOnTheCnn) {
 }
 
 TEST(AutodiffModels, CpuBackendMatchesReferenceOnTheTransformerBlock) {
+  if (slow_tests_skipped()) GTEST_SKIP() << "INGOT_SKIP_SLOW=1: skipping the native builds";
   CompileOptions o;
   o.shapes = {{"input", {2, 5, 8}}};
   Model m = transformer_block(8, 16);

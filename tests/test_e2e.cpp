@@ -15,6 +15,7 @@
 using namespace ingot;
 using ingot::testing::random_tensor;
 using ingot::testing::shape_of;
+using ingot::testing::slow_tests_skipped;
 
 namespace {
 
@@ -40,11 +41,6 @@ Tensor first_samples(const Tensor& t, int64_t n) {
   std::memcpy(out.raw_data(), t.raw_data(),
               static_cast<size_t>(n * per_sample) * dtype_size(t.dtype()));
   return out;
-}
-
-bool slow_tests_skipped() {
-  const char* v = std::getenv("INGOT_SKIP_SLOW");
-  return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
 // ---- a hand-written forward pass of ExampleCNN in double (training mode: batch statistics)
