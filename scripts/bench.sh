@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CPU backend and function-compile benchmarks, one command:
 #   1. configures and builds build-bench (Release, warnings as errors) and runs bench_cpu
-#      -> bench/results/cpu.json and bench_fncompile -> bench/results/fncompile.json
+#      -> bench/results/cpu.json, bench_fncompile -> bench/results/fncompile.json and bench_train
+#      (training steps) -> bench/results/train.json
 #   2. installs the Python peers from PyPI into a virtual environment when it can (each install
 #      capped in time; a failure only means that peer prints "not installed") and runs
 #      bench/peers.py in its own process -> bench/results/peers.json
@@ -28,13 +29,16 @@ mkdir -p bench/results
 
 echo "== build (build-bench)"
 cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DINGOT_WERROR=ON >/dev/null || exit 1
-cmake --build build-bench --target bench_cpu bench_fncompile -j "$(nproc)" || exit 1
+cmake --build build-bench --target bench_cpu bench_fncompile bench_train -j "$(nproc)" || exit 1
 
 echo "== bench_cpu"
 build-bench/bench_cpu "${quick[@]}" bench/results/cpu.json || exit 1
 
 echo "== bench_fncompile"
 build-bench/bench_fncompile "${quick[@]}" bench/results/fncompile.json || exit 1
+
+echo "== bench_train"
+build-bench/bench_train "${quick[@]}" bench/results/train.json || exit 1
 
 if [ "$peers" = 1 ]; then
   venv="${INGOT_BENCH_VENV:-$HOME/.cache/ingot-bench-venv}"

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <stdexcept>
@@ -112,6 +113,12 @@ inline Tensor eval_only(const std::string& op, const std::vector<Tensor>& in,
   std::vector<Tensor> out(1);
   get_op(op).eval(n, in, out);
   return out[0];
+}
+
+// True under INGOT_SKIP_SLOW=1 (the sanitizer run): tests slower than ~5 s skip themselves.
+inline bool slow_tests_skipped() {
+  const char* v = std::getenv("INGOT_SKIP_SLOW");
+  return v != nullptr && std::string(v) == "1";
 }
 
 // A fresh directory under the system temp dir, removed with everything in it at scope exit.

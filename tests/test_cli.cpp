@@ -82,6 +82,7 @@ TEST(Cli, DemoComparesBackends) {
   Result r = run_cli("demo --batch 2");
   EXPECT_EQ(r.status, 0) << r.output;
   for (const char* part : {"== mlp ==", "== cnn ==", "shapes:", "types:", "optimized graph:", "speedup",
-                           "max |cpu - reference|"})
+                           "max |cpu - reference|",
+                           "== train mlp ==", "== train cnn ==", "epoch 2/2 [", "samples/s", "accuracy reached"})
     EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
 }

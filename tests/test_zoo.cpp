@@ -255,8 +255,9 @@ TEST(Zoo, Conv2dShortFormAndArgumentChecks) {
 TEST(Zoo, BatchNorm2dTrainingUsesBatchStatistics) {
   const Shape xs = {3, 2, 4, 5};
   PhysicalModel pm = compile_block(BatchNorm2d(), {{"input", {3, 2, 4, 5}}});
-  // Training reads no running statistics, so they are not in the graph.
-  EXPECT_EQ(pm.parameter_names(), (Names{"batch_norm2d_0.weight", "batch_norm2d_0.bias"}));
+  // Training normalizes with batch statistics; the running ones are state it updates, not trains.
+  EXPECT_EQ(pm.gradient_names(), (Names{"batch_norm2d_0.weight", "batch_norm2d_0.bias"}));
+  EXPECT_TRUE(pm.graph().find_output("state:batch_norm2d_0.running_mean"));
   EXPECT_EQ(shape_of(pm, "batch_norm2d_0.weight"), "[2]");
   EXPECT_EQ(shape_of(pm, "output"), "[3, 2, 4, 5]");
   EXPECT_TRUE(has_op(pm, "moments"));

@@ -10,6 +10,7 @@
 
 #include "ingot/ingot.h"
 #include "ir/op_registry.h"
+#include "train_demo.h"
 
 using namespace ingot;
 
@@ -21,7 +22,9 @@ usage:
   ingot demo [--batch N]                 compile the bundled MLP and CNN with the reference
                                          interpreter and the native CPU backend, check they
                                          agree and time both (batch default 64;
-                                         the CNN uses at most 16)
+                                         the CNN uses at most 16); then train both
+                                         with the compiled training step on generated
+                                         data and print the accuracy reached
   ingot dump <model> [options]           print a model's compiled graph
   ingot summary <model> [--shape ...]    print a model's blocks, shapes and parameters
   ingot save <model> <file.json>         write a model's structure as JSON
@@ -201,6 +204,7 @@ int run(int argc, char** argv) {
   if (cmd == "demo") {
     demo_model("mlp", {a.batch, 784}, true);
     demo_model("cnn", {std::min<int64_t>(a.batch, 16), 3, 32, 32}, false);  // ~120 MFLOP a sample
+    demo::train_bundled_models();
     return 0;
   }
   if (cmd == "dump" || cmd == "summary") {

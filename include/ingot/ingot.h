@@ -22,3 +22,4 @@
 #include "ingot/serialize.h"
 #include "ingot/shape.h"
 #include "ingot/tensor.h"
+#include "ingot/train.h"

@@ -84,6 +84,15 @@ Model MSELoss(const std::string& reduction = "mean");
 // compile option `types`) or, with `one_hot_target`, probabilities [N, C] of the input's dtype.
 // Integer targets pick their class with take_along_axis (no one-hot is built).
 Model CrossEntropyLoss(const std::string& reduction = "mean", bool one_hot_target = false);
+// Binary cross entropy. BCELoss: `input` are probabilities in [0, 1] (each log clamped at
+// -100, as in PyTorch); BCEWithLogitsLoss: `input` are logits, computed stably as
+// max(x, 0) - x t + log(1 + exp(-|x|)). `target` has the input's shape and dtype.
+Model BCELoss(const std::string& reduction = "mean");
+Model BCEWithLogitsLoss(const std::string& reduction = "mean");
+
+// Metric: "input" logits [N, C], "target" integer classes [N] -> "output" float32 scalar, the
+// fraction of rows whose argmax is the target (for TrainModel::add_metric).
+Model ClassAccuracy();
 
 // The bundled example networks used by the demo and tests.
 // CNN: Conv2d(64, k3) -> BatchNorm2d -> Relu -> Conv2d(128, k3) -> GlobalAvgPool2d -> Linear(10)

@@ -170,6 +170,19 @@ Tensor initial_value_for(const FlatWire& w, const std::map<std::string, Tensor>&
   return it != constants.end() ? it->second : *w.value;
 }
 
+// (1 - momentum) state + momentum value (value * count / (count - 1) with a count): see kStateUpdate.
+ValueId running_update(Graph& g, const std::vector<ValueId>& in, double momentum, const std::string& scope) {
+  auto scalar = [&](double x) {
+    const ValueId c = g.add_constant("", Tensor::full(DType::Float64, {}, x));
+    g.value(c).weak_type = true;  // takes the statistic's dtype
+    return c;
+  };
+  auto op = [&](const char* name, ValueId a, ValueId b) { return g.add_node(name, {a, b}, {}, 1, scope)[0]; };
+  ValueId value = in[1];
+  if (in.size() == 3) value = op("mul", value, op("div", in[2], op("sub", in[2], scalar(1.0))));
+  return op("add", op("mul", in[0], scalar(1.0 - momentum)), op("mul", value, scalar(momentum)));
+}
+
 }  // namespace
 
 ResolvedModel resolve_terminals(const FlatModel& flat, const CompileOptions& options) {
@@ -240,6 +253,7 @@ ResolvedModel resolve_terminals(const FlatModel& flat, const CompileOptions& opt
     return id;
   };
 
+  std::vector<std::pair<std::string, ValueId>> state_updates;  // "state:<parameter>" -> next value
   for (int i : topological_order(flat)) {
     const FlatNode& n = flat.nodes[i];
     bool dead = false;
@@ -250,6 +264,16 @@ ResolvedModel resolve_terminals(const FlatModel& flat, const CompileOptions& opt
     }
     std::vector<ValueId> ins;
     for (int w : n.inputs) ins.push_back(flat.wires[w].producer >= 0 ? value_of[w] : leaf(w));
+    if (n.op == detail::kStateUpdate) {
+      INGOT_CHECK((ins.size() == 2 || ins.size() == 3) && n.outputs.size() == 1 && g.value(ins[0]).producer < 0,
+                  "state_update at '", n.scope, "' needs (state, value, [count]) inputs with state a model input");
+      g.value(ins[0]).differentiable = false;
+      value_of[n.outputs[0]] = ins[0];
+      if (!options.inference)
+        state_updates.emplace_back(detail::kStatePrefix + g.value(ins[0]).name,
+                                   running_update(g, ins, n.attrs.get_float("momentum"), n.scope));
+      continue;
+    }
     if (n.op == detail::kSelectByMode) {
       INGOT_CHECK(ins.size() == 2 && n.outputs.size() == 1, "select_by_mode at '", n.scope,
                   "' needs (training, inference) inputs and one output");
@@ -278,6 +302,8 @@ ResolvedModel resolve_terminals(const FlatModel& flat, const CompileOptions& opt
     adopt_terminal_name(g, v, fw.name);
     g.set_output(fw.name, v);
   }
+  for (const auto& [name, v] : state_updates)
+    if (!g.find_output(name)) g.set_output(name, v);
   INGOT_CHECK(!g.outputs().empty(), "The model has no outputs left to compute",
               discarded.empty() ? "; expose one (IOKey(name).expose() or Model::expose)" : " after discard_keys");
 

@@ -3,12 +3,14 @@
 // graph), then the same optimize and lower stages as compile, each printed with `verbose`.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ingot/compile.h"
+#include "compiler/memory_plan.h"
 #include "ingot/graph.h"
 
 namespace ingot {
@@ -18,12 +20,26 @@ struct JointGraph {
   std::shared_ptr<const Executable> executable;
   std::map<std::string, std::string> cotangent_inputs;  // input leaf name -> the output it seeds
   std::map<std::string, std::string> gradient_outputs;  // output name -> the value it differentiates
+  std::shared_ptr<const MemoryPlan> memory_plan;         // of the optimized joint graph
+};
+
+// Grows the joint graph after autodiff and before the optimize stage (the compiled training step
+// appends its optimizer update here, src/train/train_step.cpp), printed as stage `stage`.
+struct JointGraphExtension {
+  std::string stage;
+  std::function<void(JointGraph&, const std::function<void(const std::string&)>& note)> fn;
 };
 
 // `forward`: the shape- and type-inferred graph before optimization. `seeded`: output names
 // that get a cotangent input each. `wrt`: names of the leaves to differentiate.
 JointGraph build_joint_graph(const Graph& forward, const std::vector<std::string>& seeded,
                              const std::vector<std::string>& wrt, const Backend& backend,
-                             const CompileOptions& options);
+                             const CompileOptions& options, const JointGraphExtension& extend = {});
+
+// The front half of compile without the optimize stage: flattened, resolved, shape- and
+// type-inferred and verified (what autodiff differentiates and TrainModel extends).
+Graph build_inferred_graph(const Model& model, const CompileOptions& options);
+// The back half of compile over such a graph: optimize, memory planning, lower, PhysicalModel.
+PhysicalModel compile_inferred(Graph inferred, const Backend& backend, const CompileOptions& options);
 
 }  // namespace ingot

@@ -166,10 +166,8 @@ void write_text(const std::string& path, const std::string& text) {
   write_file_atomic(path, text);
 }
 
-// `unoptimized`, when given, receives the inferred graph before the optimize stage: the graph
-// autodiff differentiates (the passes then see forward and backward together).
-Graph front_half(const Model& model, const CompileOptions& options, StageLog& log,
-                 Graph* unoptimized = nullptr) {
+// Flatten, resolve terminals, infer shapes and dtypes, verify: the graph autodiff differentiates.
+Graph inferred_half(const Model& model, const CompileOptions& options, StageLog& log) {
   options.validate();
   FlatModel flat = log.run("flatten", [&] {
     FlatModel f = flatten(model);
@@ -210,25 +208,34 @@ Graph front_half(const Model& model, const CompileOptions& options, StageLog& lo
     verify(g);
     return 0;
   });
-  if (unoptimized) *unoptimized = g;
+  return g;
+}
+
+void optimize_stage(Graph& g, const CompileOptions& options, StageLog& log) {
   log.run("optimize", [&] {
     log.note("level: " + options.optimization_level);
     optimize(g, options, [&](const std::string& line) { log.note(line); });
     return 0;
   });
-  return g;
 }
 
 }  // namespace
 
 Graph build_graph(const Model& model, const CompileOptions& options) {
   StageLog log(options.verbose);
-  return front_half(model, options, log);
+  Graph g = inferred_half(model, options, log);
+  optimize_stage(g, options, log);
+  return g;
+}
+
+Graph build_inferred_graph(const Model& model, const CompileOptions& options) {
+  StageLog log(options.verbose);
+  return inferred_half(model, options, log);
 }
 
 JointGraph build_joint_graph(const Graph& forward, const std::vector<std::string>& seeded,
                              const std::vector<std::string>& wrt, const Backend& backend,
-                             const CompileOptions& options) {
+                             const CompileOptions& options, const JointGraphExtension& extend) {
   StageLog log(options.verbose);
   JointGraph joint;
   Graph& g = joint.graph;
@@ -268,13 +275,16 @@ JointGraph build_joint_graph(const Graph& forward, const std::vector<std::string
     verify(g);
     return 0;
   });
-  log.run("optimize", [&] {
-    log.note("level: " + options.optimization_level);
-    optimize(g, options, [&](const std::string& line) { log.note(line); });
-    return 0;
-  });
+  if (extend.fn)
+    log.run(extend.stage.c_str(), [&] {
+      extend.fn(joint, [&](const std::string& line) { log.note(line); });
+      verify(g);
+      return 0;
+    });
+  optimize_stage(g, options, log);
   log.run("memory planning", [&] {
-    log.note(plan_memory(g, options.memory_planning).str());
+    joint.memory_plan = std::make_shared<const MemoryPlan>(plan_memory(g, options.memory_planning));
+    log.note(joint.memory_plan->str());
     return 0;
   });
   joint.executable = log.run("lower", [&] {
@@ -287,8 +297,15 @@ JointGraph build_joint_graph(const Graph& forward, const std::vector<std::string
 
 PhysicalModel compile(const Model& model, const Backend& backend, const CompileOptions& options) {
   StageLog log(options.verbose);
+  return compile_inferred(inferred_half(model, options, log), backend, options);
+}
+
+PhysicalModel compile_inferred(Graph inferred, const Backend& backend, const CompileOptions& options) {
+  StageLog log(options.verbose);
   Graph unoptimized;
-  Graph g = front_half(model, options, log, options.inference ? nullptr : &unoptimized);
+  if (!options.inference) unoptimized = inferred;
+  Graph g = std::move(inferred);
+  optimize_stage(g, options, log);
   MemoryPlan plan = log.run("memory planning", [&] {
     MemoryPlan p = plan_memory(g, options.memory_planning);
     log.note(p.str());

@@ -15,6 +15,15 @@ namespace ingot::detail {
 // the IR.
 inline constexpr const char* kSelectByMode = "select_by_mode";
 
+// The reserved primitive (state, value, [count]) {momentum} -> state: a running statistic
+// (BatchNorm2d's). Resolved by flatten: in training mode the graph output "state:<parameter>" is
+// (1 - momentum) state + momentum value, with value * count / (count - 1) when `count` is given
+// (an unbiased variance); TrainStep writes it back. In inference mode it is dropped. Either way the
+// parameter becomes non-trainable state (no gradient). The blend is built there so its scalars
+// are graph constants, not terminals of the block.
+inline constexpr const char* kStateUpdate = "state_update";
+inline constexpr const char* kStatePrefix = "state:";
+
 enum class WireRole { Unspecified, Input, Parameter };
 
 struct Wire {

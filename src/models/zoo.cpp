@@ -139,12 +139,11 @@ Model Conv2d(int64_t out_channels, int64_t kernel_size, int64_t stride, int64_t 
 }
 
 // Terminals: input [N, C, H, W], weight [C] (ones), bias [C] (zeros), running_mean [C] (zeros),
-// running_var [C] (ones), output. Training normalizes with the batch's moments over N, H, W;
-// inference with the running statistics.
+// running_var [C] (ones), output. Training normalizes with the batch's moments over N, H, W and
+// declares the running statistics' next values (state "state:<name>", as PyTorch:
+// (1 - momentum) running + momentum batch, the variance unbiased); inference uses them.
 Model BatchNorm2d(double eps, double momentum) {
   INGOT_CHECK(eps > 0, "BatchNorm2d: eps must be positive, got ", eps);
-  // Running statistics are not updated until training lands; momentum is validated so that a
-  // bad value fails where it is written.
   INGOT_CHECK(momentum >= 0 && momentum <= 1, "BatchNorm2d: momentum must be in [0, 1], got ",
               momentum);
   Model m = block("BatchNorm2d");
@@ -164,6 +163,11 @@ Model BatchNorm2d(double eps, double momentum) {
         {{"eps", eps}});
   };
   Connection training = normalize(moments.at("mean"), moments.at("variance"));
+  Connection count = add_op(m, "numel", {{"input", x}},
+                            {{"axes", std::vector<int64_t>{0, 2, 3}}, {"dtype", std::string("float32")}});
+  add_op(m, detail::kStateUpdate, {{"state", running_mean}, {"value", moments.at("mean")}}, {{"momentum", momentum}});
+  add_op(m, detail::kStateUpdate, {{"state", running_var}, {"value", moments.at("variance")}, {"count", count}},
+         {{"momentum", momentum}});
   m.set_cout(select_by_mode(m, training, normalize(running_mean, running_var)));
   return m;
 }
@@ -271,6 +275,41 @@ Model CrossEntropyLoss(const std::string& reduction, bool one_hot_target) {
           ? -(logp * m.input("target", ShapeTemplate{"N", "C"})).sum({1})
           : -picked_log_prob(m, logp, m.input("target", ShapeTemplate{"N"}, DType::Int64));
   m.set_cout(reduce(loss, reduction));
+  return m;
+}
+
+// loss = -(t log p + (1 - t) log(1 - p)); each log is clamped at -100, as in PyTorch, so that
+// p = 0 or 1 gives a finite loss.
+Model BCELoss(const std::string& reduction) {
+  check_reduction(reduction);
+  Model m = block("BCELoss");
+  Connection p = m.input("input"), t = m.input("target");
+  auto clamped_log = [&](const Connection& x) {
+    return add_op(m, "maximum", {{"left", apply("log", x)}, {"right", IOKey(-100.0)}});
+  };
+  m.set_cout(reduce(-(t * clamped_log(p) + (1.0 - t) * clamped_log(1.0 - p)), reduction));
+  return m;
+}
+
+// The same loss from logits x, in the stable form max(x, 0) - x t + log(1 + exp(-|x|)): no
+// exp overflows and no log of 0 for any x.
+Model BCEWithLogitsLoss(const std::string& reduction) {
+  check_reduction(reduction);
+  Model m = block("BCEWithLogitsLoss");
+  Connection x = m.input("input"), t = m.input("target");
+  Connection softplus_neg_abs = apply("log", 1.0 + apply("exp", -apply("abs", x)));
+  m.set_cout(reduce(apply("relu", x) - x * t + softplus_neg_abs, reduction));
+  return m;
+}
+
+// Fraction of rows whose largest logit is the target class.
+Model ClassAccuracy() {
+  Model m = block("ClassAccuracy");
+  Connection logits = m.input("input", ShapeTemplate{"N", "C"});
+  Connection target = m.input("target", ShapeTemplate{"N"}, DType::Int64);
+  Connection predicted = add_op(m, "argmax", {{"input", logits}}, {{"axis", int64_t{1}}, {"keepdims", int64_t{0}}});
+  Connection hit = add_op(m, "equal", {{"left", predicted}, {"right", target}});
+  m.set_cout(hit.cast(DType::Float32).mean());
   return m;
 }
 

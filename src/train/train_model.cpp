@@ -1,0 +1,177 @@
+// TrainModel: the model with its loss and metric blocks added as a logical model, then the total
+// cost ("final_cost": weighted losses plus regularization) appended to the inferred graph, where
+// parameter names are final and can be matched by pattern.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "compiler/gradient_pipeline.h"
+#include "ingot/error.h"
+#include "ingot/models.h"
+#include "ingot/train.h"
+#include "train/graph_builder.h"
+
+namespace ingot {
+
+namespace {
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s.empty() ? std::string("none") : s;
+}
+
+bool contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// Checks a loss or metric's connections: terminals of the block, and an "input" that reads an
+// output of the model.
+void check_connections(const char* what, const Model& block, const Connections& connections,
+                       const std::vector<std::string>& model_outputs) {
+  const std::vector<std::string> terminals = block.input_keys();
+  bool has_input = false;
+  for (const auto& [terminal, wire] : connections) {
+    INGOT_CHECK(contains(terminals, terminal), what, " ", block.type_name(), " has no terminal '", terminal,
+                "' (terminals: ", joined(terminals), ")");
+    if (terminal != "input") continue;
+    has_input = true;
+    INGOT_CHECK(contains(model_outputs, wire), what, " ", block.type_name(), ": its input is connected to '", wire,
+                "', which is not an output of the model (outputs: ", joined(model_outputs), ")");
+  }
+  INGOT_CHECK(has_input, what, " ", block.type_name(), ": connect its 'input' to an output of the model (outputs: ",
+              joined(model_outputs), ")");
+}
+
+// Whole-name match of a glob: '*' any run of characters, '?' any one character.
+bool glob_match(const std::string& pattern, const std::string& name) {
+  size_t p = 0, n = 0, star = std::string::npos, resume = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+      ++p;
+      ++n;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = n;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+}  // namespace
+
+TrainModel::TrainModel(Model model) : model_(std::move(model)) {}
+
+TrainModel& TrainModel::add_loss(const Model& loss, const Connections& connections, const std::string& reduction,
+                                 double coefficient, const std::string& name) {
+  INGOT_CHECK(reduction == "mean" || reduction == "sum", "add_loss: unknown reduction '", reduction,
+              "' (expected mean or sum: the total cost is a scalar)");
+  INGOT_CHECK(std::isfinite(coefficient), "add_loss: the coefficient must be finite, got ", coefficient);
+  check_connections("Loss", loss, connections, model_.output_keys());
+  const std::string n = name.empty() ? "loss_" + std::to_string(losses_.size()) : name;
+  INGOT_CHECK(n != kFinalCost, "add_loss: '", kFinalCost, "' is the total cost; name the loss otherwise");
+  for (const Loss& l : losses_) INGOT_CHECK(l.name != n, "add_loss: a loss named '", n, "' exists already");
+  losses_.push_back({loss, connections, reduction, coefficient, n});
+  return *this;
+}
+
+TrainModel& TrainModel::add_regularization(const std::string& kind, double coefficient, const std::string& pattern) {
+  INGOT_CHECK(kind == "l1" || kind == "l2", "add_regularization: unknown kind '", kind, "' (expected l1 or l2)");
+  INGOT_CHECK(std::isfinite(coefficient) && coefficient >= 0,
+              "add_regularization: the coefficient must be a non-negative number, got ", coefficient);
+  INGOT_CHECK(!pattern.empty(), "add_regularization: the parameter pattern is empty");
+  regularizations_.push_back({kind, coefficient, pattern});
+  return *this;
+}
+
+TrainModel& TrainModel::add_metric(const Model& metric, const Connections& connections, const std::string& name) {
+  INGOT_CHECK(!name.empty(), "add_metric: give the metric a name");
+  check_connections("Metric", metric, connections, model_.output_keys());
+  for (const Metric& m : metrics_) INGOT_CHECK(m.name != name, "add_metric: a metric named '", name, "' exists already");
+  for (const Loss& l : losses_) INGOT_CHECK(l.name != name, "add_metric: '", name, "' names a loss");
+  metrics_.push_back({metric, connections, name});
+  return *this;
+}
+
+Model TrainModel::logical_model() const {
+  INGOT_CHECK(!losses_.empty(), "TrainModel has no loss; add one with add_loss");
+  Model m = model_;
+  const Connection output = m.cout();  // adding a block moves the canonical output to it
+  auto attach = [&](const Model& block, const Connections& connections, const std::string& name) {
+    Links links;
+    for (const auto& [terminal, wire] : connections)
+      links.emplace_back(terminal, wire == "output" ? IOKey(output) : IOKey(wire));
+    links.emplace_back("output", IOKey(name).expose());
+    m |= block(links);
+  };
+  for (const Loss& l : losses_) attach(l.block, l.connections, l.name);
+  for (const Metric& mt : metrics_) attach(mt.block, mt.connections, mt.name);
+  m.set_cout(output);  // the model's own output stays an output
+  return m;
+}
+
+Graph TrainModel::inferred_graph(const CompileOptions& options) const {
+  Graph g = build_inferred_graph(logical_model(), options);
+  train::GraphBuilder b(g, "train_model");
+  for (const Metric& mt : metrics_) {
+    const ValueId v = *g.find_output(mt.name);
+    g.value(v).differentiable = false;
+  }
+  ValueId total = -1;
+  DType cost_type = DType::Float32;
+  auto add = [&](ValueId term) { total = total < 0 ? term : b.op("add", {total, b.cast(term, g.value(total).dtype)}); };
+  for (const Loss& l : losses_) {
+    const ValueId out = *g.find_output(l.name);
+    INGOT_CHECK(is_floating(g.value(out).dtype), "Loss '", l.name, "' is ", dtype_name(g.value(out).dtype),
+                "; a loss must be floating point");
+    ValueId term = out;
+    if (!g.value(out).shape.empty()) {
+      term = l.reduction == "mean" ? b.mean_all(out) : b.sum_all(out);
+      for (auto& [name, v] : g.outputs())
+        if (name == l.name) v = term;  // the loss as reported: reduced
+    }
+    if (l.coefficient != 1.0) term = b.op("mul", {term, b.scalar(l.coefficient, g.value(term).dtype)});
+    if (total < 0) cost_type = g.value(term).dtype;
+    add(term);
+  }
+  for (const Regularization& r : regularizations_) {
+    std::vector<ValueId> matched;
+    std::vector<std::string> params;
+    for (ValueId id : g.leaves_of(ValueKind::Parameter)) {
+      params.push_back(g.value(id).name);
+      if (glob_match(r.pattern, g.value(id).name) && is_floating(g.value(id).dtype)) matched.push_back(id);
+    }
+    INGOT_CHECK(!matched.empty(), "add_regularization: '", r.pattern, "' matches no parameter (parameters: ",
+                joined(params), ")");
+    for (ValueId p : matched) {
+      const DType t = g.value(p).dtype;
+      ValueId term = r.kind == "l1" ? b.sum_all(b.op("abs", {p}))
+                                    : b.op("mul", {b.sum_all(b.op("mul", {p, p})), b.scalar(0.5, t)});
+      term = b.op("mul", {term, b.scalar(r.coefficient, t)});
+      add(b.cast(term, cost_type));
+    }
+  }
+  INGOT_CHECK(!g.find_output(kFinalCost), "The model already has an output named '", kFinalCost, "'");
+  g.set_output(kFinalCost, total);
+  verify(g);
+  return g;
+}
+
+PhysicalModel compile(const TrainModel& model, const Backend& backend, const CompileOptions& options) {
+  return compile_inferred(model.inferred_graph(options), backend, options);
+}
+
+Evaluation evaluate_loss(const PhysicalModel& model, const TensorMap& params, const TensorMap& inputs) {
+  const auto out = model.graph().find_output(kFinalCost);
+  INGOT_CHECK(out, "evaluate_loss: the model has no '", kFinalCost, "' output; compile a TrainModel");
+  const DType t = model.graph().value(*out).dtype;
+  return model.evaluate(params, inputs, {{kFinalCost, Tensor::full(DType::Float64, {}, 1.0).astype(t)}});
+}
+
+}  // namespace ingot

@@ -1,0 +1,154 @@
+// The compiled training step: the TrainModel's joint forward + backward graph (the same autodiff
+// stage PhysicalModel::evaluate uses) grown by the optimizer's update ops before the optimize
+// stage, so passes, fusion and memory planning see forward, backward and update together.
+#include <algorithm>
+#include <set>
+
+#include "compiler/gradient_pipeline.h"
+#include "ingot/error.h"
+#include "ingot/train.h"
+#include "train/graph_builder.h"
+#include "train/write_back.h"
+
+namespace ingot {
+
+namespace {
+constexpr const char* kScalarPrefix = "optimizer.";
+constexpr const char* kUpdated = "updated:";
+constexpr const char* kState = "state:";  // non-trainable state's next value (BatchNorm2d running statistics)
+std::string slot_input(const std::string& slot, const std::string& param) { return "optimizer." + slot + ":" + param; }
+std::string slot_output(const std::string& slot, const std::string& param) { return "updated." + slot + ":" + param; }
+}  // namespace
+
+struct TrainStep::Compiled {
+  JointGraph joint;
+  std::vector<std::string> scalar_names;  // the optimizer's run-time scalars, in scalars() order
+  std::set<std::string> metric_names;
+};
+
+TrainStep::TrainStep(PhysicalModel forward, std::shared_ptr<const Compiled> step,
+                     std::shared_ptr<const Optimizer> optimizer, std::vector<std::string> trained)
+    : forward_(std::move(forward)), step_(std::move(step)), optimizer_(std::move(optimizer)), trained_(std::move(trained)) {}
+
+const Graph& TrainStep::graph() const { return step_->joint.graph; }
+
+int64_t TrainStep::planned_peak_bytes() const {
+  const auto& plan = step_->joint.memory_plan;
+  return plan && plan->planned ? plan->planned_peak_bytes : 0;
+}
+
+TrainStep compile_train_step(const TrainModel& model, const Backend& backend, const Optimizer& optimizer,
+                             const CompileOptions& options) {
+  INGOT_CHECK(!options.inference, "compile_train_step: the options have inference = true; a training step "
+              "needs the training graph (Dropout on, BatchNorm on batch statistics)");
+  const Graph inferred = model.inferred_graph(options);
+  CompileOptions forward_options = options;
+  forward_options.jit = false;  // lowered only if the forward model alone is evaluated
+  forward_options.verbose = false;
+  PhysicalModel forward = compile_inferred(inferred, backend, forward_options);
+
+  std::vector<std::string> trained;
+  for (ValueId id : inferred.leaves_of(ValueKind::Parameter)) {
+    const Value& v = inferred.value(id);
+    if (v.differentiable && is_floating(v.dtype)) trained.push_back(v.name);
+  }
+  auto compiled = std::make_shared<TrainStep::Compiled>();
+  std::shared_ptr<const Optimizer> opt = optimizer.clone();
+  for (const auto& [name, value] : opt->scalars(1)) compiled->scalar_names.push_back(name);
+  std::set<std::string> keep = {kFinalCost};
+  for (const auto& l : model.losses()) keep.insert(l.name);
+  for (const auto& m : model.metrics()) {
+    keep.insert(m.name);
+    compiled->metric_names.insert(m.name);
+  }
+
+  JointGraphExtension update;
+  update.stage = "optimizer update";
+  update.fn = [&](JointGraph& joint, const std::function<void(const std::string&)>& note) {
+    Graph& g = joint.graph;
+    train::GraphBuilder b(g, "optimizer");
+    std::map<std::string, ValueId> grad_of;
+    for (const auto& [output, param] : joint.gradient_outputs) grad_of[param] = *g.find_output(output);
+    std::vector<ValueId> scalars64;
+    for (const std::string& s : compiled->scalar_names) scalars64.push_back(b.input(kScalarPrefix + s, DType::Float64, {}));
+    std::vector<std::pair<std::string, ValueId>> outputs;
+    for (const auto& [name, v] : g.outputs())
+      if (keep.count(name) || name.rfind(kState, 0) == 0) outputs.emplace_back(name, v);
+    for (const std::string& name : trained) {
+      const ValueId p = *g.find_leaf(name);
+      const DType t = g.value(p).dtype;
+      std::vector<ValueId> slots, scalars;
+      for (const std::string& slot : opt->slot_names()) slots.push_back(b.input(slot_input(slot, name), t, g.value(p).shape));
+      for (ValueId s : scalars64) scalars.push_back(b.cast(s, t));
+      const Optimizer::GraphUpdate u = opt->build_update(
+          [&](const std::string& op, std::vector<ValueId> in, Attrs a) { return b.op(op, std::move(in), std::move(a)); },
+          [&](double value) { return b.scalar(value, t); }, p, grad_of.at(name), slots, scalars);
+      outputs.emplace_back(kUpdated + name, u.param);
+      for (size_t k = 0; k < u.slots.size(); ++k) outputs.emplace_back(slot_output(opt->slot_names()[k], name), u.slots[k]);
+    }
+    g.outputs() = std::move(outputs);
+    joint.gradient_outputs.clear();
+    note(opt->name() + " update of " + std::to_string(trained.size()) + " parameters; " +
+         std::to_string(opt->slot_names().size()) + " state slots each");
+  };
+  compiled->joint = build_joint_graph(inferred, {kFinalCost}, trained, backend, options, update);
+  return TrainStep(std::move(forward), std::move(compiled), std::move(opt), std::move(trained));
+}
+
+StepResult TrainStep::run(TensorMap& params, OptimizerState& state, const TensorMap& batch) const {
+  const Graph& g = step_->joint.graph;
+  const int64_t step = state.step + 1;
+  std::map<std::string, double> scalar_values;
+  for (const auto& [name, value] : optimizer_->scalars(step)) scalar_values[kScalarPrefix + name] = value;
+  std::vector<Tensor> args;
+  for (ValueId id : g.leaves()) {
+    const Value& v = g.value(id);
+    if (v.kind == ValueKind::Constant) continue;
+    const TensorMap* from = &batch;
+    std::string key = v.name;
+    if (step_->joint.cotangent_inputs.count(v.name)) {
+      args.push_back(Tensor::full(DType::Float64, {}, 1.0).astype(v.dtype));
+      continue;
+    }
+    if (auto s = scalar_values.find(v.name); s != scalar_values.end()) {
+      args.push_back(Tensor::full(DType::Float64, {}, s->second));
+      continue;
+    }
+    if (v.kind == ValueKind::Parameter) from = &params;
+    else if (v.name.rfind(kScalarPrefix, 0) == 0) {
+      from = &state.slots;
+      key = v.name.substr(std::string(kScalarPrefix).size());
+    }
+    auto it = from->find(key);
+    INGOT_CHECK(it != from->end(), "TrainStep::run: missing ",
+                from == &params ? "parameter" : from == &batch ? "batch input" : "optimizer slot", " '", key, "' (",
+                dtype_name(v.dtype), to_string(v.shape), ")", from == &state.slots ? "; create the state with init_state(params)" : "");
+    const Tensor& t = it->second;
+    bool ok = t.dtype() == v.dtype && t.rank() == static_cast<int>(v.shape.size());
+    for (size_t i = 0; ok && i < v.shape.size(); ++i) ok = !v.shape[i].known() || v.shape[i].value == t.shape()[i];
+    INGOT_CHECK(ok, "TrainStep::run: '", key, "' is ", dtype_name(t.dtype()), to_string(t.shape()), ", expected ",
+                dtype_name(v.dtype), to_string(v.shape));
+    args.push_back(t);
+  }
+  std::vector<Tensor> results = step_->joint.executable->run(args);
+  StepResult r;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const std::string& name = g.outputs()[i].first;
+    if (name.rfind(kUpdated, 0) == 0) {
+      train::write_back(params.at(name.substr(std::string(kUpdated).size())), results[i]);
+    } else if (name.rfind(kState, 0) == 0) {
+      train::write_back(params.at(name.substr(std::string(kState).size())), results[i]);
+    } else if (name.rfind("updated.", 0) == 0) {
+      train::write_back(state.slots.at(name.substr(std::string("updated.").size())), results[i]);
+    } else if (step_->metric_names.count(name)) {
+      r.metrics.emplace(name, results[i]);
+    } else {
+      if (name == kFinalCost) r.loss = results[i].item();
+      r.losses.emplace(name, results[i]);
+    }
+  }
+  state.step = step;
+  return r;
+}
+
+}  // namespace ingot
