@@ -23,6 +23,9 @@ struct ingot_host {
   // the node's inputs/outputs with the concrete shapes bound by `dims`.
   int (*run_node)(void* ctx, int32_t node, const void* const* inputs, void* const* outputs,
                   char* error, size_t error_size);
+  // Null unless a profile session records (ingot/profile.h); then called with phase 0 before and
+  // phase 1 after generated kernel `kernel` (GeneratedCode::profile_names[kernel]).
+  void (*profile)(void* ctx, int32_t kernel, int32_t phase);
 };
 typedef int (*ingot_entry_fn)(const void* const* inputs, void* const* outputs, const int64_t* dims,
                               const ingot_host* host, char* error, size_t error_size);

@@ -19,7 +19,7 @@
 namespace ingot::cpu {
 namespace {
 
-constexpr int kAbiVersion = 1;
+constexpr int kAbiVersion = 2;  // 2: ingot_host::profile
 
 std::string unique_suffix() {
   static std::atomic<unsigned> counter{0};

@@ -285,6 +285,7 @@ class Generator {
     std::string name = "k" + std::to_string(out_.kernels++) + (fused && nodes.size() > 1 ? "_fused" : "");
     for (size_t i = 0; i < nodes.size() && i < 4; ++i) name += "_" + ident(g_.node(nodes[i]).op);
     if (nodes.size() > 4) name += "_etc";
+    step_kernels_.push_back(name);
     return name;
   }
 
@@ -605,7 +606,7 @@ class Generator {
   }
 
   void emit_entry(std::ostream& e) {
-    e << "// ---- entry ----\nextern \"C\" int ingot_abi_version() { return 1; }\n\n";
+    e << "// ---- entry ----\nextern \"C\" int ingot_abi_version() { return 2; }\n\n";
     e << "static int ig_run(const void* const* inputs, void* const* outputs, const ig_ctx* ctx) {\n"
       << dims_prologue();
     for (size_t i = 0; i < out_.inputs.size(); ++i) {
@@ -645,6 +646,10 @@ class Generator {
             e << "  " << ptr(v) << " = static_cast<" << ctype(g_.value(v).dtype) << "*>(bufs.alloc("
               << slot[v] << ", static_cast<size_t>(" << str(numel_of(v)) << ") * sizeof(" << ctype(g_.value(v).dtype)
               << ")));\n  if (" << ptr(v) << " == nullptr) return ig_fail(ctx, \"out of memory\");\n";
+      // Each segment is one profiled step, named after the kernels it emits.
+      const int32_t step = static_cast<int32_t>(out_.profile_names.size());
+      step_kernels_.clear();
+      e << "  ig_profile(ctx, " << step << ", 0);\n";
       if (seg.kind == Segment::Fallback) {
         emit_fallback(seg, e);
       } else if (seg.kind == Segment::Native) {
@@ -661,6 +666,12 @@ class Generator {
         }
         for (const std::string& key : order) emit_elementwise(seg, by_shape[key], e);
       }
+      e << "  ig_profile(ctx, " << step << ", 1);\n";
+      std::string name;
+      for (const std::string& k : step_kernels_) name += (name.empty() ? "" : "+") + k;
+      if (seg.kind == Segment::Fallback) name = "ref_n" + std::to_string(seg.nodes[0]) + "_" + ident(g_.node(seg.nodes[0]).op);
+      out_.profile_names.push_back(name);
+      out_.profile_details.push_back(describe(seg.nodes));
       for (ValueId v : release_after[static_cast<int>(s)]) e << "  bufs.release(" << slot[v] << ");\n";
     }
     e << "  return 0;\n}\n\n";
@@ -679,6 +690,7 @@ class Generator {
   std::vector<Segment> segs_;
   std::vector<int> seg_of_, last_use_;
   std::vector<bool> needs_buffer_, is_output_;
+  std::vector<std::string> step_kernels_;  // kernels emitted for the current segment
   std::ostringstream kernels_;
 };
 

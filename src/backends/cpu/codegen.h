@@ -28,6 +28,8 @@ struct GeneratedCode {
   std::vector<NodeId> fallback_nodes;   // run through the host's reference kernels
   std::vector<NodeId> native_nodes;
   int kernels = 0;                      // native kernels generated
+  // Per profiled step (ig_profile id): its kernels' names and the ops / scopes it computes.
+  std::vector<std::string> profile_names, profile_details;
 };
 
 GeneratedCode generate_cpp(const Graph& g, const FusionPlan& plan, const CodegenOptions& options);

@@ -15,6 +15,7 @@
 #include "compiler/fusion_plan.h"
 #include "compiler/shape_inference.h"
 #include "ingot/error.h"
+#include "ingot/profile.h"
 #include "ir/op_registry.h"
 
 namespace ingot {
@@ -31,6 +32,7 @@ class CpuExecutable;
 struct HostCall {
   const CpuExecutable* exe;
   const Binding* binding;
+  int64_t step_start_ns = 0;  // profiling: when the running step began
 };
 
 class CpuExecutable final : public Executable {
@@ -69,7 +71,8 @@ class CpuExecutable final : public Executable {
       out_ptrs[j] = outs[j].raw_data();
     }
     HostCall call{this, b.get()};
-    ingot_host host{&call, const_ptrs_.data(), &CpuExecutable::run_node};
+    ingot_host host{&call, const_ptrs_.data(), &CpuExecutable::run_node,
+                    profile::active() ? &CpuExecutable::profile_step : nullptr};
     char error[2048] = {0};
     if (in_ptrs.empty()) in_ptrs.push_back(nullptr);
     if (out_ptrs.empty()) out_ptrs.push_back(nullptr);
@@ -124,6 +127,17 @@ class CpuExecutable final : public Executable {
                     n.scope.empty() ? "" : " in '", n.scope.c_str(), n.scope.empty() ? "" : "'", e.what());
       return 1;
     }
+  }
+
+  static void profile_step(void* ctx, int32_t step, int32_t phase) {
+    HostCall& call = *static_cast<HostCall*>(ctx);
+    if (phase == 0) {
+      call.step_start_ns = profile::now_ns();
+      return;
+    }
+    const cpu::GeneratedCode& code = call.exe->code_;
+    profile::record(code.profile_names[static_cast<size_t>(step)], "cpu", code.profile_details[static_cast<size_t>(step)],
+                    call.step_start_ns, profile::now_ns());
   }
 
   std::shared_ptr<const Binding> bind(const std::vector<Shape>& in_shapes) const {

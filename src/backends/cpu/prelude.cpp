@@ -20,6 +20,7 @@ struct ingot_host {
   const void* const* constants;
   int (*run_node)(void* ctx, int32_t node, const void* const* inputs, void* const* outputs,
                   char* error, size_t error_size);
+  void (*profile)(void* ctx, int32_t kernel, int32_t phase);
 };
 }
 
@@ -311,6 +312,11 @@ struct ig_ctx {
   char* error;
   size_t error_size;
 };
+
+// Profiling: one branch per kernel when off (the host passes a null hook).
+inline void ig_profile(const ig_ctx* c, int32_t kernel, int32_t phase) {
+  if (c->host->profile != nullptr) c->host->profile(c->host->ctx, kernel, phase);
+}
 
 inline int ig_fail(const ig_ctx* c, const char* msg) {
   if (c->error != nullptr && c->error_size > 0) std::snprintf(c->error, c->error_size, "%s", msg);
