@@ -21,6 +21,13 @@ class Executable;
 class Backend;
 struct CompileOptions;
 struct MemoryPlan;  // src/compiler/memory_plan.h
+struct JointGraph;  // src/compiler/gradient_pipeline.h
+
+// What evaluate returns when gradients are asked for.
+struct Evaluation {
+  TensorMap outputs;    // every output, as evaluate(params, inputs) gives them
+  TensorMap gradients;  // one per gradient_names() entry, shaped and typed like that terminal
+};
 
 class PhysicalModel {
  public:
@@ -33,6 +40,27 @@ class PhysicalModel {
   // Runs the model. `params` holds every parameter; `inputs` every data input. Names, dtypes and
   // shapes are checked first and any mismatch is an ingot::Error naming the terminal.
   TensorMap evaluate(const TensorMap& params, const TensorMap& inputs = {}) const;
+  // Runs the model and its backward pass: `output_gradients` maps output names to their
+  // cotangents (dtype and shape of that output; `{{"loss", Tensor::scalar(1.0f)}}` for a scalar
+  // loss), and the result holds the outputs and the gradient of the seeded outputs with respect
+  // to every differentiable parameter and trainable input (gradient_names()). Outputs left out
+  // of `output_gradients` contribute nothing. The joint forward + backward graph is built,
+  // optimized and lowered on the first request for a set of seeded outputs, then cached, so
+  // plain evaluate pays nothing for it. A model compiled with `inference = true` refuses.
+  //
+  //   Evaluation r = pm.evaluate(params, {{"input", x}}, {{"loss", Tensor::scalar(1.0f)}});
+  //   Tensor dw = r.gradients.at("linear_0.weight");
+  Evaluation evaluate(const TensorMap& params, const TensorMap& inputs,
+                      const TensorMap& output_gradients) const;
+  // Names of what gets a gradient: differentiable parameters and inputs named in
+  // `trainable_keys`; never constants or `data_keys`.
+  std::vector<std::string> gradient_names() const;
+  // The optimized joint forward + backward graph for a set of seeded outputs (built on demand,
+  // like evaluate); its gradient outputs are named "grad:<terminal>" and its cotangent inputs
+  // "cotangent:<output>".
+  const Graph& gradient_graph(const std::vector<std::string>& seeded_outputs) const;
+  // Set by compile: the inferred graph before optimization, which autodiff differentiates.
+  void set_differentiation_graph(Graph graph);
 
   // Shapes and dtypes of every terminal (inputs, parameters, constants, outputs and named
   // intermediate wires) after inference; symbols stay symbols ("N").
@@ -61,12 +89,19 @@ class PhysicalModel {
  private:
   const Executable& executable() const;
   std::vector<ValueId> run_leaves() const;  // inputs and parameters, in executable order
+  // Checks names, dtypes and shapes of params and inputs, binding symbols in `bound`.
+  void check_arguments(const TensorMap& params, const TensorMap& inputs,
+                       std::map<std::string, std::pair<int64_t, std::string>>& bound) const;
+  const JointGraph& joint_graph(const std::vector<std::string>& seeded) const;
+
+  struct GradientCache;
 
   Graph graph_;
   std::shared_ptr<const Backend> backend_;
   std::shared_ptr<const CompileOptions> options_;
   mutable std::shared_ptr<const Executable> executable_;
   std::shared_ptr<const MemoryPlan> memory_plan_;  // lowered lazily when jit = false
+  std::shared_ptr<GradientCache> gradients_;        // the graph autodiff reads + joint graphs built
 };
 
 }  // namespace ingot

@@ -5,7 +5,9 @@
 
 #include <cmath>
 
+#include "compiler/autodiff.h"
 #include "compiler/frontend.h"
+#include "compiler/gradient_pipeline.h"
 #include "compiler/memory_plan.h"
 #include "compiler/passes/passes.h"
 #include "compiler/shape_inference.h"
@@ -164,7 +166,10 @@ void write_text(const std::string& path, const std::string& text) {
   write_file_atomic(path, text);
 }
 
-Graph front_half(const Model& model, const CompileOptions& options, StageLog& log) {
+// `unoptimized`, when given, receives the inferred graph before the optimize stage: the graph
+// autodiff differentiates (the passes then see forward and backward together).
+Graph front_half(const Model& model, const CompileOptions& options, StageLog& log,
+                 Graph* unoptimized = nullptr) {
   options.validate();
   FlatModel flat = log.run("flatten", [&] {
     FlatModel f = flatten(model);
@@ -205,6 +210,7 @@ Graph front_half(const Model& model, const CompileOptions& options, StageLog& lo
     verify(g);
     return 0;
   });
+  if (unoptimized) *unoptimized = g;
   log.run("optimize", [&] {
     log.note("level: " + options.optimization_level);
     optimize(g, options, [&](const std::string& line) { log.note(line); });
@@ -220,9 +226,69 @@ Graph build_graph(const Model& model, const CompileOptions& options) {
   return front_half(model, options, log);
 }
 
+JointGraph build_joint_graph(const Graph& forward, const std::vector<std::string>& seeded,
+                             const std::vector<std::string>& wrt, const Backend& backend,
+                             const CompileOptions& options) {
+  StageLog log(options.verbose);
+  JointGraph joint;
+  Graph& g = joint.graph;
+  g = forward;
+  log.run("autodiff", [&] {
+    const size_t nodes_before = g.nodes().size();
+    auto taken = [&](const std::string& name) { return g.find_leaf(name) || g.find_output(name); };
+    std::vector<std::pair<ValueId, ValueId>> seeds;
+    for (const std::string& name : seeded) {
+      const ValueId out = *g.find_output(name);
+      const std::string input = "cotangent:" + name;
+      INGOT_CHECK(!taken(input), "Cannot name the cotangent of '", name, "': the model already has a terminal '",
+                  input, "'");
+      const ValueId cot = g.add_input(input);
+      Value& v = g.value(cot);
+      v.shape = g.value(out).shape;
+      v.dtype = g.value(out).dtype;
+      v.shape_known = true;
+      seeds.emplace_back(out, cot);
+      joint.cotangent_inputs[input] = name;
+    }
+    std::vector<ValueId> leaves;
+    for (const std::string& name : wrt) leaves.push_back(*g.find_leaf(name));
+    const std::vector<ValueId> grads = append_backward(g, seeds, leaves);
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const std::string output = "grad:" + wrt[i];
+      INGOT_CHECK(!taken(output), "Cannot name the gradient of '", wrt[i], "': the model already has a terminal '",
+                  output, "'");
+      g.set_output(output, grads[i]);
+      joint.gradient_outputs[output] = wrt[i];
+    }
+    std::string seeds_text;
+    for (const std::string& name : seeded) seeds_text += (seeds_text.empty() ? "" : ", ") + name;
+    log.note("seeded outputs: " + (seeds_text.empty() ? std::string("none") : seeds_text) + "; " +
+             std::to_string(grads.size()) + " gradients; " + std::to_string(g.nodes().size() - nodes_before) +
+             " backward nodes after " + std::to_string(nodes_before) + " forward nodes");
+    verify(g);
+    return 0;
+  });
+  log.run("optimize", [&] {
+    log.note("level: " + options.optimization_level);
+    optimize(g, options, [&](const std::string& line) { log.note(line); });
+    return 0;
+  });
+  log.run("memory planning", [&] {
+    log.note(plan_memory(g, options.memory_planning).str());
+    return 0;
+  });
+  joint.executable = log.run("lower", [&] {
+    std::shared_ptr<const Executable> e = backend.lower(g, options);
+    log.note("backend: " + backend.name() + ", " + std::to_string(g.nodes().size()) + " nodes (forward + backward)");
+    return e;
+  });
+  return joint;
+}
+
 PhysicalModel compile(const Model& model, const Backend& backend, const CompileOptions& options) {
   StageLog log(options.verbose);
-  Graph g = front_half(model, options, log);
+  Graph unoptimized;
+  Graph g = front_half(model, options, log, options.inference ? nullptr : &unoptimized);
   MemoryPlan plan = log.run("memory planning", [&] {
     MemoryPlan p = plan_memory(g, options.memory_planning);
     log.note(p.str());
@@ -255,6 +321,7 @@ PhysicalModel compile(const Model& model, const Backend& backend, const CompileO
   return log.run("function generation", [&] {
     PhysicalModel pm(std::move(g), be, opts, exe);
     pm.set_memory_plan(std::move(plan));
+    if (!options.inference) pm.set_differentiation_graph(std::move(unoptimized));
     log.note("inputs: " + std::to_string(pm.input_names().size()) + ", parameters: " +
              std::to_string(pm.parameter_names().size()) + ", outputs: " +
              std::to_string(pm.output_names().size()) + (options.jit ? "" : " (lowering on first evaluate)"));

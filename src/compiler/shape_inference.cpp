@@ -51,6 +51,48 @@ class Engine final : public ShapeInfer {
     return report;
   }
 
+  // One node whose inputs already have shapes: symbols become variables by name, the rule runs
+  // to a fixpoint, and only the node's outputs are written.
+  void run_node(const Node& n) {
+    node_ = &n;
+    where_ = n.op + (n.scope.empty() ? "" : " in '" + n.scope + "'");
+    for (ValueId v : n.inputs) {
+      const SymShape& s = g_.value(v).shape;
+      if (has_rank(v)) continue;
+      set_rank(v, static_cast<int>(s.size()));
+      for (size_t i = 0; i < s.size(); ++i) {
+        const DimVar d = dim(v, static_cast<int>(i));
+        if (s[i].known()) bind(d, s[i].value);
+        else unify(d, symbol_var("", s[i].symbol));
+      }
+    }
+    for (;;) {
+      do {
+        changed_ = false;
+        deferred_.clear();
+        get_op(n.op).shape(*this);
+      } while (changed_);
+      if (deferred_.empty()) break;
+      for (const auto& d : deferred_) {
+        unify(d.a, d.b);
+        unify(d.out, d.a);
+      }
+    }
+    for (ValueId v : n.outputs) {
+      if (!shapes_[v]) fail("the rule gave no rank to output " + std::to_string(v));
+      Value& val = g_.value(v);
+      val.shape.clear();
+      for (size_t i = 0; i < shapes_[v]->size(); ++i) {
+        const DimVar r = find((*shapes_[v])[i]);
+        if (size_[r] >= 0) val.shape.emplace_back(size_[r]);
+        else if (!symbol_[r].empty()) val.shape.emplace_back(symbol_[r]);
+        else val.shape.emplace_back("v" + std::to_string(v) + "_" + std::to_string(i));
+      }
+      val.shape_known = true;
+    }
+    node_ = nullptr;
+  }
+
   // --- ShapeInfer ---
   const Node& node() const override { return *node_; }
   bool has_rank(ValueId v) const override { return shapes_[v].has_value(); }
@@ -314,6 +356,22 @@ class Engine final : public ShapeInfer {
 ShapeInferenceReport infer_shapes(Graph& g, const std::vector<ShapeConstraint>& constraints) {
   Engine engine(g);
   return engine.run(constraints);
+}
+
+void infer_node(Graph& g, NodeId node) {
+  Engine engine(g);
+  const Node& n = g.node(node);
+  engine.run_node(n);
+  const OpDef& def = get_op(n.op);
+  std::vector<DType> in, out(n.outputs.size(), DType::Float32);
+  for (ValueId v : n.inputs) in.push_back(g.value(v).dtype);
+  try {
+    def.dtype(n, in, out);
+  } catch (const Error& e) {
+    INGOT_FAIL("Type error at '", describe_value(g, n.outputs[0]), "' (", n.op,
+               n.scope.empty() ? "" : " in '" + n.scope + "'", "): ", e.what());
+  }
+  for (size_t i = 0; i < out.size(); ++i) g.value(n.outputs[i]).dtype = out[i];
 }
 
 namespace {

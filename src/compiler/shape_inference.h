@@ -32,6 +32,12 @@ struct ShapeInferenceReport {
 // on contradictions or on a value whose rank nothing determines.
 ShapeInferenceReport infer_shapes(Graph& g, const std::vector<ShapeConstraint>& constraints);
 
+// Infers the shapes and dtypes of one node's outputs from its inputs' (already inferred) shapes
+// and dtypes, without revisiting the rest of the graph: for transforms that grow an inferred
+// graph node by node (autodiff). Symbols keep their names; a size nothing determines gets a
+// fresh name. Throws like infer_shapes.
+void infer_node(Graph& g, NodeId node);
+
 // Fills Value::dtype for every produced value from the leaves' dtypes, forward.
 void infer_types(Graph& g);
 

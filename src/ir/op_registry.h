@@ -84,6 +84,66 @@ class ShapeInfer {
 };
 
 using ShapeRule = void (*)(ShapeInfer& s);
+
+// What an op's gradient rule (its vector-Jacobian product) sees while reverse-mode autodiff
+// (src/compiler/autodiff.h) walks the graph backwards: the forward node with the inferred shapes
+// and dtypes of its values, the cotangent of each output, and which inputs need a gradient. The
+// rule adds backward ops with op() and hands each input's gradient to set_grad(), which
+// accumulates (adds) when called twice for one input. Shapes may be symbolic ("N"): rules use
+// the *_like helpers rather than sizes, so one backward graph serves every batch size.
+class VjpContext {
+ public:
+  virtual ~VjpContext() = default;
+  virtual const Node& node() const = 0;
+  ValueId in(int i) const { return node().inputs.at(static_cast<size_t>(i)); }
+  ValueId out(int i = 0) const { return node().outputs.at(static_cast<size_t>(i)); }
+  int num_inputs() const { return static_cast<int>(node().inputs.size()); }
+  const Attrs& attrs() const { return node().attrs; }
+
+  // Inferred shape and dtype of any value, forward or backward.
+  virtual const SymShape& shape(ValueId v) const = 0;
+  virtual DType dtype(ValueId v) const = 0;
+  int rank(ValueId v) const { return static_cast<int>(shape(v).size()); }
+  // The cotangent of output i, or -1 when no gradient reaches that output.
+  virtual ValueId grad_out(int i = 0) const = 0;
+  // Whether input i lies on a path from a differentiated value (set_grad is ignored otherwise).
+  virtual bool needs_grad(int i) const = 0;
+  // Appends a backward node (shape and dtype inferred at once); returns its outputs.
+  virtual std::vector<ValueId> op_n(const std::string& op, std::vector<ValueId> inputs,
+                                    Attrs attrs, int num_outputs) = 0;
+  // A scalar constant of `dtype`.
+  virtual ValueId scalar(double value, DType dtype) = 0;
+  // Adds `grad` (shaped and typed like input i) to input i's gradient.
+  virtual void set_grad(int i, ValueId grad) = 0;
+
+  // Helpers (src/ir/vjp_context.cpp), built from the primitives above.
+  ValueId op(const std::string& op, std::vector<ValueId> inputs, Attrs attrs = {}) {
+    return op_n(op, std::move(inputs), std::move(attrs), 1)[0];
+  }
+  ValueId scalar_like(double value, ValueId like) { return scalar(value, dtype(like)); }
+  // `grad` (broadcast-shaped) summed down to the shape of `like`: the gradient of an operand
+  // that NumPy broadcasting expanded. A plain `sum` when the shapes decide the axes.
+  ValueId sum_to_like(ValueId grad, ValueId like);
+  // `x` broadcast up to the shape of `like`.
+  ValueId broadcast_to_like(ValueId x, ValueId like);
+  // `x` reshaped to the shape of `like` (same element count); a static reshape when it can be.
+  ValueId reshape_like(ValueId x, ValueId like);
+  // `x` with size-1 axes inserted at `axes` (of the result), undoing a keepdims=0 reduction.
+  ValueId expand_dims(ValueId x, const std::vector<int64_t>& axes);
+  // The number of elements of `x` over `axes` (all when empty) as a scalar of `dtype`:
+  // a constant when those sizes are static.
+  ValueId count(ValueId x, const std::vector<int64_t>& axes, DType dtype);
+  ValueId zeros_like(ValueId x) { return op("zeros_like", {x}); }
+  // An input's dtype for a gradient of another dtype (a cast only when they differ).
+  ValueId cast_like(ValueId x, ValueId like);
+};
+
+// The op's gradient rule: calls ctx.set_grad for the inputs that need one. An op whose
+// gradient is zero or undefined (comparisons, sign, argmax, random sources) registers
+// `no_gradient` so gradients stop there; an op without a rule that a gradient must cross is an
+// error naming the op and its scope.
+using VjpRule = void (*)(VjpContext& ctx);
+void no_gradient(VjpContext& ctx);
 // Fills `out` (one dtype per output) from the input dtypes; throws on invalid input dtypes.
 using DTypeRule = void (*)(const Node& n, std::span<const DType> in, std::span<DType> out);
 // Reference kernel: inputs are contiguous; the kernel allocates each outputs[i] itself
@@ -100,6 +160,7 @@ struct OpDef {
   DTypeRule dtype = nullptr;
   Kernel eval = nullptr;
   std::string doc;  // one line, shown by `ingot ops`
+  VjpRule vjp = nullptr;  // gradient rule; nullptr: not differentiable (an error if needed)
 };
 
 void register_op(OpDef def);  // throws if the name is taken

@@ -436,58 +436,155 @@ void where_dtype(const Node&, std::span<const DType> in, std::span<DType> out) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Gradient rules: one per differentiable op. `g` is the output's cotangent, `y` the output.
+
+using Ctx = VjpContext;
+ValueId mul(Ctx& c, ValueId a, ValueId b) { return c.op("mul", {a, b}); }
+ValueId k(Ctx& c, double v) { return c.scalar_like(v, c.out()); }
+
+// Unary ops: d = f'(x) as a graph; the input gets g * d.
+template <ValueId (*kDerivative)(Ctx&)>
+void unary_vjp(Ctx& c) {
+  c.set_grad(0, mul(c, c.grad_out(), kDerivative(c)));
+}
+// clang-format off
+ValueId d_exp(Ctx& c) { return c.out(); }
+ValueId d_log(Ctx& c) { return c.op("div", {k(c, 1), c.in(0)}); }
+ValueId d_sqrt(Ctx& c) { return c.op("div", {k(c, 0.5), c.out()}); }
+ValueId d_rsqrt(Ctx& c) { return c.op("div", {mul(c, c.out(), k(c, -0.5)), c.in(0)}); }
+ValueId d_sin(Ctx& c) { return c.op("cos", {c.in(0)}); }
+ValueId d_cos(Ctx& c) { return c.op("neg", {c.op("sin", {c.in(0)})}); }
+ValueId d_tanh(Ctx& c) { return c.op("sub", {k(c, 1), mul(c, c.out(), c.out())}); }
+ValueId d_sigmoid(Ctx& c) { return mul(c, c.out(), c.op("sub", {k(c, 1), c.out()})); }
+ValueId d_abs(Ctx& c) { return c.op("sign", {c.in(0)}); }
+// clang-format on
+ValueId d_erf(Ctx& c) {  // 2/sqrt(pi) e^(-x^2)
+  const ValueId x = c.in(0);
+  return mul(c, k(c, 2 * std::numbers::inv_sqrtpi), c.op("exp", {c.op("neg", {mul(c, x, x)})}));
+}
+ValueId d_gelu(Ctx& c) {
+  const ValueId x = c.in(0);
+  if (c.attrs().get_string("approximate", "none") == "tanh") {
+    // t = tanh(s (x + a x^3)), s = sqrt(2/pi): 0.5 (1 + t) + 0.5 x (1 - t^2) s (1 + 3 a x^2)
+    const double s = std::numbers::sqrt2 * std::numbers::inv_sqrtpi, a = 0.044715;
+    const ValueId x2 = mul(c, x, x);
+    const ValueId inner = mul(c, k(c, s), c.op("add", {x, mul(c, k(c, a), mul(c, x2, x))}));
+    const ValueId t = c.op("tanh", {inner});
+    const ValueId left = mul(c, k(c, 0.5), c.op("add", {k(c, 1), t}));
+    const ValueId dt = c.op("sub", {k(c, 1), mul(c, t, t)});
+    const ValueId dinner = mul(c, k(c, s), c.op("add", {k(c, 1), mul(c, k(c, 3 * a), x2)}));
+    return c.op("add", {left, mul(c, mul(c, k(c, 0.5), x), mul(c, dt, dinner))});
+  }
+  // Phi(x) + x phi(x): Phi(x) = 0.5 (1 + erf(x / sqrt 2)), phi(x) = e^(-x^2/2) / sqrt(2 pi)
+  const ValueId cdf = mul(c, k(c, 0.5), c.op("add", {k(c, 1), c.op("erf", {mul(c, x, k(c, std::numbers::sqrt2 / 2))})}));
+  const ValueId pdf = mul(c, k(c, 0.5 * std::numbers::sqrt2 * std::numbers::inv_sqrtpi),
+                          c.op("exp", {mul(c, mul(c, x, x), k(c, -0.5))}));
+  return c.op("add", {cdf, mul(c, x, pdf)});
+}
+
+void neg_vjp(Ctx& c) { c.set_grad(0, c.op("neg", {c.grad_out()})); }
+void pass_through_vjp(Ctx& c) { c.set_grad(0, c.grad_out()); }  // cast: set_grad casts back
+
+void relu_vjp(Ctx& c) {
+  const ValueId x = c.in(0);
+  c.set_grad(0, c.op("where", {c.op("greater", {x, c.scalar_like(0, x)}), c.grad_out(), k(c, 0)}));
+}
+
+// Binary ops: each operand's share of g, summed down to its own (pre-broadcast) shape.
+void add_vjp(Ctx& c) {
+  for (int i = 0; i < 2; ++i)
+    if (c.needs_grad(i)) c.set_grad(i, c.sum_to_like(c.grad_out(), c.in(i)));
+}
+void sub_vjp(Ctx& c) {
+  if (c.needs_grad(0)) c.set_grad(0, c.sum_to_like(c.grad_out(), c.in(0)));
+  if (c.needs_grad(1)) c.set_grad(1, c.sum_to_like(c.op("neg", {c.grad_out()}), c.in(1)));
+}
+void mul_vjp(Ctx& c) {
+  if (c.needs_grad(0)) c.set_grad(0, c.sum_to_like(mul(c, c.grad_out(), c.in(1)), c.in(0)));
+  if (c.needs_grad(1)) c.set_grad(1, c.sum_to_like(mul(c, c.grad_out(), c.in(0)), c.in(1)));
+}
+void div_vjp(Ctx& c) {  // y = a / b: da = g / b, db = -g y / b
+  const ValueId g = c.grad_out(), b = c.in(1);
+  if (c.needs_grad(0)) c.set_grad(0, c.sum_to_like(c.op("div", {g, b}), c.in(0)));
+  if (c.needs_grad(1))
+    c.set_grad(1, c.sum_to_like(c.op("neg", {c.op("div", {mul(c, g, c.out()), b})}), b));
+}
+void pow_vjp(Ctx& c) {  // y = a^b: da = g b a^(b-1), db = g y log(a)
+  const ValueId g = c.grad_out(), a = c.in(0), b = c.in(1);
+  if (c.needs_grad(0)) {
+    const ValueId am1 = c.op("pow", {a, c.op("sub", {b, c.scalar_like(1, b)})});
+    c.set_grad(0, c.sum_to_like(mul(c, g, mul(c, b, am1)), a));
+  }
+  if (c.needs_grad(1))
+    c.set_grad(1, c.sum_to_like(mul(c, g, mul(c, c.out(), c.op("log", {a}))), b));
+}
+// maximum/minimum: g goes to the operand that was picked; ties go to `a`.
+template <bool kMax>
+void extreme_vjp(Ctx& c) {
+  const ValueId a = c.in(0), b = c.in(1), g = c.grad_out(), zero = k(c, 0);
+  const ValueId a_wins = c.op(kMax ? "greater_equal" : "less_equal", {a, b});
+  if (c.needs_grad(0)) c.set_grad(0, c.sum_to_like(c.op("where", {a_wins, g, zero}), a));
+  if (c.needs_grad(1)) c.set_grad(1, c.sum_to_like(c.op("where", {a_wins, zero, g}), b));
+}
+void where_vjp(Ctx& c) {
+  const ValueId cond = c.in(0), g = c.grad_out(), zero = k(c, 0);
+  if (c.needs_grad(1)) c.set_grad(1, c.sum_to_like(c.op("where", {cond, g, zero}), c.in(1)));
+  if (c.needs_grad(2)) c.set_grad(2, c.sum_to_like(c.op("where", {cond, zero, g}), c.in(2)));
+}
+
+// ---------------------------------------------------------------------------------------------
 
 void define(const char* name, int arity, ShapeRule shape, DTypeRule dtype, Kernel eval,
-            const char* doc) {
-  register_op(OpDef{name, arity, arity, 1, FusionClass::Elementwise, shape, dtype, eval, doc});
+            const char* doc, VjpRule vjp) {
+  register_op(OpDef{name, arity, arity, 1, FusionClass::Elementwise, shape, dtype, eval, doc, vjp});
 }
 
 }  // namespace
 
 void register_elementwise_ops() {
   // Unary, float result (integers and bool compute in float32).
-  define("exp", 1, unary_shape, float_dtype, unary_kernel<Exp, true>, "e^x");
-  define("log", 1, unary_shape, float_dtype, unary_kernel<Log, true>, "natural logarithm");
-  define("sqrt", 1, unary_shape, float_dtype, unary_kernel<Sqrt, true>, "square root");
-  define("rsqrt", 1, unary_shape, float_dtype, unary_kernel<Rsqrt, true>, "1 / sqrt(x)");
-  define("sin", 1, unary_shape, float_dtype, unary_kernel<Sin, true>, "sine");
-  define("cos", 1, unary_shape, float_dtype, unary_kernel<Cos, true>, "cosine");
-  define("tanh", 1, unary_shape, float_dtype, unary_kernel<Tanh, true>, "hyperbolic tangent");
-  define("sigmoid", 1, unary_shape, float_dtype, unary_kernel<Sigmoid, true>, "1 / (1 + e^-x)");
-  define("erf", 1, unary_shape, float_dtype, unary_kernel<Erf, true>, "error function");
+  define("exp", 1, unary_shape, float_dtype, unary_kernel<Exp, true>, "e^x", unary_vjp<d_exp>);
+  define("log", 1, unary_shape, float_dtype, unary_kernel<Log, true>, "natural logarithm", unary_vjp<d_log>);
+  define("sqrt", 1, unary_shape, float_dtype, unary_kernel<Sqrt, true>, "square root", unary_vjp<d_sqrt>);
+  define("rsqrt", 1, unary_shape, float_dtype, unary_kernel<Rsqrt, true>, "1 / sqrt(x)", unary_vjp<d_rsqrt>);
+  define("sin", 1, unary_shape, float_dtype, unary_kernel<Sin, true>, "sine", unary_vjp<d_sin>);
+  define("cos", 1, unary_shape, float_dtype, unary_kernel<Cos, true>, "cosine", unary_vjp<d_cos>);
+  define("tanh", 1, unary_shape, float_dtype, unary_kernel<Tanh, true>, "hyperbolic tangent", unary_vjp<d_tanh>);
+  define("sigmoid", 1, unary_shape, float_dtype, unary_kernel<Sigmoid, true>, "1 / (1 + e^-x)", unary_vjp<d_sigmoid>);
+  define("erf", 1, unary_shape, float_dtype, unary_kernel<Erf, true>, "error function", unary_vjp<d_erf>);
   define("gelu", 1, gelu_shape, float_dtype, gelu_kernel,
-         "GELU {approximate: \"none\" (erf form) | \"tanh\"}");
+         "GELU {approximate: \"none\" (erf form) | \"tanh\"}", unary_vjp<d_gelu>);
   // Unary, same dtype.
-  define("neg", 1, unary_shape, neg_dtype, unary_kernel<Neg, false>, "-x (integers wrap)");
-  define("abs", 1, unary_shape, dtype_same_as_input, unary_kernel<Abs, false>, "|x|");
-  define("relu", 1, unary_shape, dtype_same_as_input, unary_kernel<Relu, false>, "max(x, 0)");
+  define("neg", 1, unary_shape, neg_dtype, unary_kernel<Neg, false>, "-x (integers wrap)", neg_vjp);
+  define("abs", 1, unary_shape, dtype_same_as_input, unary_kernel<Abs, false>, "|x|", unary_vjp<d_abs>);
+  define("relu", 1, unary_shape, dtype_same_as_input, unary_kernel<Relu, false>, "max(x, 0)", relu_vjp);
   define("sign", 1, unary_shape, dtype_same_as_input, unary_kernel<Sign, false>,
-         "-1, 0 or 1 by the sign of x");
+         "-1, 0 or 1 by the sign of x", no_gradient);
   define("floor", 1, unary_shape, dtype_same_as_input, unary_kernel<Floor, false>,
-         "round toward -inf");
+         "round toward -inf", no_gradient);
   define("ceil", 1, unary_shape, dtype_same_as_input, unary_kernel<Ceil, false>,
-         "round toward +inf");
+         "round toward +inf", no_gradient);
   define("cast", 1, unary_shape, cast_dtype, cast_kernel,
-         "convert to {dtype} (float to int truncates, saturates; to bool is x != 0)");
+         "convert to {dtype} (float to int truncates, saturates; to bool is x != 0)", pass_through_vjp);
   // Binary, broadcasting.
-  define("add", 2, broadcast_shape, promoted_dtype, binary_kernel<Add, false>, "a + b");
-  define("sub", 2, broadcast_shape, sub_dtype, binary_kernel<Sub, false>, "a - b");
-  define("mul", 2, broadcast_shape, promoted_dtype, binary_kernel<Mul, false>, "a * b");
-  define("div", 2, broadcast_shape, div_dtype, binary_kernel<Div, false>, "a / b (float result)");
-  define("pow", 2, broadcast_shape, promoted_dtype, binary_kernel<Pow, false>, "a ^ b");
+  define("add", 2, broadcast_shape, promoted_dtype, binary_kernel<Add, false>, "a + b", add_vjp);
+  define("sub", 2, broadcast_shape, sub_dtype, binary_kernel<Sub, false>, "a - b", sub_vjp);
+  define("mul", 2, broadcast_shape, promoted_dtype, binary_kernel<Mul, false>, "a * b", mul_vjp);
+  define("div", 2, broadcast_shape, div_dtype, binary_kernel<Div, false>, "a / b (float result)", div_vjp);
+  define("pow", 2, broadcast_shape, promoted_dtype, binary_kernel<Pow, false>, "a ^ b", pow_vjp);
   define("maximum", 2, broadcast_shape, promoted_dtype, binary_kernel<Maximum, false>,
-         "elementwise max (NaN propagates)");
+         "elementwise max (NaN propagates)", extreme_vjp<true>);
   define("minimum", 2, broadcast_shape, promoted_dtype, binary_kernel<Minimum, false>,
-         "elementwise min (NaN propagates)");
-  define("equal", 2, broadcast_shape, bool_dtype, binary_kernel<Equal, true>, "a == b");
-  define("not_equal", 2, broadcast_shape, bool_dtype, binary_kernel<NotEqual, true>, "a != b");
-  define("less", 2, broadcast_shape, bool_dtype, binary_kernel<Less, true>, "a < b");
-  define("less_equal", 2, broadcast_shape, bool_dtype, binary_kernel<LessEqual, true>, "a <= b");
-  define("greater", 2, broadcast_shape, bool_dtype, binary_kernel<Greater, true>, "a > b");
+         "elementwise min (NaN propagates)", extreme_vjp<false>);
+  define("equal", 2, broadcast_shape, bool_dtype, binary_kernel<Equal, true>, "a == b", no_gradient);
+  define("not_equal", 2, broadcast_shape, bool_dtype, binary_kernel<NotEqual, true>, "a != b", no_gradient);
+  define("less", 2, broadcast_shape, bool_dtype, binary_kernel<Less, true>, "a < b", no_gradient);
+  define("less_equal", 2, broadcast_shape, bool_dtype, binary_kernel<LessEqual, true>, "a <= b", no_gradient);
+  define("greater", 2, broadcast_shape, bool_dtype, binary_kernel<Greater, true>, "a > b", no_gradient);
   define("greater_equal", 2, broadcast_shape, bool_dtype, binary_kernel<GreaterEqual, true>,
-         "a >= b");
+         "a >= b", no_gradient);
   define("where", 3, broadcast_shape, where_dtype, where_kernel,
-         "where(cond, a, b): a where cond is nonzero, else b");
+         "where(cond, a, b): a where cond is nonzero, else b", where_vjp);
 }
 
 }  // namespace ingot::ops

@@ -694,6 +694,186 @@ void global_avg_pool2d_eval(const Node& n, std::span<const Tensor> in, std::span
   });
 }
 
+// --- gradient ops -----------------------------------------------------------------------------
+// Direct loops accumulating in double: these are the oracle for backends, not a fast path.
+
+// conv2d_input_grad(dy, weight, like) and conv2d_weight_grad(input, dy, like) {conv2d's attrs}:
+// the gradients of conv2d with respect to its input and weight, shaped like `like`.
+template <bool kInputGrad>
+void conv2d_grad_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Tensor& like = in[2];
+  const Tensor& dy_in = kInputGrad ? in[0] : in[1];
+  const Tensor& other = kInputGrad ? in[1] : in[0];  // the weight, or the input
+  const Shape& xs = kInputGrad ? like.shape() : other.shape();
+  const Shape& ws = kInputGrad ? other.shape() : like.shape();
+  const ConvGeom g = conv_geom(n, xs, ws, nullptr);
+  const Shape ys{g.N, g.Cout, g.Ho, g.Wo};
+  INGOT_CHECK(dy_in.shape() == ys, n.op, ": the output gradient has shape ", to_string(dy_in.shape()),
+              ", expected ", to_string(ys));
+  const Tensor dy = dy_in.astype(DType::Float64), o = other.astype(DType::Float64);
+  Tensor acc(DType::Float64, like.shape());
+  const double *pdy = dy.data<double>(), *po = o.data<double>();
+  double* pa = acc.data<double>();
+  const Window& w = g.win;
+  const int64_t kh = ws[2], kw = ws[3];
+  // Images in parallel for the input gradient (disjoint outputs); the weight gradient sums over
+  // images, so it runs output channels in parallel instead.
+  auto body = [&](int64_t img, int64_t oc) {
+    const int64_t grp = oc / g.Mg;
+    for (int64_t oh = 0; oh < g.Ho; ++oh)
+      for (int64_t ow = 0; ow < g.Wo; ++ow) {
+        const double d = pdy[((img * g.Cout + oc) * g.Ho + oh) * g.Wo + ow];
+        if (d == 0) continue;
+        for (int64_t c = 0; c < g.Cg; ++c)
+          for (int64_t ki = 0; ki < kh; ++ki) {
+            const int64_t ih = oh * w.stride[0] - w.pad[0] + ki * w.dilation[0];
+            if (ih < 0 || ih >= g.H) continue;
+            for (int64_t kj = 0; kj < kw; ++kj) {
+              const int64_t iw = ow * w.stride[1] - w.pad[1] + kj * w.dilation[1];
+              if (iw < 0 || iw >= g.W) continue;
+              const int64_t xi = ((img * g.C + grp * g.Cg + c) * g.H + ih) * g.W + iw;
+              const int64_t wi = ((oc * g.Cg + c) * kh + ki) * kw + kj;
+              if constexpr (kInputGrad) pa[xi] += d * po[wi];
+              else pa[wi] += d * po[xi];
+            }
+          }
+      }
+  };
+  if constexpr (kInputGrad) {
+    parallel_for(g.N, 1, [&](int64_t b, int64_t e) {
+      for (int64_t img = b; img < e; ++img)
+        for (int64_t oc = 0; oc < g.Cout; ++oc) body(img, oc);
+    });
+  } else {
+    parallel_for(g.Cout, 1, [&](int64_t b, int64_t e) {
+      for (int64_t oc = b; oc < e; ++oc)
+        for (int64_t img = 0; img < g.N; ++img) body(img, oc);
+    });
+  }
+  out[0] = acc.astype(like.dtype());
+}
+
+void conv2d_grad_shape(ShapeInfer& s) {
+  if (s.has_rank(s.in(2))) s.set_dims(s.out(), s.dims(s.in(2)));
+}
+
+void dtype_like_input2(const Node& n, std::span<const DType> in, std::span<DType> out) {
+  reject_bool(n, in);
+  out[0] = in[2];
+}
+
+// max_pool2d_grad(input, dy) {max_pool2d's attrs}: dy routed to the first maximum of each
+// window (the element the forward pass picked), summed where windows overlap.
+void max_pool2d_grad_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const PoolGeom g = pool_geom(n, in[0].shape());
+  const Shape ys{in[0].dim(0), in[0].dim(1), g.Ho, g.Wo};
+  INGOT_CHECK(in[1].shape() == ys, n.op, ": the output gradient has shape ", to_string(in[1].shape()),
+              ", expected ", to_string(ys));
+  const Tensor x = in[0].astype(DType::Float64), dy = in[1].astype(DType::Float64);
+  Tensor acc(DType::Float64, in[0].shape());
+  const double *px = x.data<double>(), *pdy = dy.data<double>();
+  double* pa = acc.data<double>();
+  for_each_window(g, [&](int64_t p, int64_t o, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
+    const double* plane = px + p * g.H * g.W;
+    double m = -std::numeric_limits<double>::infinity();
+    int64_t at = -1;
+    for (int64_t h = h0; h < h1 && !(m != m); ++h)
+      for (int64_t w = w0; w < w1; ++w) {
+        const double v = plane[h * g.W + w];
+        if (v > m || v != v || at < 0) m = v, at = h * g.W + w;
+        if (m != m) break;
+      }
+    if (at >= 0) pa[p * g.H * g.W + at] += pdy[p * g.Ho * g.Wo + o];
+  });
+  out[0] = acc.astype(in[1].dtype());
+}
+
+// avg_pool2d_grad(dy, like) {avg_pool2d's attrs}: each window's gradient spread evenly over the
+// elements it averaged.
+void avg_pool2d_grad_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const PoolGeom g = pool_geom(n, in[1].shape());
+  const int64_t include_pad = n.attrs.get_int("count_include_pad", 1);
+  const Shape ys{in[1].dim(0), in[1].dim(1), g.Ho, g.Wo};
+  INGOT_CHECK(in[0].shape() == ys, n.op, ": the output gradient has shape ", to_string(in[0].shape()),
+              ", expected ", to_string(ys));
+  const Tensor dy = in[0].astype(DType::Float64);
+  Tensor acc(DType::Float64, in[1].shape());
+  const double* pdy = dy.data<double>();
+  double* pa = acc.data<double>();
+  const double full = static_cast<double>(g.win.kernel[0] * g.win.kernel[1]);
+  for_each_window(g, [&](int64_t p, int64_t o, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
+    const double d = pdy[p * g.Ho * g.Wo + o] /
+                     (include_pad ? full : static_cast<double>((h1 - h0) * (w1 - w0)));
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w) pa[p * g.H * g.W + h * g.W + w] += d;
+  });
+  out[0] = acc.astype(in[0].dtype());
+}
+
+void pool_grad_shape(ShapeInfer& s) {
+  const ValueId like = s.node().op == "max_pool2d_grad" ? s.in(0) : s.in(1);
+  if (s.has_rank(like)) s.set_dims(s.out(), s.dims(like));
+}
+
+void dtype_of_grad(const Node& n, std::span<const DType> in, std::span<DType> out) {
+  out[0] = n.op == "max_pool2d_grad" ? in[1] : in[0];
+}
+
+// --- gradient rules ---------------------------------------------------------------------------
+
+// Swaps the last two axes.
+ValueId transpose_last2(VjpContext& c, ValueId v) {
+  std::vector<int64_t> perm(static_cast<size_t>(c.rank(v)));
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  return c.op("transpose", {v}, {{"perm", perm}});
+}
+
+// 1-D operands are promoted to matrices as the forward did ([K] -> [1, K] for a, [K, 1] for
+// b), the gradient computed for the matrices, summed over broadcast batch dims and squeezed back.
+void matmul_vjp(VjpContext& c) {
+  const ValueId a = c.in(0), b = c.in(1);
+  const bool a1 = c.rank(a) == 1, b1 = c.rank(b) == 1;
+  const ValueId a2 = a1 ? c.expand_dims(a, {0}) : a;
+  const ValueId b2 = b1 ? c.expand_dims(b, {-1}) : b;
+  ValueId g = c.grad_out();
+  if (a1 && b1) g = c.expand_dims(g, {0, 1});
+  else if (a1) g = c.expand_dims(g, {-2});
+  else if (b1) g = c.expand_dims(g, {-1});
+  if (c.needs_grad(0)) {
+    const ValueId da = c.sum_to_like(c.op("matmul", {g, transpose_last2(c, b2)}), a2);
+    c.set_grad(0, a1 ? c.reshape_like(da, a) : da);
+  }
+  if (c.needs_grad(1)) {
+    const ValueId db = c.sum_to_like(c.op("matmul", {transpose_last2(c, a2), g}), b2);
+    c.set_grad(1, b1 ? c.reshape_like(db, b) : db);
+  }
+}
+
+void conv2d_vjp(VjpContext& c) {
+  const ValueId g = c.grad_out();
+  if (c.needs_grad(0)) c.set_grad(0, c.op("conv2d_input_grad", {g, c.in(1), c.in(0)}, c.attrs()));
+  if (c.needs_grad(1)) c.set_grad(1, c.op("conv2d_weight_grad", {c.in(0), g, c.in(1)}, c.attrs()));
+  if (c.num_inputs() == 3 && c.needs_grad(2))
+    c.set_grad(2, c.op("sum", {g}, {{"axes", std::vector<int64_t>{0, 2, 3}}, {"keepdims", int64_t{0}}}));
+}
+
+void max_pool2d_vjp(VjpContext& c) {
+  c.set_grad(0, c.op("max_pool2d_grad", {c.in(0), c.grad_out()}, c.attrs()));
+}
+
+void avg_pool2d_vjp(VjpContext& c) {
+  c.set_grad(0, c.op("avg_pool2d_grad", {c.grad_out(), c.in(0)}, c.attrs()));
+}
+
+void global_avg_pool2d_vjp(VjpContext& c) {
+  const ValueId x = c.in(0);
+  ValueId g = c.grad_out();
+  if (c.attrs().get_int("keepdims", 0) == 0) g = c.expand_dims(g, {2, 3});
+  g = c.op("div", {g, c.count(x, {2, 3}, c.dtype(g))});
+  c.set_grad(0, c.broadcast_to_like(g, x));
+}
+
 }  // namespace
 
 void register_linalg_ops() {
@@ -704,7 +884,8 @@ void register_linalg_ops() {
                     .shape = matmul_shape,
                     .dtype = dtype_promoted,
                     .eval = matmul_eval,
-                    .doc = "NumPy matmul: batch dims broadcast, 1-D operands promoted and squeezed"});
+                    .doc = "NumPy matmul: batch dims broadcast, 1-D operands promoted and squeezed",
+                    .vjp = matmul_vjp});
   register_op(OpDef{.name = "conv2d",
                     .min_inputs = 2,
                     .max_inputs = 3,
@@ -712,25 +893,58 @@ void register_linalg_ops() {
                     .shape = conv2d_shape,
                     .dtype = dtype_promoted,
                     .eval = conv2d_eval,
-                    .doc = "2-D convolution, NCHW, weight [Cout, Cin/groups, kh, kw], optional bias"});
+                    .doc = "2-D convolution, NCHW, weight [Cout, Cin/groups, kh, kw], optional bias",
+                    .vjp = conv2d_vjp});
   register_op(OpDef{.name = "max_pool2d",
                     .fusion = FusionClass::Opaque,
                     .shape = pool_shape,
                     .dtype = dtype_same_as_input,
                     .eval = max_pool2d_eval,
-                    .doc = "2-D max pooling over [kh, kw] windows, padding counts as -inf"});
+                    .doc = "2-D max pooling over [kh, kw] windows, padding counts as -inf",
+                    .vjp = max_pool2d_vjp});
   register_op(OpDef{.name = "avg_pool2d",
                     .fusion = FusionClass::Opaque,
                     .shape = pool_shape,
                     .dtype = dtype_average,
                     .eval = avg_pool2d_eval,
-                    .doc = "2-D average pooling over [kh, kw] windows (count_include_pad = 1)"});
+                    .doc = "2-D average pooling over [kh, kw] windows (count_include_pad = 1)",
+                    .vjp = avg_pool2d_vjp});
   register_op(OpDef{.name = "global_avg_pool2d",
                     .fusion = FusionClass::Reduction,
                     .shape = global_pool_shape,
                     .dtype = dtype_average,
                     .eval = global_avg_pool2d_eval,
-                    .doc = "mean over H and W: [N, C, H, W] -> [N, C] (or [N, C, 1, 1])"});
+                    .doc = "mean over H and W: [N, C, H, W] -> [N, C] (or [N, C, 1, 1])",
+                    .vjp = global_avg_pool2d_vjp});
+  // Gradients of conv2d and the pools; `like` operands are read only for their shapes.
+  register_op(OpDef{.name = "conv2d_input_grad",
+                    .min_inputs = 3,
+                    .max_inputs = 3,
+                    .shape = conv2d_grad_shape,
+                    .dtype = dtype_like_input2,
+                    .eval = conv2d_grad_eval<true>,
+                    .doc = "conv2d_input_grad(dy, weight, like_input) {conv2d's attrs}: d conv2d / d input"});
+  register_op(OpDef{.name = "conv2d_weight_grad",
+                    .min_inputs = 3,
+                    .max_inputs = 3,
+                    .shape = conv2d_grad_shape,
+                    .dtype = dtype_like_input2,
+                    .eval = conv2d_grad_eval<false>,
+                    .doc = "conv2d_weight_grad(input, dy, like_weight) {conv2d's attrs}: d conv2d / d weight"});
+  register_op(OpDef{.name = "max_pool2d_grad",
+                    .min_inputs = 2,
+                    .max_inputs = 2,
+                    .shape = pool_grad_shape,
+                    .dtype = dtype_of_grad,
+                    .eval = max_pool2d_grad_eval,
+                    .doc = "max_pool2d_grad(input, dy) {max_pool2d's attrs}: dy to each window's first max"});
+  register_op(OpDef{.name = "avg_pool2d_grad",
+                    .min_inputs = 2,
+                    .max_inputs = 2,
+                    .shape = pool_grad_shape,
+                    .dtype = dtype_of_grad,
+                    .eval = avg_pool2d_grad_eval,
+                    .doc = "avg_pool2d_grad(dy, like_input) {avg_pool2d's attrs}: dy spread over each window"});
 }
 
 }  // namespace ingot::ops

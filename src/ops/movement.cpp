@@ -557,11 +557,208 @@ void take_along_axis_eval(const Node& n, std::span<const Tensor> in, std::span<T
       }
 }
 
+// --- ops for gradients: shapes read from a `like` operand at run time ------------------------
+
+// out takes the shape of input `like_index` (a value read only for its shape).
+template <int kLikeIndex>
+void like_shape(ShapeInfer& s) {
+  if (s.has_rank(s.in(kLikeIndex))) s.set_dims(s.out(), s.dims(s.in(kLikeIndex)));
+}
+
+void broadcast_to_like_eval(const Node&, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Shape& xs = in[0].shape();
+  const Shape& target = in[1].shape();
+  INGOT_CHECK(broadcast_shapes(xs, target, "broadcast_to_like") == target,
+              "broadcast_to_like: cannot broadcast ", to_string(xs), " to ", to_string(target));
+  out[0] = Tensor(in[0].dtype(), target);
+  gather_strided(in[0], 0, target, broadcast_strides(xs, target), out[0]);
+}
+
+void reshape_like_eval(const Node&, std::span<const Tensor> in, std::span<Tensor> out) {
+  INGOT_CHECK(in[0].numel() == in[1].numel(), "reshape_like: cannot reshape ",
+              to_string(in[0].shape()), " to ", to_string(in[1].shape()));
+  out[0] = in[0].reshape(in[1].shape()).clone();
+}
+
+// Result positions of the inserted axes, sorted, for an input of rank r.
+std::vector<int> expand_axes(const Attrs& attrs, int r) {
+  const std::vector<int64_t> axes = attrs.get_ints("axes");
+  const int ro = r + static_cast<int>(axes.size());
+  std::vector<int> out;
+  for (int64_t a : axes) out.push_back(normalize_axis(a, ro, "expand_dims"));
+  std::sort(out.begin(), out.end());
+  INGOT_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), "expand_dims: repeated axis");
+  return out;
+}
+
+void expand_dims_shape(ShapeInfer& s) {
+  if (!s.has_rank(s.in(0))) return;
+  const std::vector<int> axes = or_fail(s, [&] { return expand_axes(s.attrs(), s.rank(s.in(0))); });
+  std::vector<DimVar> dims = s.dims(s.in(0));
+  s.set_rank(s.out(), static_cast<int>(dims.size() + axes.size()));
+  for (int a : axes) dims.insert(dims.begin() + a, s.dim(s.out(), a));
+  s.set_dims(s.out(), dims);
+  for (int a : axes) s.bind(s.dim(s.out(), a), 1);
+}
+
+void expand_dims_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  Shape shape = in[0].shape();
+  for (int a : expand_axes(n.attrs, in[0].rank())) shape.insert(shape.begin() + a, 1);
+  out[0] = in[0].reshape(shape).clone();
+}
+
+void zeros_like_eval(const Node&, std::span<const Tensor> in, std::span<Tensor> out) {
+  out[0] = Tensor(in[0].dtype(), in[0].shape());
+}
+
+// out = zeros shaped like in[1] (or `like`), then out[at(j)] += updates[j] for each element j
+// of `updates`, accumulating in double so repeated targets add up exactly once rounded.
+template <class At>
+void scatter_into(const Tensor& updates, const Shape& shape, Tensor& out, At at) {
+  Tensor acc(DType::Float64, shape);
+  double* pa = acc.data<double>();
+  const Tensor u = updates.astype(DType::Float64);
+  const double* pu = u.data<double>();
+  for (int64_t j = 0, n = u.numel(); j < n; ++j) pa[at(j)] += pu[j];
+  out = acc.astype(updates.dtype());
+}
+
+// slice_scatter(grad, like): zeros shaped like `like` with `grad` written where
+// slice(like, attrs) reads: the gradient of slice.
+void slice_scatter_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Shape& xs = in[1].shape();
+  const SliceSpec spec = slice_spec(n.attrs, static_cast<int>(xs.size()));
+  Shape shape = xs;
+  Strides strides = contiguous_strides(xs);
+  int64_t base = 0;
+  for (size_t i = 0; i < spec.axes.size(); ++i) {
+    const int ax = spec.axes[i];
+    const SliceRange range = slice_range(spec.starts[i], spec.ends[i], spec.steps[i], xs[ax]);
+    base += range.start * strides[ax];
+    strides[ax] *= spec.steps[i];
+    shape[ax] = range.length;
+  }
+  INGOT_CHECK(in[0].shape() == shape, "slice_scatter: the update has shape ", to_string(in[0].shape()),
+              " but the slice of ", to_string(xs), " has shape ", to_string(shape));
+  std::vector<int64_t> offsets(static_cast<size_t>(numel(shape)));
+  for_each_strided<1>(shape, {strides}, [&](int64_t i, int64_t off) { offsets[i] = base + off; });
+  scatter_into(in[0], xs, out[0], [&](int64_t j) { return offsets[j]; });
+}
+
+// concat_part(grad, x0, x1, ...) {axis, index}: the part of `grad` that concat(x0, x1, ...)
+// took from x<index>: the gradient of concat for that input.
+void concat_part_shape(ShapeInfer& s) {
+  const int index = static_cast<int>(s.attrs().get_int("index"));
+  if (index < 0 || index + 1 >= s.num_inputs()) s.fail("index " + std::to_string(index) + " out of range");
+  if (s.has_rank(s.in(index + 1))) s.set_dims(s.out(), s.dims(s.in(index + 1)));
+}
+
+void concat_part_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const int64_t index = n.attrs.get_int("index");
+  INGOT_CHECK(index >= 0 && index + 1 < static_cast<int64_t>(in.size()), "concat_part: index ",
+              index, " out of range");
+  const int ax = normalize_axis(n.attrs.get_int("axis"), in[0].rank(), "concat_part");
+  int64_t start = 0;
+  for (int64_t i = 1; i <= index; ++i) start += in[static_cast<size_t>(i)].dim(ax);
+  const Shape& part = in[static_cast<size_t>(index + 1)].shape();
+  INGOT_CHECK(static_cast<int>(part.size()) == in[0].rank() && start + part[ax] <= in[0].dim(ax),
+              "concat_part: part ", to_string(part), " does not fit in ", to_string(in[0].shape()));
+  const Strides strides = contiguous_strides(in[0].shape());
+  out[0] = Tensor(in[0].dtype(), part);
+  if (out[0].numel() > 0) gather_strided(in[0], start * strides[ax], part, strides, out[0]);
+}
+
+// index_add(like, indices, updates) {axis}: zeros shaped like `like`, plus each slice of
+// `updates` added at the row its index names: the gradient of gather (repeats add up).
+void index_add_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Shape& xs = in[0].shape();
+  INGOT_CHECK(!xs.empty(), "index_add needs a target of rank >= 1");
+  const int ax = normalize_axis(n.attrs.get_int("axis", 0), static_cast<int>(xs.size()), "index_add");
+  const std::vector<int64_t> idx = gather_indices(in[1], xs[ax], ax);
+  Shape expect(xs.begin(), xs.begin() + ax);
+  expect.insert(expect.end(), in[1].shape().begin(), in[1].shape().end());
+  expect.insert(expect.end(), xs.begin() + ax + 1, xs.end());
+  INGOT_CHECK(in[2].shape() == expect, "index_add: updates of shape ", to_string(in[2].shape()),
+              ", expected ", to_string(expect));
+  const int64_t nidx = static_cast<int64_t>(idx.size());
+  const int64_t inner = numel(Shape(xs.begin() + ax + 1, xs.end()));
+  scatter_into(in[2], xs, out[0], [&](int64_t j) {
+    const int64_t k = j % inner, i = j / inner % std::max<int64_t>(nidx, 1), o = j / inner / std::max<int64_t>(nidx, 1);
+    return (o * xs[ax] + idx[i]) * inner + k;
+  });
+}
+
+// scatter_add(like, indices, updates) {axis}: zeros shaped like `like`, plus updates[..j..] at
+// [..indices[..j..]..] along `axis`: the gradient of take_along_axis (repeats add up).
+void scatter_add_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Shape& xs = in[0].shape();
+  const Shape& is = in[1].shape();
+  INGOT_CHECK(!xs.empty() && is.size() == xs.size() && in[2].shape() == is, "scatter_add: target ",
+              to_string(xs), ", indices ", to_string(is), " and updates ", to_string(in[2].shape()),
+              " do not match");
+  const int ax = normalize_axis(n.attrs.get_int("axis"), static_cast<int>(xs.size()), "scatter_add");
+  for (size_t i = 0; i < xs.size(); ++i)
+    INGOT_CHECK(static_cast<int>(i) == ax || is[i] == xs[i], "scatter_add: indices ", to_string(is),
+                " do not match the target ", to_string(xs), " off axis ", ax);
+  const std::vector<int64_t> idx = gather_indices(in[1], xs[ax], ax);
+  const int64_t inner = numel(Shape(xs.begin() + ax + 1, xs.end()));
+  scatter_into(in[2], xs, out[0], [&](int64_t j) {
+    const int64_t k = j % inner, o = j / inner / is[ax];
+    return (o * xs[ax] + idx[j]) * inner + k;
+  });
+}
+
+// --- gradient rules ---------------------------------------------------------------------------
+
+using Ctx = VjpContext;
+
+void identity_vjp(Ctx& c) { c.set_grad(0, c.grad_out()); }
+void reshape_vjp(Ctx& c) { c.set_grad(0, c.reshape_like(c.grad_out(), c.in(0))); }
+void transpose_vjp(Ctx& c) {
+  const int r = c.rank(c.in(0));
+  std::vector<int64_t> perm = c.attrs().get_ints("perm", {});
+  if (perm.empty())
+    for (int i = r - 1; i >= 0; --i) perm.push_back(i);
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    inverse[static_cast<size_t>(normalize_axis(perm[i], r, "transpose"))] = static_cast<int64_t>(i);
+  c.set_grad(0, c.op("transpose", {c.grad_out()}, {{"perm", inverse}}));
+}
+void broadcast_vjp(Ctx& c) { c.set_grad(0, c.sum_to_like(c.grad_out(), c.in(0))); }
+void slice_vjp(Ctx& c) { c.set_grad(0, c.op("slice_scatter", {c.grad_out(), c.in(0)}, c.attrs())); }
+void concat_vjp(Ctx& c) {
+  std::vector<ValueId> ins{c.grad_out()};
+  for (int i = 0; i < c.num_inputs(); ++i) ins.push_back(c.in(i));
+  for (int i = 0; i < c.num_inputs(); ++i) {
+    if (!c.needs_grad(i)) continue;
+    Attrs a{{"axis", c.attrs().get_int("axis")}, {"index", int64_t{i}}};
+    c.set_grad(i, c.op("concat_part", ins, a));
+  }
+}
+void gather_vjp(Ctx& c) {
+  c.set_grad(0, c.op("index_add", {c.in(0), c.in(1), c.grad_out()}, {{"axis", c.attrs().get_int("axis", 0)}}));
+}
+void take_along_axis_vjp(Ctx& c) {
+  c.set_grad(0, c.op("scatter_add", {c.in(0), c.in(1), c.grad_out()}, {{"axis", c.attrs().get_int("axis")}}));
+}
+// The gradient ops' own rules (second derivatives, or gradients of graphs that use them).
+void broadcast_to_like_vjp(Ctx& c) { c.set_grad(0, c.sum_to_like(c.grad_out(), c.in(0))); }
+void slice_scatter_vjp(Ctx& c) { c.set_grad(0, c.op("slice", {c.grad_out()}, c.attrs())); }
+void index_add_vjp(Ctx& c) {
+  c.set_grad(2, c.op("gather", {c.grad_out(), c.in(1)}, {{"axis", c.attrs().get_int("axis", 0)}}));
+}
+void scatter_add_vjp(Ctx& c) {
+  c.set_grad(2, c.op("take_along_axis", {c.grad_out(), c.in(1)}, {{"axis", c.attrs().get_int("axis")}}));
+}
+
+void dtype_of_input0(const Node&, std::span<const DType> in, std::span<DType> out) { out[0] = in[0]; }
+void dtype_of_input2(const Node&, std::span<const DType> in, std::span<DType> out) { out[0] = in[2]; }
+
 }  // namespace
 
 void register_movement_ops() {
   auto add = [](const char* name, ShapeRule shape, DTypeRule dtype, Kernel eval, const char* doc,
-                int max_inputs = 1, int min_inputs = 1) {
+                VjpRule vjp, int max_inputs = 1, int min_inputs = 1) {
     register_op(OpDef{.name = name,
                       .min_inputs = min_inputs,
                       .max_inputs = max_inputs,
@@ -569,23 +766,41 @@ void register_movement_ops() {
                       .shape = shape,
                       .dtype = dtype,
                       .eval = eval,
-                      .doc = doc});
+                      .doc = doc,
+                      .vjp = vjp});
   };
-  add("identity", identity_shape, dtype_same_as_input, identity_eval, "copy of the input");
+  add("identity", identity_shape, dtype_same_as_input, identity_eval, "copy of the input", identity_vjp);
   add("reshape", reshape_shape, dtype_same_as_input, reshape_eval,
-      "same elements, new shape {shape}: -1 inferred, 0 copies the input dim");
+      "same elements, new shape {shape}: -1 inferred, 0 copies the input dim", reshape_vjp);
   add("transpose", transpose_shape, dtype_same_as_input, transpose_eval,
-      "permutes dims by {perm} (default: reversed)");
+      "permutes dims by {perm} (default: reversed)", transpose_vjp);
   add("broadcast_to", broadcast_to_shape, dtype_same_as_input, broadcast_to_eval,
-      "NumPy broadcast to {shape}");
+      "NumPy broadcast to {shape}", broadcast_vjp);
   add("slice", slice_shape, dtype_same_as_input, slice_eval,
-      "NumPy slicing by {starts, ends, axes, steps}; ends clamp, negative indices from the end");
+      "NumPy slicing by {starts, ends, axes, steps}; ends clamp, negative indices from the end", slice_vjp);
   add("concat", concat_shape, dtype_concat, concat_eval,
-      "joins inputs along {axis} (dtypes promoted)", -1);
+      "joins inputs along {axis} (dtypes promoted)", concat_vjp, -1);
   add("gather", gather_shape, dtype_gather, gather_eval,
-      "NumPy take(input, indices, axis): integer indices, negative ones wrap", 2, 2);
+      "NumPy take(input, indices, axis): integer indices, negative ones wrap", gather_vjp, 2, 2);
   add("take_along_axis", take_along_axis_shape, dtype_take_along_axis, take_along_axis_eval,
-      "NumPy take_along_axis(input, indices, {axis}): indices have the input's rank", 2, 2);
+      "NumPy take_along_axis(input, indices, {axis}): indices have the input's rank", take_along_axis_vjp, 2, 2);
+  // Ops that gradients need; `like` operands are read only for their shapes.
+  add("broadcast_to_like", like_shape<1>, dtype_of_input0, broadcast_to_like_eval,
+      "broadcast_to_like(x, like): x broadcast to like's shape", broadcast_to_like_vjp, 2, 2);
+  add("reshape_like", like_shape<1>, dtype_of_input0, reshape_like_eval,
+      "reshape_like(x, like): x's elements in like's shape", reshape_vjp, 2, 2);
+  add("expand_dims", expand_dims_shape, dtype_of_input0, expand_dims_eval,
+      "inserts size-1 dims at {axes} (positions in the result)", reshape_vjp);
+  add("zeros_like", identity_shape, dtype_of_input0, zeros_like_eval, "zeros of x's shape and dtype", no_gradient);
+  add("slice_scatter", like_shape<1>, dtype_of_input0, slice_scatter_eval,
+      "slice_scatter(grad, like) {slice's attrs}: zeros like `like`, grad where slice reads", slice_scatter_vjp, 2, 2);
+  add("concat_part", concat_part_shape, dtype_of_input0, concat_part_eval,
+      "concat_part(grad, x0, x1, ...) {axis, index}: the part of grad concat took from x<index>", nullptr, -1, 2);
+  add("index_add", like_shape<0>, dtype_of_input2, index_add_eval,
+      "index_add(like, indices, updates) {axis}: zeros like `like`, updates added at gather's rows", index_add_vjp, 3, 3);
+  add("scatter_add", like_shape<0>, dtype_of_input2, scatter_add_eval,
+      "scatter_add(like, indices, updates) {axis}: zeros like `like`, updates added where "
+      "take_along_axis reads", scatter_add_vjp, 3, 3);
 }
 
 }  // namespace ingot::ops

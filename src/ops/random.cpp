@@ -111,6 +111,9 @@ void dropout_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> o
   });
 }
 
+// The same mask and scale as the forward pass (same seed, same element counter).
+void dropout_vjp(VjpContext& c) { c.set_grad(0, c.op("dropout", {c.grad_out()}, c.attrs())); }
+
 }  // namespace
 
 void register_random_ops() {
@@ -121,7 +124,8 @@ void register_random_ops() {
                     .shape = source_shape_rule,
                     .dtype = dtype_source,
                     .eval = random_uniform_eval,
-                    .doc = "uniform numbers in [low, high) of {shape, dtype}, from {seed}"});
+                    .doc = "uniform numbers in [low, high) of {shape, dtype}, from {seed}",
+                    .vjp = no_gradient});
   register_op(OpDef{.name = "random_normal",
                     .min_inputs = 0,
                     .max_inputs = 0,
@@ -129,14 +133,16 @@ void register_random_ops() {
                     .shape = source_shape_rule,
                     .dtype = dtype_source,
                     .eval = random_normal_eval,
-                    .doc = "normal numbers (mean, std) of {shape, dtype}, from {seed}"});
+                    .doc = "normal numbers (mean, std) of {shape, dtype}, from {seed}",
+                    .vjp = no_gradient});
   register_op(OpDef{.name = "dropout",
                     .fusion = FusionClass::Elementwise,
                     .shape = [](ShapeInfer& s) { s.same_shape(s.in(0), s.out()); },
                     .dtype = dtype_dropout,
                     .eval = dropout_eval,
                     .doc = "training: zeroes elements with probability p, scales the rest by "
-                           "1/(1-p); else identity"});
+                           "1/(1-p); else identity",
+                    .vjp = dropout_vjp});
 }
 
 }  // namespace ingot::ops

@@ -531,10 +531,180 @@ void batch_norm_dtype(const Node& n, std::span<const DType> in, std::span<DType>
 }
 
 // ---------------------------------------------------------------------------------------------
+// Ops for gradients: sum_to_like (the inverse of a broadcast) and numel (an element count
+// read at run time, for means over symbolic dims)
+
+void sum_to_like_shape(ShapeInfer& s) {
+  if (s.has_rank(s.in(1))) s.set_dims(s.out(), s.dims(s.in(1)));
+}
+
+void sum_to_like_dtype(const Node& n, std::span<const DType> in, std::span<DType> out) {
+  require_float(n, in[0], "input");
+  out[0] = in[0];
+}
+
+// Sums x over the dims that NumPy broadcasting expanded from `like`'s shape, in double.
+void sum_to_like_kernel(const Node&, std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  const Shape& xs = inputs[0].shape();
+  const Shape& ls = inputs[1].shape();
+  INGOT_CHECK(broadcast_shapes(ls, xs, "sum_to_like") == xs, "sum_to_like: ", to_string(ls),
+              " does not broadcast to ", to_string(xs));
+  Tensor acc(DType::Float64, ls);
+  double* pa = acc.data<double>();
+  const Tensor x = inputs[0].astype(DType::Float64);
+  const double* px = x.data<double>();
+  for_each_strided<1>(xs, {broadcast_strides(ls, xs)}, [&](int64_t i, int64_t o) { pa[o] += px[i]; });
+  outputs[0] = acc.astype(inputs[0].dtype());
+}
+
+void numel_shape(ShapeInfer& s) { s.set_rank(s.out(), 0); }
+
+void numel_dtype(const Node& n, std::span<const DType>, std::span<DType> out) {
+  out[0] = n.attrs.get_dtype("dtype");
+}
+
+void numel_kernel(const Node& n, std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  const Shape& xs = inputs[0].shape();
+  double count = 1;
+  for (int a : axes_attr(n, static_cast<int>(xs.size()))) count *= static_cast<double>(xs[static_cast<size_t>(a)]);
+  outputs[0] = Tensor::full(DType::Float64, {}, count).astype(n.attrs.get_dtype("dtype"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gradient rules
+
+using Ctx = VjpContext;
+
+// The normalized reduced axes of a reduction node's input (all when `axes` is empty).
+std::vector<int64_t> reduced_axes(Ctx& c) {
+  std::vector<int64_t> out;
+  for (int a : axes_attr(c.node(), c.rank(c.in(0)))) out.push_back(a);
+  return out;
+}
+
+// A reduced value with its reduced axes restored as size 1 (keepdims), so it broadcasts
+// against the input.
+ValueId kept(Ctx& c, ValueId reduced) {
+  return keepdims_attr(c.node()) ? reduced : c.expand_dims(reduced, reduced_axes(c));
+}
+
+void sum_vjp(Ctx& c) { c.set_grad(0, c.broadcast_to_like(kept(c, c.grad_out()), c.in(0))); }
+
+void mean_vjp(Ctx& c) {
+  const ValueId g = kept(c, c.grad_out());
+  const ValueId n = c.count(c.in(0), reduced_axes(c), c.dtype(g));
+  c.set_grad(0, c.broadcast_to_like(c.op("div", {g, n}), c.in(0)));
+}
+
+// max/min: the gradient is shared evenly by the elements equal to the extreme.
+void extreme_vjp(Ctx& c) {
+  const ValueId x = c.in(0);
+  const ValueId hit = c.op("cast", {c.op("equal", {x, kept(c, c.out())})},
+                           {{"dtype", std::string(dtype_name(c.dtype(x)))}});
+  const ValueId ties = c.op("sum", {hit}, {{"axes", reduced_axes(c)}, {"keepdims", int64_t{1}}});
+  c.set_grad(0, c.op("mul", {c.op("div", {hit, ties}), kept(c, c.grad_out())}));
+}
+
+// mean m = sum x / n, variance v = sum (x - m)^2 / n: dx = gm / n + gv 2 (x - m) / n.
+void moments_vjp(Ctx& c) {
+  const ValueId x = c.in(0);
+  const std::vector<int64_t> axes = reduced_axes(c);
+  const DType t = c.dtype(c.out(0));
+  const ValueId n = c.count(x, axes, t);
+  if (c.grad_out(0) >= 0)
+    c.set_grad(0, c.broadcast_to_like(c.op("div", {kept(c, c.grad_out(0)), n}), c.cast_like(x, c.out(0))));
+  if (c.grad_out(1) >= 0) {
+    const ValueId centered = c.op("sub", {c.cast_like(x, c.out(0)), kept(c, c.out(0))});
+    const ValueId scale = c.op("div", {c.scalar(2, t), n});
+    c.set_grad(0, c.op("mul", {c.op("mul", {kept(c, c.grad_out(1)), scale}), centered}));
+  }
+}
+
+ValueId sum_keep(Ctx& c, ValueId v, int64_t axis) {
+  return c.op("sum", {v}, {{"axes", std::vector<int64_t>{axis}}, {"keepdims", int64_t{1}}});
+}
+
+void softmax_vjp(Ctx& c) {  // y (g - sum(g y))
+  const ValueId y = c.out(), g = c.grad_out();
+  const int64_t axis = axis_attr(c.node(), c.rank(y));
+  const ValueId dot = sum_keep(c, c.op("mul", {g, y}), axis);
+  c.set_grad(0, c.op("mul", {y, c.op("sub", {g, dot})}));
+}
+
+void log_softmax_vjp(Ctx& c) {  // g - exp(y) sum(g)
+  const ValueId y = c.out(), g = c.grad_out();
+  const int64_t axis = axis_attr(c.node(), c.rank(y));
+  c.set_grad(0, c.op("sub", {g, c.op("mul", {c.op("exp", {y}), sum_keep(c, g, axis)})}));
+}
+
+// Sum over the first `lead` axes (the gradient of a parameter broadcast along them).
+ValueId sum_leading(Ctx& c, ValueId v, int lead) {
+  if (lead == 0) return v;
+  std::vector<int64_t> axes;
+  for (int i = 0; i < lead; ++i) axes.push_back(i);
+  return c.op("sum", {v}, {{"axes", axes}, {"keepdims", int64_t{0}}});
+}
+
+// x_hat = (x - mean) rstd over dims axis..end; dx = rstd (d - mean(d) - x_hat mean(d x_hat))
+// with d = g * weight; d weight = sum of g x_hat and d bias = sum of g over the leading dims.
+void layer_norm_vjp(Ctx& c) {
+  const ValueId x = c.in(0), g = c.grad_out();
+  const int r = c.rank(x), axis = axis_attr(c.node(), r);
+  std::vector<int64_t> axes;
+  for (int i = axis; i < r; ++i) axes.push_back(i);
+  const Attrs keep{{"axes", axes}, {"keepdims", int64_t{1}}};
+  const std::vector<ValueId> mv = c.op_n("moments", {x}, keep, 2);
+  const ValueId eps = c.scalar(c.attrs().get_float("eps", 1e-5), c.dtype(mv[1]));
+  const ValueId rstd = c.op("rsqrt", {c.op("add", {mv[1], eps})});
+  const ValueId xhat = c.op("mul", {c.op("sub", {x, mv[0]}), rstd});
+  if (c.needs_grad(0)) {
+    const ValueId d = c.num_inputs() > 1 ? c.op("mul", {g, c.in(1)}) : g;
+    const ValueId md = c.op("mean", {d}, keep);
+    const ValueId mdx = c.op("mean", {c.op("mul", {d, xhat})}, keep);
+    const ValueId inner = c.op("sub", {c.op("sub", {d, md}), c.op("mul", {xhat, mdx})});
+    c.set_grad(0, c.op("mul", {rstd, inner}));
+  }
+  if (c.num_inputs() > 1 && c.needs_grad(1)) c.set_grad(1, sum_leading(c, c.op("mul", {g, xhat}), axis));
+  if (c.num_inputs() > 2 && c.needs_grad(2)) c.set_grad(2, sum_leading(c, g, axis));
+}
+
+// y = (x - mean) rstd weight + bias per channel (dim 1), rstd = (variance + eps)^-1/2, with
+// mean and variance inputs in their own right: batch norm's training mode feeds them from
+// `moments`, whose own rule then carries their gradients on to x.
+void batch_norm_vjp(Ctx& c) {
+  const ValueId x = c.in(0), w = c.in(1), mean = c.in(3), var = c.in(4), g = c.grad_out();
+  const int r = c.rank(x);
+  std::vector<int64_t> others{0};
+  for (int i = 2; i < r; ++i) others.push_back(i);
+  auto per_channel = [&](ValueId v) { return c.expand_dims(v, others); };  // [C] -> [1, C, 1, 1]
+  auto channel_sum = [&](ValueId v) {
+    return c.op("sum", {v}, {{"axes", others}, {"keepdims", int64_t{0}}});
+  };
+  const ValueId rstd = c.op("rsqrt", {c.op("add", {var, c.scalar(c.attrs().get_float("eps", 1e-5), c.dtype(var))})});
+  const ValueId centered = c.op("sub", {x, per_channel(mean)});
+  const ValueId scale = c.op("mul", {w, rstd});
+  if (c.needs_grad(0)) c.set_grad(0, c.op("mul", {g, per_channel(scale)}));
+  if (c.needs_grad(1)) c.set_grad(1, c.op("mul", {channel_sum(c.op("mul", {g, centered})), rstd}));
+  if (c.needs_grad(2) || c.needs_grad(3)) {
+    const ValueId gsum = channel_sum(g);
+    c.set_grad(2, gsum);
+    c.set_grad(3, c.op("neg", {c.op("mul", {gsum, scale})}));
+  }
+  if (c.needs_grad(4)) {
+    // d/dvar of (x - mean) (var + eps)^-1/2 w = -1/2 (x - mean) w rstd^3
+    const ValueId rstd3 = c.op("mul", {rstd, c.op("mul", {rstd, rstd})});
+    const ValueId k = c.op("mul", {c.op("mul", {w, rstd3}), c.scalar(-0.5, c.dtype(var))});
+    c.set_grad(4, c.op("mul", {channel_sum(c.op("mul", {g, centered})), k}));
+  }
+}
+
+void sum_to_like_vjp(Ctx& c) { c.set_grad(0, c.broadcast_to_like(c.grad_out(), c.in(0))); }
+
+// ---------------------------------------------------------------------------------------------
 
 void define(const char* name, int min_in, int max_in, int outs, FusionClass fusion, ShapeRule shape,
-            DTypeRule dtype, Kernel eval, const char* doc) {
-  register_op(OpDef{name, min_in, max_in, outs, fusion, shape, dtype, eval, doc});
+            DTypeRule dtype, Kernel eval, const char* doc, VjpRule vjp) {
+  register_op(OpDef{name, min_in, max_in, outs, fusion, shape, dtype, eval, doc, vjp});
 }
 
 }  // namespace
@@ -542,25 +712,30 @@ void define(const char* name, int min_in, int max_in, int outs, FusionClass fusi
 void register_reduce_ops() {
   constexpr FusionClass kRed = FusionClass::Reduction, kRow = FusionClass::RowKernel;
   define("sum", 1, 1, 1, kRed, reduce_shape, sum_dtype, sum_kernel,
-         "sum over {axes} (all if empty) {keepdims}; bool sums to int64");
+         "sum over {axes} (all if empty) {keepdims}; bool sums to int64", sum_vjp);
   define("mean", 1, 1, 1, kRed, reduce_shape, float_dtype, mean_kernel,
-         "mean over {axes} {keepdims}; float result");
+         "mean over {axes} {keepdims}; float result", mean_vjp);
   define("max", 1, 1, 1, kRed, reduce_shape, dtype_same_as_input, extreme_kernel<true>,
-         "max over {axes} {keepdims}; NaN propagates");
+         "max over {axes} {keepdims}; NaN propagates", extreme_vjp);
   define("min", 1, 1, 1, kRed, reduce_shape, dtype_same_as_input, extreme_kernel<false>,
-         "min over {axes} {keepdims}; NaN propagates");
+         "min over {axes} {keepdims}; NaN propagates", extreme_vjp);
   define("argmax", 1, 1, 1, kRed, argmax_shape, int64_dtype, argmax_kernel,
-         "int64 index of the first max along {axis} {keepdims}; NaN counts as max");
+         "int64 index of the first max along {axis} {keepdims}; NaN counts as max", no_gradient);
   define("moments", 1, 1, 2, kRed, reduce_shape, float_dtype, moments_kernel,
-         "(mean, biased variance) over {axes} {keepdims}");
+         "(mean, biased variance) over {axes} {keepdims}", moments_vjp);
   define("softmax", 1, 1, 1, kRow, softmax_shape, float_dtype, softmax_kernel<false>,
-         "exp(x) / sum exp(x) along {axis = -1}, max-subtracted");
+         "exp(x) / sum exp(x) along {axis = -1}, max-subtracted", softmax_vjp);
   define("log_softmax", 1, 1, 1, kRow, softmax_shape, float_dtype, softmax_kernel<true>,
-         "x - log sum exp(x) along {axis = -1}, max-subtracted");
+         "x - log sum exp(x) along {axis = -1}, max-subtracted", log_softmax_vjp);
   define("layer_norm", 1, 3, 1, kRow, layer_norm_shape, layer_norm_dtype, layer_norm_kernel,
-         "layer_norm(input, [weight], [bias]) over dims {axis = -1}..end, {eps = 1e-5}");
+         "layer_norm(input, [weight], [bias]) over dims {axis = -1}..end, {eps = 1e-5}", layer_norm_vjp);
   define("batch_norm", 5, 5, 1, kRow, batch_norm_shape, batch_norm_dtype, batch_norm_kernel,
-         "batch_norm(input, weight, bias, mean, variance) per channel (dim 1), {eps = 1e-5}");
+         "batch_norm(input, weight, bias, mean, variance) per channel (dim 1), {eps = 1e-5}", batch_norm_vjp);
+  // For gradients.
+  define("sum_to_like", 2, 2, 1, FusionClass::Opaque, sum_to_like_shape, sum_to_like_dtype,
+         sum_to_like_kernel, "sum_to_like(x, like): x summed over the dims broadcasting expanded from like", sum_to_like_vjp);
+  define("numel", 1, 1, 1, FusionClass::Opaque, numel_shape, numel_dtype, numel_kernel,
+         "element count of x over {axes} (all if empty) as a scalar of {dtype}", no_gradient);
 }
 
 }  // namespace ingot::ops

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
+#include <mutex>
 #include <set>
 #include <sstream>
 
+#include "compiler/gradient_pipeline.h"
 #include "compiler/memory_plan.h"
 #include "core/random.h"
 #include "ingot/compile.h"
@@ -14,13 +16,23 @@
 
 namespace ingot {
 
+// The graph autodiff differentiates and one joint graph per set of seeded outputs, shared by
+// copies of the model and built under a lock.
+struct PhysicalModel::GradientCache {
+  Graph unoptimized;
+  bool has_graph = false;
+  std::mutex mutex;
+  std::map<std::vector<std::string>, std::unique_ptr<JointGraph>> joints;
+};
+
 PhysicalModel::PhysicalModel(Graph graph, std::shared_ptr<const Backend> backend,
                              std::shared_ptr<const CompileOptions> options,
                              std::shared_ptr<const Executable> executable)
     : graph_(std::move(graph)),
       backend_(std::move(backend)),
       options_(std::move(options)),
-      executable_(std::move(executable)) {}
+      executable_(std::move(executable)),
+      gradients_(std::make_shared<GradientCache>()) {}
 
 const Executable& PhysicalModel::executable() const {
   if (!executable_) executable_ = backend_->lower(graph_, *options_);
@@ -129,9 +141,8 @@ TensorMap PhysicalModel::randomize_params(uint64_t seed) const {
   return out;
 }
 
-TensorMap PhysicalModel::evaluate(const TensorMap& params, const TensorMap& inputs) const {
-  std::set<std::string> known;
-  for (ValueId id : run_leaves()) known.insert(graph_.value(id).name);
+void PhysicalModel::check_arguments(const TensorMap& params, const TensorMap& inputs,
+                                    std::map<std::string, std::pair<int64_t, std::string>>& bound) const {
   auto list = [&](ValueKind kind) {
     std::string s;
     for (const auto& n : names_of_kind(graph_, kind)) s += (s.empty() ? "" : ", ") + n;
@@ -148,8 +159,6 @@ TensorMap PhysicalModel::evaluate(const TensorMap& params, const TensorMap& inpu
                 "' (inputs: ", list(ValueKind::Input),
                 id && graph_.value(*id).kind == ValueKind::Parameter ? "; it is a parameter: pass it in params" : "", ")");
   }
-  std::map<std::string, std::pair<int64_t, std::string>> bound;
-  std::vector<Tensor> args;
   for (ValueId id : run_leaves()) {
     const Value& v = graph_.value(id);
     const TensorMap& from = v.kind == ValueKind::Parameter ? params : inputs;
@@ -157,12 +166,117 @@ TensorMap PhysicalModel::evaluate(const TensorMap& params, const TensorMap& inpu
     INGOT_CHECK(it != from.end(), "Missing ", v.kind == ValueKind::Parameter ? "parameter" : "input",
                 " '", v.name, "' (", dtype_name(v.dtype), to_string(v.shape), ")");
     check_tensor(v, it->second, bound);
-    args.push_back(it->second);
+  }
+}
+
+TensorMap PhysicalModel::evaluate(const TensorMap& params, const TensorMap& inputs) const {
+  std::map<std::string, std::pair<int64_t, std::string>> bound;
+  check_arguments(params, inputs, bound);
+  std::vector<Tensor> args;
+  for (ValueId id : run_leaves()) {
+    const Value& v = graph_.value(id);
+    args.push_back((v.kind == ValueKind::Parameter ? params : inputs).at(v.name));
   }
   std::vector<Tensor> results = executable().run(args);
   TensorMap out;
   for (size_t i = 0; i < results.size(); ++i) out.emplace(graph_.outputs()[i].first, std::move(results[i]));
   return out;
+}
+
+// ---------------------------------------------------------------- gradients
+
+void PhysicalModel::set_differentiation_graph(Graph graph) {
+  std::lock_guard<std::mutex> lock(gradients_->mutex);
+  gradients_->unoptimized = std::move(graph);
+  gradients_->has_graph = true;
+}
+
+std::vector<std::string> PhysicalModel::gradient_names() const {
+  std::vector<std::string> out;
+  for (ValueId id : graph_.leaves()) {
+    const Value& v = graph_.value(id);
+    if (v.differentiable && v.kind != ValueKind::Constant && is_floating(v.dtype)) out.push_back(v.name);
+  }
+  return out;
+}
+
+const JointGraph& PhysicalModel::joint_graph(const std::vector<std::string>& seeded) const {
+  INGOT_CHECK(!options_->inference, "Cannot compute gradients: this model was compiled with inference = true "
+              "(Dropout off, BatchNorm on running statistics); compile it without `inference` to differentiate it");
+  GradientCache& cache = *gradients_;
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  INGOT_CHECK(cache.has_graph, "Cannot compute gradients: this PhysicalModel was not built by compile, so it "
+              "has no graph to differentiate");
+  std::unique_ptr<JointGraph>& joint = cache.joints[seeded];
+  if (!joint)
+    joint = std::make_unique<JointGraph>(
+        build_joint_graph(cache.unoptimized, seeded, gradient_names(), *backend_, *options_));
+  return *joint;
+}
+
+const Graph& PhysicalModel::gradient_graph(const std::vector<std::string>& seeded_outputs) const {
+  std::vector<std::string> seeded = seeded_outputs;
+  std::sort(seeded.begin(), seeded.end());
+  seeded.erase(std::unique(seeded.begin(), seeded.end()), seeded.end());
+  for (const std::string& name : seeded)
+    INGOT_CHECK(graph_.find_output(name), "Unknown output '", name, "' (outputs: ",
+                [&] {
+                  std::string s;
+                  for (const auto& n : output_names()) s += (s.empty() ? "" : ", ") + n;
+                  return s;
+                }(),
+                ")");
+  return joint_graph(seeded).graph;
+}
+
+Evaluation PhysicalModel::evaluate(const TensorMap& params, const TensorMap& inputs,
+                                   const TensorMap& output_gradients) const {
+  std::map<std::string, std::pair<int64_t, std::string>> bound;
+  check_arguments(params, inputs, bound);
+  std::vector<std::string> seeded;
+  for (const auto& [name, t] : output_gradients) {
+    auto out = graph_.find_output(name);
+    if (!out) {
+      std::string names;
+      for (const auto& n : output_names()) names += (names.empty() ? "" : ", ") + n;
+      INGOT_FAIL("output_gradients: '", name, "' is not an output of the model (outputs: ", names, ")");
+    }
+    const Value& v = graph_.value(*out);
+    INGOT_CHECK(is_floating(v.dtype), "output_gradients: output '", name, "' is ", dtype_name(v.dtype),
+                " and cannot be differentiated");
+    Value named = v;
+    named.name = name;
+    try {
+      check_tensor(named, t, bound);
+    } catch (const Error& e) {
+      INGOT_FAIL("output_gradients: ", e.what());
+    }
+    seeded.push_back(name);
+  }
+  const JointGraph& joint = joint_graph(seeded);
+  const Graph& jg = joint.graph;
+  std::vector<Tensor> args;
+  for (ValueId id : jg.leaves()) {
+    const Value& v = jg.value(id);
+    if (v.kind == ValueKind::Constant) continue;
+    auto cot = joint.cotangent_inputs.find(v.name);
+    const TensorMap& from = cot != joint.cotangent_inputs.end() ? output_gradients
+                            : v.kind == ValueKind::Parameter   ? params
+                                                               : inputs;
+    auto it = from.find(cot != joint.cotangent_inputs.end() ? cot->second : v.name);
+    INGOT_CHECK(it != from.end(), "Missing ", v.kind == ValueKind::Parameter ? "parameter" : "input", " '",
+                v.name, "'");
+    args.push_back(it->second);
+  }
+  std::vector<Tensor> results = joint.executable->run(args);
+  Evaluation r;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const std::string& name = jg.outputs()[i].first;
+    auto grad = joint.gradient_outputs.find(name);
+    if (grad != joint.gradient_outputs.end()) r.gradients.emplace(grad->second, std::move(results[i]));
+    else r.outputs.emplace(name, std::move(results[i]));
+  }
+  return r;
 }
 
 std::map<std::string, SymShape> PhysicalModel::get_shapes() const {
