@@ -42,19 +42,25 @@ class PhysicalModel:
 
         Names, dtypes and shapes are checked first; a mismatch raises IngotError naming the
         terminal. With `output_gradients` ({output name: cotangent}), returns (outputs, grads)
-        where grads holds d(sum(output * cotangent))/d(parameter) for every parameter
-        (TorchBackend and JaxBackend: through the framework's autodiff).
+        where grads holds d(sum(output * cotangent))/d(x) for every name of gradient_names()
+        (CpuBackend and ReferenceBackend: ingot's backward graph; TorchBackend and JaxBackend:
+        the framework's autodiff, for the parameters).
         """
         params = dict(params)
         inputs = dict(inputs or {})
         if output_gradients is None:
             return self._pm.evaluate(params, inputs)
-        if isinstance(self._backend, _FrameworkBackend) and self._backend.framework in ("torch", "jax"):
+        if isinstance(self._backend, _FrameworkBackend):
+            if self._backend.framework == "numpy":
+                raise IngotError("NumpyBackend has no autodiff: use ml.TorchBackend() or ml.JaxBackend() (the "
+                                 "framework's autodiff) or ml.CpuBackend() / ml.ReferenceBackend() (ingot's backward graph)")
             return self._framework_gradients(params, inputs, dict(output_gradients))
-        raise IngotError(
-            f"Gradients are not available for the {self._backend.name} backend in this build: ingot's backward "
-            "graph (the autodiff issue) has not landed; compile with ml.TorchBackend() or ml.JaxBackend() "
-            "to get gradients through the framework's autodiff")
+        return self._pm.evaluate_with_gradients(params, inputs, dict(output_gradients))
+
+    def gradient_names(self) -> List[str]:
+        """What evaluate(..., output_gradients=...) returns gradients for: differentiable
+        parameters and inputs named in `trainable_keys`."""
+        return self._pm.gradient_names()
 
     def _framework_gradients(self, params: Dict[str, Any], inputs: Dict[str, Any],
                              cotangents: Dict[str, Any]) -> Tuple[ArrayMap, ArrayMap]:

@@ -226,6 +226,18 @@ void bind_compile(nb::module_& m) {
              }
              return to_dict(out);
            }, nb::arg("params"), nb::arg("inputs"))
+      .def("evaluate_with_gradients",
+           [](const PhysicalModel& pm, const nb::dict& params, const nb::dict& inputs, const nb::dict& output_gradients) {
+             TensorMap p = to_tensor_map(params, "parameter"), in = to_tensor_map(inputs, "input"),
+                       cot = to_tensor_map(output_gradients, "output gradient");
+             Evaluation r;
+             {
+               nb::gil_scoped_release nogil;
+               r = pm.evaluate(p, in, cot);
+             }
+             return nb::make_tuple(to_dict(r.outputs), to_dict(r.gradients));
+           }, nb::arg("params"), nb::arg("inputs"), nb::arg("output_gradients"))
+      .def("gradient_names", &PhysicalModel::gradient_names)
       .def("get_shapes", [](const PhysicalModel& pm) { return shapes_dict(pm.get_shapes()); })
       .def("get_types", [](const PhysicalModel& pm) {
              std::map<std::string, std::string> out;

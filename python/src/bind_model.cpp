@@ -143,6 +143,18 @@ void bind_model(nb::module_& m) {
                     "A logical model: blocks with named terminals. `m |= block(...)` adds a block, linking only\n"
                     "the terminals named in the call; `m += block` also links its input to m's current output.")
       .def(nb::init<>(), "An empty model.")
+      .def_static(
+          "primitive",
+          [](const std::string& op, std::vector<std::string> inputs, std::vector<std::string> outputs,
+             const std::string& type_name, const nb::kwargs& attrs) {
+            Attrs a;
+            for (auto [k, v] : attrs) a.set(nb::cast<std::string>(k), to_attr(v, nb::cast<std::string>(k)));
+            return Model::primitive(op, std::move(inputs), std::move(outputs), a, type_name);
+          },
+          nb::arg("op"), nb::arg("inputs"), nb::arg("outputs") = std::vector<std::string>{"output"},
+          nb::arg("type_name") = "", nb::arg("attrs"),
+          "A block wrapping one op of the catalogue (`ingot ops`), with the named input and output\n"
+          "terminals and the op's attributes as keywords: Model.primitive('conv2d', ['input', 'weight'], stride=[2, 2]).")
       .def("__ior__", [](Model& self, const Model& b) -> Model& { return self |= b; }, nb::rv_policy::none)
       .def("__ior__", [](Model& self, const BlockCall& c) -> Model& { return self |= c; }, nb::rv_policy::none)
       .def("__iadd__", [](Model& self, const Model& b) -> Model& { return self += b; }, nb::rv_policy::none)
