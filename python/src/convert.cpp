@@ -99,7 +99,7 @@ Tensor to_tensor(nb::handle obj, const std::string& what) {
     // Lists, scalars and anything else NumPy understands.
     nb::object converted;
     try {
-      converted = nb::module_::import_("numpy").attr("ascontiguousarray")(src);
+      converted = nb::module_::import_("numpy").attr("asarray")(src);
     } catch (const nb::python_error& e) {
       INGOT_FAIL("Cannot use a ", py_str(nb::handle(obj.type()).attr("__name__")), " as the array for ",
                  what, ": ", e.what());
