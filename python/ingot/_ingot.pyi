@@ -60,7 +60,8 @@ class Connection:
     def __getitem__(self, index: int) -> Connection:
         """Index `index` of axis 0 (the axis is dropped)."""
 
-    def __neg__(self) -> Connection: ...
+    def __neg__(self) -> Connection:
+        """Adds a neg block."""
 
     @overload
     def __add__(self, arg: Connection, /) -> Connection: ...
@@ -130,13 +131,15 @@ class Model:
     def __ior__(self, arg: Model, /) -> Model: ...
 
     @overload
-    def __ior__(self, arg: BlockCall, /) -> Model: ...
+    def __ior__(self, arg: BlockCall, /) -> Model:
+        """m |= block: adds the block, linking only the terminals its call names."""
 
     @overload
     def __iadd__(self, arg: Model, /) -> Model: ...
 
     @overload
-    def __iadd__(self, arg: BlockCall, /) -> Model: ...
+    def __iadd__(self, arg: BlockCall, /) -> Model:
+        """m += block: adds the block and links its input to the current output."""
 
     def __call__(self, **kwargs) -> BlockCall:
         """
@@ -355,7 +358,8 @@ class CpuBackend(Backend):
 class PythonBackend(Backend):
     """A backend whose code an ingot.emitters emitter generates."""
 
-    def __init__(self, name: str, emitter: object) -> None: ...
+    def __init__(self, name: str, emitter: object) -> None:
+        """`emitter.lower(graph_json)` returns the runner."""
 
 def compile_option_names() -> list[str]:
     """Every keyword ingot.compile accepts besides the backend."""
@@ -363,37 +367,55 @@ def compile_option_names() -> list[str]:
 class PhysicalModel:
     """A compiled model (see ingot.PhysicalModel for the documented wrapper)."""
 
-    def randomize_params(self, seed: int = 0) -> dict: ...
+    def randomize_params(self, seed: int = 0) -> dict:
+        """Fresh parameters from their initializers, deterministic per seed."""
 
-    def evaluate(self, params: dict, inputs: dict) -> dict: ...
+    def evaluate(self, params: dict, inputs: dict) -> dict:
+        """Runs the model (GIL released); returns {output: array}."""
 
-    def evaluate_with_gradients(self, params: dict, inputs: dict, output_gradients: dict) -> tuple: ...
+    def evaluate_with_gradients(self, params: dict, inputs: dict, output_gradients: dict) -> tuple:
+        """
+        Runs the model and ingot's backward graph; returns (outputs, gradients).
+        """
 
-    def gradient_names(self) -> list[str]: ...
+    def gradient_names(self) -> list[str]:
+        """What gets a gradient."""
 
-    def get_shapes(self) -> dict: ...
+    def get_shapes(self) -> dict:
+        """Shape of every terminal; symbols stay strings."""
 
-    def get_types(self) -> dict[str, str]: ...
+    def get_types(self) -> dict[str, str]:
+        """Dtype name of every terminal."""
 
-    def input_names(self) -> list[str]: ...
+    def input_names(self) -> list[str]:
+        """The run-time data inputs."""
 
-    def parameter_names(self) -> list[str]: ...
+    def parameter_names(self) -> list[str]:
+        """The parameters."""
 
-    def constant_names(self) -> list[str]: ...
+    def constant_names(self) -> list[str]:
+        """The constants."""
 
-    def output_names(self) -> list[str]: ...
+    def output_names(self) -> list[str]:
+        """The outputs."""
 
-    def parameter_count(self) -> int: ...
+    def parameter_count(self) -> int:
+        """Total elements of statically shaped parameters."""
 
-    def summary(self) -> str: ...
+    def summary(self) -> str:
+        """Terminals with types and shapes, as text."""
 
-    def graph_json(self) -> str: ...
+    def graph_json(self) -> str:
+        """The optimized graph as JSON."""
 
-    def graph_text(self) -> str: ...
+    def graph_text(self) -> str:
+        """The optimized graph as text."""
 
-    def save_params(self, path: str, params: dict) -> None: ...
+    def save_params(self, path: str, params: dict) -> None:
+        """Writes parameters as safetensors."""
 
-    def load_params(self, path: str) -> dict: ...
+    def load_params(self, path: str) -> dict:
+        """Reads parameters saved with save_params (checked against the model)."""
 
 def compile(model: Model, backend: Backend, options: dict) -> PhysicalModel:
     """

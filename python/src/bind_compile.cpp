@@ -210,13 +210,13 @@ void bind_compile(nb::module_& m) {
   nb::class_<PythonBackend, Backend>(m, "PythonBackend", "A backend whose code an ingot.emitters emitter generates.")
       .def("__init__", [](PythonBackend* self, std::string name, nb::object emitter) {
         new (self) PythonBackend(std::move(name), share(std::move(emitter)));
-      }, nb::arg("name"), nb::arg("emitter"));
+      }, nb::arg("name"), nb::arg("emitter"), "`emitter.lower(graph_json)` returns the runner.");
 
   m.def("compile_option_names", &CompileOptions::option_names, "Every keyword ingot.compile accepts besides the backend.");
 
   nb::class_<PhysicalModel>(m, "PhysicalModel", "A compiled model (see ingot.PhysicalModel for the documented wrapper).")
       .def("randomize_params", [](const PhysicalModel& pm, uint64_t seed) { return to_dict(pm.randomize_params(seed)); },
-           nb::arg("seed") = 0)
+           nb::arg("seed") = 0, "Fresh parameters from their initializers, deterministic per seed.")
       .def("evaluate", [](const PhysicalModel& pm, const nb::dict& params, const nb::dict& inputs) {
              TensorMap p = to_tensor_map(params, "parameter"), in = to_tensor_map(inputs, "input");
              TensorMap out;
@@ -225,7 +225,7 @@ void bind_compile(nb::module_& m) {
                out = pm.evaluate(p, in);
              }
              return to_dict(out);
-           }, nb::arg("params"), nb::arg("inputs"))
+           }, nb::arg("params"), nb::arg("inputs"), "Runs the model (GIL released); returns {output: array}.")
       .def("evaluate_with_gradients",
            [](const PhysicalModel& pm, const nb::dict& params, const nb::dict& inputs, const nb::dict& output_gradients) {
              TensorMap p = to_tensor_map(params, "parameter"), in = to_tensor_map(inputs, "input"),
@@ -236,27 +236,31 @@ void bind_compile(nb::module_& m) {
                r = pm.evaluate(p, in, cot);
              }
              return nb::make_tuple(to_dict(r.outputs), to_dict(r.gradients));
-           }, nb::arg("params"), nb::arg("inputs"), nb::arg("output_gradients"))
-      .def("gradient_names", &PhysicalModel::gradient_names)
-      .def("get_shapes", [](const PhysicalModel& pm) { return shapes_dict(pm.get_shapes()); })
+           }, nb::arg("params"), nb::arg("inputs"), nb::arg("output_gradients"),
+           "Runs the model and ingot's backward graph; returns (outputs, gradients).")
+      .def("gradient_names", &PhysicalModel::gradient_names, "What gets a gradient.")
+      .def("get_shapes", [](const PhysicalModel& pm) { return shapes_dict(pm.get_shapes()); },
+           "Shape of every terminal; symbols stay strings.")
       .def("get_types", [](const PhysicalModel& pm) {
              std::map<std::string, std::string> out;
              for (const auto& [name, t] : pm.get_types()) out[name] = std::string(dtype_name(t));
              return out;
-           })
-      .def("input_names", &PhysicalModel::input_names)
-      .def("parameter_names", &PhysicalModel::parameter_names)
-      .def("constant_names", &PhysicalModel::constant_names)
-      .def("output_names", &PhysicalModel::output_names)
-      .def("parameter_count", &PhysicalModel::parameter_count)
-      .def("summary", &PhysicalModel::summary)
-      .def("graph_json", [](const PhysicalModel& pm) { return print_graph(pm.graph(), DumpFormat::Json); })
-      .def("graph_text", [](const PhysicalModel& pm) { return print_graph(pm.graph(), DumpFormat::Text); })
+           }, "Dtype name of every terminal.")
+      .def("input_names", &PhysicalModel::input_names, "The run-time data inputs.")
+      .def("parameter_names", &PhysicalModel::parameter_names, "The parameters.")
+      .def("constant_names", &PhysicalModel::constant_names, "The constants.")
+      .def("output_names", &PhysicalModel::output_names, "The outputs.")
+      .def("parameter_count", &PhysicalModel::parameter_count, "Total elements of statically shaped parameters.")
+      .def("summary", &PhysicalModel::summary, "Terminals with types and shapes, as text.")
+      .def("graph_json", [](const PhysicalModel& pm) { return print_graph(pm.graph(), DumpFormat::Json); },
+           "The optimized graph as JSON.")
+      .def("graph_text", [](const PhysicalModel& pm) { return print_graph(pm.graph(), DumpFormat::Text); },
+           "The optimized graph as text.")
       .def("save_params", [](const PhysicalModel& pm, const std::string& path, const nb::dict& params) {
              pm.save_params(path, to_tensor_map(params, "parameter"));
-           }, nb::arg("path"), nb::arg("params"))
+           }, nb::arg("path"), nb::arg("params"), "Writes parameters as safetensors.")
       .def("load_params", [](const PhysicalModel& pm, const std::string& path) { return to_dict(pm.load_params(path)); },
-           nb::arg("path"));
+           nb::arg("path"), "Reads parameters saved with save_params (checked against the model).");
 
   m.def("compile", [](const Model& model, const Backend& backend, const nb::dict& options) {
           CompileOptions o = to_options(options);

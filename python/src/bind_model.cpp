@@ -110,7 +110,7 @@ void bind_model(nb::module_& m) {
            "Elements start:end:step of `axis` (the axis stays).")
       .def("__getitem__", [](const Connection& c, int64_t i) { return c[i]; }, nb::arg("index"),
            "Index `index` of axis 0 (the axis is dropped).")
-      .def("__neg__", [](const Connection& a) { return -a; })
+      .def("__neg__", [](const Connection& a) { return -a; }, "Adds a neg block.")
       .def("__add__", [](const Connection& a, const Connection& b) { return a + b; })
       .def("__add__", [](const Connection& a, double b) { return a + b; })
       .def("__radd__", [](const Connection& a, double b) { return b + a; })
@@ -155,10 +155,14 @@ void bind_model(nb::module_& m) {
           nb::arg("type_name") = "", nb::arg("attrs"),
           "A block wrapping one op of the catalogue (`ingot ops`), with the named input and output\n"
           "terminals and the op's attributes as keywords: Model.primitive('conv2d', ['input', 'weight'], stride=[2, 2]).")
-      .def("__ior__", [](Model& self, const Model& b) -> Model& { return self |= b; }, nb::rv_policy::none)
-      .def("__ior__", [](Model& self, const BlockCall& c) -> Model& { return self |= c; }, nb::rv_policy::none)
-      .def("__iadd__", [](Model& self, const Model& b) -> Model& { return self += b; }, nb::rv_policy::none)
-      .def("__iadd__", [](Model& self, const BlockCall& c) -> Model& { return self += c; }, nb::rv_policy::none)
+      .def("__ior__", [](Model& self, const Model& b) -> Model& { return self |= b; }, nb::rv_policy::none,
+           "m |= block: adds the block, linking only the terminals its call names.")
+      .def("__ior__", [](Model& self, const BlockCall& c) -> Model& { return self |= c; }, nb::rv_policy::none,
+           "m |= block: adds the block, linking only the terminals its call names.")
+      .def("__iadd__", [](Model& self, const Model& b) -> Model& { return self += b; }, nb::rv_policy::none,
+           "m += block: adds the block and links its input to the current output.")
+      .def("__iadd__", [](Model& self, const BlockCall& c) -> Model& { return self += c; }, nb::rv_policy::none,
+           "m += block: adds the block and links its input to the current output.")
       .def("__call__", [](const Model& self, const nb::kwargs& links) { return self(to_links(links)); },
            "Links terminals for the next |= or +=: block(input='x', output=ml.IOKey('y', expose=True)).")
       .def(
