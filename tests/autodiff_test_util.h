@@ -130,6 +130,15 @@ inline Tensor rnd(Shape shape, uint64_t seed, double lo = -1, double hi = 1) {
   return random_tensor(std::move(shape), seed, lo, hi, DType::Float64);
 }
 
+// Options with every floating-point leaf of `model` (inputs and parameters) made float64.
+inline CompileOptions float64_options(const Model& model, CompileOptions o) {
+  const Graph g = build_graph(model, o);
+  for (ValueId id : g.leaves())
+    if (g.value(id).kind != ValueKind::Constant && is_floating(g.value(id).dtype))
+      o.types[g.value(id).name] = DType::Float64;
+  return o;
+}
+
 // Gradients of a compiled model against finite differences through evaluate: f = sum of the
 // seeded outputs weighted by their cotangents; at most `per_tensor` elements of each
 // parameter / trainable input are checked (spread over the tensor).

@@ -10,14 +10,6 @@
 namespace ingot::testing {
 namespace {
 
-// Every leaf of `model` (inputs and parameters) as float64.
-CompileOptions float64_options(const Model& model, CompileOptions o) {
-  const Graph g = build_graph(model, o);
-  for (ValueId id : g.leaves())
-    if (g.value(id).kind != ValueKind::Constant && is_floating(g.value(id).dtype)) o.types[g.value(id).name] = DType::Float64;
-  return o;
-}
-
 // Linear -> Relu -> Linear -> sum: the smallest model with a loss.
 Model small_mlp() {
   Model m;
@@ -153,6 +145,25 @@ TEST(Autodiff, BadOutputGradientsNameTheTerminal) {
                "dimension 'N' is 3 here but 2 at 'input'");
 }
 
+TEST(Autodiff, IntegerOutputsAndDiscardedOutputsCannotBeSeeded) {
+  Model m = small_mlp();
+  m.expose(apply("argmax", m.connection("logits"), {{"axis", int64_t{1}}}), "label");
+  CompileOptions o;
+  o.shapes = {{"input", {2, 4}}};
+  o.discard_keys = {"logits"};
+  PhysicalModel pm = compile(m, ReferenceBackend(), o);
+  const TensorMap params = pm.randomize_params(0);
+  const TensorMap inputs{{"input", Tensor(DType::Float32, {2, 4})}};
+  expect_error([&] { pm.evaluate(params, inputs, {{"label", Tensor(DType::Int64, {2})}}); },
+               "output_gradients: output 'label' is int64 and cannot be differentiated");
+  expect_error([&] { pm.evaluate(params, inputs, {{"logits", Tensor(DType::Float32, {2, 3})}}); },
+               "'logits' is not an output of the model (outputs: loss, label)");
+  // The discarded output is gone, the loss still differentiates through the wire it named.
+  Evaluation r = pm.evaluate(params, inputs, {{"loss", Tensor::scalar<float>(1)}});
+  EXPECT_EQ(r.gradients.size(), 4u);
+  EXPECT_EQ(r.outputs.count("logits"), 0u);
+}
+
 // An op without a gradient rule, for the error test.
 void register_op_without_gradient() {
   static bool done = [] {
@@ -185,6 +196,30 @@ TEST(Autodiff, OpWithoutRuleIsAnErrorNamingItAndItsScope) {
   Evaluation r = ok.evaluate(ok.randomize_params(0), {{"input", Tensor(DType::Float32, {2, 4})}},
                              {{"output", Tensor::full(DType::Float32, {2, 3}, 1)}});
   EXPECT_EQ(r.gradients.size(), 2u);
+}
+
+TEST(Autodiff, GrownGraphReinfersToTheSameShapes) {
+  // append_backward infers each node it adds; whole-graph inference from the leaves agrees.
+  CompileOptions o;
+  o.shapes = {{"input", {"N", 4}}};
+  PhysicalModel pm = compile(small_mlp(), ReferenceBackend(), o);
+  Graph g = pm.gradient_graph({"loss", "logits"});
+  std::vector<std::string> before;
+  for (const Value& v : g.values()) before.push_back(to_string(v.shape) + " " + std::string(dtype_name(v.dtype)));
+  std::vector<ShapeConstraint> cs;
+  for (ValueId id : g.leaves()) {
+    if (g.value(id).kind == ValueKind::Constant) continue;
+    ShapeTemplate t;
+    for (const SymDim& d : g.value(id).shape) t.push_back(d.known() ? Dim(d.value) : Dim(d.symbol));
+    cs.push_back({id, t, "", g.value(id).name});
+  }
+  for (Value& v : g.values())
+    if (v.producer >= 0) v.shape_known = false;
+  infer_shapes(g, cs);
+  infer_types(g);
+  for (size_t i = 0; i < before.size(); ++i)
+    EXPECT_EQ(to_string(g.values()[i].shape) + " " + std::string(dtype_name(g.values()[i].dtype)), before[i])
+        << describe_value(g, static_cast<ValueId>(i));
 }
 
 TEST(Autodiff, AppendBackwardChecksItsArguments) {

@@ -1,6 +1,5 @@
 #include "compiler/autodiff.h"
 
-#include <map>
 
 #include "compiler/shape_inference.h"
 #include "ingot/error.h"

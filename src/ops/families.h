@@ -4,6 +4,11 @@
 // Conventions: tensors are row-major; image ops use NCHW with weights [Cout, Cin/groups, kh, kw];
 // `axes`/`axis` may be negative; integer flags (`keepdims`, `training`) are 0/1.
 //
+// Every op has a gradient rule (OpDef::vjp) beside its registration, or is marked no_gradient
+// (comparisons, sign, floor, ceil, argmax, random sources, zeros_like, numel); concat_part has
+// neither. The ops marked (grad) below exist for backward graphs: `like` operands are read only
+// for their shapes, so symbolic sizes ("N") are resolved at run time.
+//
 // elementwise.cpp (FusionClass::Elementwise; binary and ternary ops broadcast like NumPy)
 //   unary, float result (ints compute in float32): exp log sqrt rsqrt sin cos tanh sigmoid erf
 //       gelu {approximate: "none" | "tanh"}
@@ -22,6 +27,9 @@
 //       dims axis..end; weight/bias have the shape of those dims                (RowKernel)
 //   batch_norm(input, weight, bias, mean, variance) {eps: 1e-5}: per-channel (dim 1)
 //       (x - mean) / sqrt(variance + eps) * weight + bias; all four are [C]     (RowKernel)
+//   (grad) sum_to_like(x, like): x summed over the dims NumPy broadcasting expanded from like's
+//       shape (float; the inverse of a broadcast)                               (Opaque)
+//   (grad) numel(x) {axes: ints (empty = all), dtype}: scalar element count of x over axes (Opaque)
 // linalg.cpp
 //   matmul(a, b): NumPy matmul (1-D operands promoted and squeezed, batch dims broadcast)
 //   conv2d(input, weight, [bias]) {stride: [sh, sw] = [1,1], padding: [ph, pw] = [0,0],
@@ -29,6 +37,12 @@
 //   max_pool2d avg_pool2d {kernel: [kh, kw], stride: [sh, sw] = kernel, padding: [ph, pw] = 0,
 //       avg only: count_include_pad: 0|1 = 1}                                  (Opaque)
 //   global_avg_pool2d {keepdims: 0|1 = 0}: [N, C, H, W] -> [N, C] (or [N, C, 1, 1]) (Reduction)
+//   (grad) conv2d_input_grad(dy, weight, like_input), conv2d_weight_grad(input, dy, like_weight)
+//       {conv2d's attrs}: d conv2d / d input and d weight, shaped like the third operand (Opaque)
+//   (grad) max_pool2d_grad(input, dy) {max_pool2d's attrs}: dy routed to each window's first
+//       max (the element the forward picked), overlaps summed                    (Opaque)
+//   (grad) avg_pool2d_grad(dy, like_input) {avg_pool2d's attrs}: dy spread evenly over each
+//       window's averaged elements                                               (Opaque)
 // movement.cpp (FusionClass::Injective)
 //   identity
 //   reshape {shape: ints; -1 = inferred, 0 = copy the input's dim at that position}
@@ -39,6 +53,17 @@
 //   gather(input, indices) {axis: int = 0}: NumPy take; out = in[:axis] + idx + in[axis+1:]
 //   take_along_axis(input, indices) {axis: int}: NumPy take_along_axis (torch.gather); indices
 //       have the input's rank and match it off `axis`; out has the indices' shape
+//   (grad) broadcast_to_like(x, like): x broadcast to like's shape     (Elementwise: fuses)
+//   (grad) reshape_like(x, like): x's elements in like's shape
+//   (grad) expand_dims(x) {axes: ints, positions in the result}: inserts size-1 dims
+//   (grad) zeros_like(x): zeros of x's shape and dtype
+//   (grad) slice_scatter(grad, like) {slice's attrs}: zeros like `like`, grad where slice reads
+//   (grad) concat_part(grad, x0, x1, ...) {axis, index}: the part of grad that concat took
+//       from x<index>
+//   (grad) index_add(like, indices, updates) {axis = 0}: zeros like `like`, plus updates added
+//       at the rows gather read (repeats add up)
+//   (grad) scatter_add(like, indices, updates) {axis}: zeros like `like`, plus updates added
+//       where take_along_axis read (repeats add up)
 // random.cpp (seeded, counter-based: same seed, same numbers, on every backend)
 //   random_uniform {shape: ints, low: 0, high: 1, seed: int, dtype: "float32"}  (Source)
 //   random_normal {shape: ints, mean: 0, std: 1, seed: int, dtype: "float32"}   (Source)

@@ -695,7 +695,63 @@ void global_avg_pool2d_eval(const Node& n, std::span<const Tensor> in, std::span
 }
 
 // --- gradient ops -----------------------------------------------------------------------------
-// Direct loops accumulating in double: these are the oracle for backends, not a fast path.
+// The conv gradients reuse conv2d's im2col and GEMM, one column tile of one image and group at a
+// time, computing in float (double for float64) as conv2d does; the pools accumulate in double.
+
+// Adds each entry of the column matrix `dcol` ([K, ncols], as im2col lays it out for output
+// positions [j0, j0 + ncols)) back onto the input pixel it was read from: im2col's transpose.
+template <class A>
+void col2im_add(const A* dcol, const ConvGeom& g, int64_t j0, int64_t ncols, A* img) {
+  const Window& w = g.win;
+  for (int64_t c = 0; c < g.Cg; ++c)
+    for (int64_t ki = 0; ki < w.kernel[0]; ++ki)
+      for (int64_t kj = 0; kj < w.kernel[1]; ++kj, dcol += ncols) {
+        A* plane = img + c * g.H * g.W;
+        for (int64_t j = 0; j < ncols; ++j) {
+          const int64_t oh = (j0 + j) / g.Wo, ow = (j0 + j) % g.Wo;
+          const int64_t ih = oh * w.stride[0] - w.pad[0] + ki * w.dilation[0];
+          const int64_t iw = ow * w.stride[1] - w.pad[1] + kj * w.dilation[1];
+          if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) plane[ih * g.W + iw] += dcol[j];
+        }
+      }
+}
+
+// Per image, group and column tile: d input = col2im(W_g^T dY_g), d weight += dY_g im2col(x)^T.
+// `other` is the weight (input gradient) or the input (weight gradient); all in type A.
+template <bool kInputGrad, class A>
+void conv2d_grad_typed(const ConvGeom& g, const A* pdy, const A* po, A* pa) {
+  const int64_t cols = g.Ho * g.Wo;
+  const int64_t tile = std::max<int64_t>(1, std::min<int64_t>(cols, 1024));
+  std::vector<A> wt;  // per group, W_g^T: [K, Mg]
+  if constexpr (kInputGrad) {
+    wt.resize(static_cast<size_t>(g.groups * g.K * g.Mg));
+    for (int64_t grp = 0; grp < g.groups; ++grp)
+      for (int64_t m = 0; m < g.Mg; ++m)
+        for (int64_t k = 0; k < g.K; ++k)
+          wt[static_cast<size_t>((grp * g.K + k) * g.Mg + m)] = po[(grp * g.Mg + m) * g.K + k];
+  }
+  std::vector<A> col, colt, res;
+  for (int64_t img = 0; img < g.N; ++img)
+    for (int64_t grp = 0; grp < g.groups; ++grp)
+      for (int64_t j0 = 0; j0 < cols; j0 += tile) {
+        const int64_t nc = std::min(tile, cols - j0);
+        const A* dyg = pdy + (img * g.Cout + grp * g.Mg) * cols + j0;  // [Mg, nc], ld cols
+        col.resize(static_cast<size_t>(g.K * nc));
+        if constexpr (kInputGrad) {
+          gemm<A>(g.K, nc, g.Mg, wt.data() + grp * g.K * g.Mg, g.Mg, dyg, cols, col.data(), nc);
+          col2im_add(col.data(), g, j0, nc, pa + (img * g.C + grp * g.Cg) * g.H * g.W);
+        } else {
+          im2col(po + (img * g.C + grp * g.Cg) * g.H * g.W, g, j0, nc, col.data());
+          colt.resize(col.size());
+          for (int64_t k = 0; k < g.K; ++k)
+            for (int64_t j = 0; j < nc; ++j) colt[static_cast<size_t>(j * g.K + k)] = col[static_cast<size_t>(k * nc + j)];
+          res.resize(static_cast<size_t>(g.Mg * g.K));
+          gemm<A>(g.Mg, g.K, nc, dyg, cols, colt.data(), g.K, res.data(), g.K);
+          A* dw = pa + grp * g.Mg * g.K;
+          for (size_t i = 0; i < res.size(); ++i) dw[i] += res[i];
+        }
+      }
+}
 
 // conv2d_input_grad(dy, weight, like) and conv2d_weight_grad(input, dy, like) {conv2d's attrs}:
 // the gradients of conv2d with respect to its input and weight, shaped like `like`.
@@ -710,47 +766,13 @@ void conv2d_grad_eval(const Node& n, std::span<const Tensor> in, std::span<Tenso
   const Shape ys{g.N, g.Cout, g.Ho, g.Wo};
   INGOT_CHECK(dy_in.shape() == ys, n.op, ": the output gradient has shape ", to_string(dy_in.shape()),
               ", expected ", to_string(ys));
-  const Tensor dy = dy_in.astype(DType::Float64), o = other.astype(DType::Float64);
-  Tensor acc(DType::Float64, like.shape());
-  const double *pdy = dy.data<double>(), *po = o.data<double>();
-  double* pa = acc.data<double>();
-  const Window& w = g.win;
-  const int64_t kh = ws[2], kw = ws[3];
-  // Images in parallel for the input gradient (disjoint outputs); the weight gradient sums over
-  // images, so it runs output channels in parallel instead.
-  auto body = [&](int64_t img, int64_t oc) {
-    const int64_t grp = oc / g.Mg;
-    for (int64_t oh = 0; oh < g.Ho; ++oh)
-      for (int64_t ow = 0; ow < g.Wo; ++ow) {
-        const double d = pdy[((img * g.Cout + oc) * g.Ho + oh) * g.Wo + ow];
-        if (d == 0) continue;
-        for (int64_t c = 0; c < g.Cg; ++c)
-          for (int64_t ki = 0; ki < kh; ++ki) {
-            const int64_t ih = oh * w.stride[0] - w.pad[0] + ki * w.dilation[0];
-            if (ih < 0 || ih >= g.H) continue;
-            for (int64_t kj = 0; kj < kw; ++kj) {
-              const int64_t iw = ow * w.stride[1] - w.pad[1] + kj * w.dilation[1];
-              if (iw < 0 || iw >= g.W) continue;
-              const int64_t xi = ((img * g.C + grp * g.Cg + c) * g.H + ih) * g.W + iw;
-              const int64_t wi = ((oc * g.Cg + c) * kh + ki) * kw + kj;
-              if constexpr (kInputGrad) pa[xi] += d * po[wi];
-              else pa[wi] += d * po[xi];
-            }
-          }
-      }
-  };
-  if constexpr (kInputGrad) {
-    parallel_for(g.N, 1, [&](int64_t b, int64_t e) {
-      for (int64_t img = b; img < e; ++img)
-        for (int64_t oc = 0; oc < g.Cout; ++oc) body(img, oc);
-    });
-  } else {
-    parallel_for(g.Cout, 1, [&](int64_t b, int64_t e) {
-      for (int64_t oc = b; oc < e; ++oc)
-        for (int64_t img = 0; img < g.N; ++img) body(img, oc);
-    });
-  }
-  out[0] = acc.astype(like.dtype());
+  const bool wide = dy_in.dtype() == DType::Float64 || other.dtype() == DType::Float64 || like.dtype() == DType::Float64;
+  const DType t = wide ? DType::Float64 : DType::Float32;
+  const Tensor dy = as_dtype(dy_in, t), o = as_dtype(other, t);
+  Tensor acc(t, like.shape());
+  if (wide) conv2d_grad_typed<kInputGrad>(g, dy.data<double>(), o.data<double>(), acc.data<double>());
+  else conv2d_grad_typed<kInputGrad>(g, dy.data<float>(), o.data<float>(), acc.data<float>());
+  out[0] = as_dtype(acc, like.dtype());
 }
 
 void conv2d_grad_shape(ShapeInfer& s) {

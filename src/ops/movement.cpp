@@ -758,11 +758,12 @@ void dtype_of_input2(const Node&, std::span<const DType> in, std::span<DType> ou
 
 void register_movement_ops() {
   auto add = [](const char* name, ShapeRule shape, DTypeRule dtype, Kernel eval, const char* doc,
-                VjpRule vjp, int max_inputs = 1, int min_inputs = 1) {
+                VjpRule vjp, int max_inputs = 1, int min_inputs = 1,
+                FusionClass fusion = FusionClass::Injective) {
     register_op(OpDef{.name = name,
                       .min_inputs = min_inputs,
                       .max_inputs = max_inputs,
-                      .fusion = FusionClass::Injective,
+                      .fusion = fusion,
                       .shape = shape,
                       .dtype = dtype,
                       .eval = eval,
@@ -785,8 +786,10 @@ void register_movement_ops() {
   add("take_along_axis", take_along_axis_shape, dtype_take_along_axis, take_along_axis_eval,
       "NumPy take_along_axis(input, indices, {axis}): indices have the input's rank", take_along_axis_vjp, 2, 2);
   // Ops that gradients need; `like` operands are read only for their shapes.
+  // Elementwise: out[i] = x[broadcast i], so it fuses with the ops around it.
   add("broadcast_to_like", like_shape<1>, dtype_of_input0, broadcast_to_like_eval,
-      "broadcast_to_like(x, like): x broadcast to like's shape", broadcast_to_like_vjp, 2, 2);
+      "broadcast_to_like(x, like): x broadcast to like's shape", broadcast_to_like_vjp, 2, 2,
+      FusionClass::Elementwise);
   add("reshape_like", like_shape<1>, dtype_of_input0, reshape_like_eval,
       "reshape_like(x, like): x's elements in like's shape", reshape_vjp, 2, 2);
   add("expand_dims", expand_dims_shape, dtype_of_input0, expand_dims_eval,

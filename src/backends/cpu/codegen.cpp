@@ -69,6 +69,8 @@ const std::map<std::string, EwOp>& ew_ops() {
       {"less", {EwKind::Compare, "<"}},              {"less_equal", {EwKind::Compare, "<="}},
       {"greater", {EwKind::Compare, ">"}},           {"greater_equal", {EwKind::Compare, ">="}},
       {"where", {EwKind::Where, ""}},                {"dropout", {EwKind::Identity, ""}},
+      // Reads only its first operand, broadcast to the iteration shape (the second gives the shape).
+      {"broadcast_to_like", {EwKind::Identity, ""}},
   };
   return m;
 }
@@ -508,7 +510,9 @@ class Generator {
         << ", inner = " << str(product(xd, static_cast<size_t>(b + 1))) << ";\n";
     };
     const std::string& op = n.op;
-    if (op == "reshape" || op == "identity") {
+    if (op == "zeros_like") {
+      k << "  std::memset(y, 0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
+    } else if (op == "reshape" || op == "identity" || op == "reshape_like" || op == "expand_dims") {
       k << "  std::memcpy(y, x0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
     } else if (op == "sum" || op == "mean" || op == "max" || op == "min") {
       int a = 0, b = -1;
@@ -726,7 +730,10 @@ bool is_native(const Graph& g, const Node& n) {
     if (op == "dropout") return n.attrs.get_int("training", 0) == 0;
     return true;
   }
-  if (op == "reshape" || op == "identity") return dt(n.inputs[0]) == dt(n.outputs[0]);
+  // Same elements in a new shape (reshape_like's second operand only gives the shape).
+  if (op == "reshape" || op == "identity" || op == "reshape_like" || op == "expand_dims")
+    return dt(n.inputs[0]) == dt(n.outputs[0]);
+  if (op == "zeros_like") return true;
   if (op == "sum" || op == "mean" || op == "max" || op == "min") {
     int a, b;
     return reduce_block(n, rank(n.inputs[0]), &a, &b);
