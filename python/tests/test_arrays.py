@@ -9,7 +9,7 @@ import pytest
 
 import ingot as ml
 from ingot import _ingot
-from conftest import HAVE_JAX, cpu, needs_jax, needs_ml_dtypes, needs_torch
+from conftest import cpu, needs_jax, needs_ml_dtypes, needs_torch
 
 
 def address(a: np.ndarray) -> int:
@@ -133,8 +133,3 @@ def test_torch_tensors_pass_through_dlpack():
     assert back.data_ptr() == t.data_ptr()
     b = torch.tensor([1.0, 2.0], dtype=torch.bfloat16)
     assert _ingot._tensor_info(b)[0] == "bfloat16"
-
-
-def test_framework_availability_is_reported():
-    if not HAVE_JAX:
-        pytest.skip("JAX is not installed: its DLPack test was skipped")

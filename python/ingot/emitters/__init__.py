@@ -60,7 +60,7 @@ def _literal(value: Any) -> str:
 def _attr_value(attr: Dict[str, Any]) -> Any:
     value = attr["value"]
     if attr["type"] == "float":
-        return float(value) if not isinstance(value, str) else float(value)
+        return float(value)  # also "nan" / "inf", as the dump writes them
     if attr["type"] == "floats":
         return [float(v) for v in value]
     return value
