@@ -364,6 +364,9 @@ class PythonBackend(Backend):
 def compile_option_names() -> list[str]:
     """Every keyword ingot.compile accepts besides the backend."""
 
+def op_names() -> list[str]:
+    """The op catalogue (src/ops/families.h), sorted by name."""
+
 class PhysicalModel:
     """A compiled model (see ingot.PhysicalModel for the documented wrapper)."""
 

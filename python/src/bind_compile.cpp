@@ -12,6 +12,7 @@
 #include "ingot/cpu_backend.h"
 #include "ingot/error.h"
 #include "ir/graph_json.h"
+#include "ir/op_registry.h"
 
 namespace ingot::python {
 
@@ -213,6 +214,11 @@ void bind_compile(nb::module_& m) {
       }, nb::arg("name"), nb::arg("emitter"), "`emitter.lower(graph_json)` returns the runner.");
 
   m.def("compile_option_names", &CompileOptions::option_names, "Every keyword ingot.compile accepts besides the backend.");
+  m.def("op_names", [] {
+    std::vector<std::string> out;
+    for (const OpDef* op : all_ops()) out.push_back(op->name);
+    return out;
+  }, "The op catalogue (src/ops/families.h), sorted by name.");
 
   nb::class_<PhysicalModel>(m, "PhysicalModel", "A compiled model (see ingot.PhysicalModel for the documented wrapper).")
       .def("randomize_params", [](const PhysicalModel& pm, uint64_t seed) { return to_dict(pm.randomize_params(seed)); },

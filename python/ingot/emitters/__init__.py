@@ -22,7 +22,9 @@ FRAMEWORKS = {
     "jax": ("jax", "jax_ops", "JAX"),
 }
 
-# Every op of src/ops/families.h. An op the C++ side adds later fails with a clear error here.
+# Every forward op of src/ops/families.h. The ops marked (grad) there appear only in ingot's
+# backward graphs, which these backends never run (they use the framework's autodiff); those, and
+# an op the C++ side adds later, fail with an error naming the op.
 SUPPORTED_OPS = frozenset(
     """neg abs exp log sqrt rsqrt sin cos tanh sigmoid relu gelu erf sign floor ceil cast
     add sub mul div pow maximum minimum equal not_equal less less_equal greater greater_equal where
@@ -94,7 +96,9 @@ def emit_source(graph: Dict[str, Any], framework: str) -> str:
     for node in graph["nodes"]:
         op = node["op"]
         if op not in SUPPORTED_OPS:
-            raise NotImplementedError(f"The {display} backend has no emitter for op '{op}' (node {node['id']})")
+            raise NotImplementedError(
+                f"The {display} backend has no emitter for op '{op}' (node {node['id']}); backward-graph ops are "
+                "not emitted because framework backends differentiate with the framework's own autodiff")
         args = [f"v{i}" for i in node["inputs"]]
         args += [f"{k}={_literal(_attr_value(a))}" for k, a in sorted(node["attrs"].items())]
         outs = [f"v{o}" for o in node["outputs"]]
