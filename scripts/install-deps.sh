@@ -2,7 +2,8 @@
 # Installs what building and testing ingot needs, from Debian's packages. Safe to re-run: it
 # asks apt only for what is missing.
 set -euo pipefail
-packages=(g++ cmake ninja-build libgtest-dev nlohmann-json3-dev libopenblas-dev)
+# ccache: the Python package build (build/python) reuses build/release's objects through it.
+packages=(g++ cmake ninja-build ccache libgtest-dev nlohmann-json3-dev libopenblas-dev)
 # The Python package (scripts/python-test.sh) builds against Python's headers in a virtual
 # environment; ask Debian for them only when the python3 on PATH lacks either.
 if ! python3 -c 'import os, sysconfig, venv, ensurepip
