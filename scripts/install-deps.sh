@@ -2,7 +2,14 @@
 # Installs what building and testing ingot needs, from Debian's packages. Safe to re-run: it
 # asks apt only for what is missing.
 set -euo pipefail
-packages=(g++ cmake ninja-build libgtest-dev nlohmann-json3-dev libopenblas-dev libdnnl-dev)
+# ccache: the Python package build (build/python) reuses build/release's objects through it.
+packages=(g++ cmake ninja-build ccache libgtest-dev nlohmann-json3-dev libopenblas-dev libdnnl-dev)
+# The Python package (scripts/python-test.sh) builds against Python's headers in a virtual
+# environment; ask Debian for them only when the python3 on PATH lacks either.
+if ! python3 -c 'import os, sysconfig, venv, ensurepip
+assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' >/dev/null 2>&1; then
+  packages+=(python3-dev python3-venv)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

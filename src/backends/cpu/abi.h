@@ -28,12 +28,16 @@ struct ingot_host {
   // Runs GeneratedCode::dnnl_convs[conv] on float32 buffers (b may be null).
   int (*conv2d)(void* ctx, int32_t conv, const void* x, const void* w, const void* b, void* y,
                 char* error, size_t error_size);
+  // Null unless a profile session records (ingot/profile.h); then called with phase 0 before and
+  // phase 1 after generated kernel `kernel` (GeneratedCode::profile_names[kernel]).
+  void (*profile)(void* ctx, int32_t kernel, int32_t phase);
 };
 }
 
 namespace ingot::cpu {
-// 2: arena, offsets and conv2d in ingot_host. Part of the cache key; the library reports it.
-inline constexpr int kAbiVersion = 2;
+// 2: arena, offsets and conv2d in ingot_host; 3: profile. Part of the cache key; the library
+// reports it.
+inline constexpr int kAbiVersion = 3;
 }  // namespace ingot::cpu
 
 extern "C" {

@@ -468,6 +468,7 @@ class Generator {
     std::string name = "k" + std::to_string(out_.kernels++) + (fused && nodes.size() > 1 ? "_fused" : "");
     for (size_t i = 0; i < nodes.size() && i < 4; ++i) name += "_" + ident(g_.node(nodes[i]).op);
     if (nodes.size() > 4) name += "_etc";
+    step_kernels_.push_back(name);
     return name;
   }
 
@@ -892,6 +893,10 @@ class Generator {
     for (size_t s = 0; s < segs_.size(); ++s) {
       const Segment& seg = segs_[s];
       e << "  // step " << s << "\n";
+      // Each segment is one profiled step, named after the kernels it emits.
+      const int32_t step = static_cast<int32_t>(out_.profile_names.size());
+      step_kernels_.clear();
+      e << "  ig_profile(ctx, " << step << ", 0);\n";
       if (seg.kind == Segment::Fallback) {
         emit_fallback(seg, e);
       } else if (seg.kind == Segment::Reduce) {
@@ -910,6 +915,12 @@ class Generator {
         }
         for (const std::string& key : order) emit_elementwise(seg, by_shape[key], inplace_seg_[s], e);
       }
+      e << "  ig_profile(ctx, " << step << ", 1);\n";
+      std::string name;
+      for (const std::string& k : step_kernels_) name += (name.empty() ? "" : "+") + k;
+      if (seg.kind == Segment::Fallback) name = "ref_n" + std::to_string(seg.nodes[0]) + "_" + ident(g_.node(seg.nodes[0]).op);
+      out_.profile_names.push_back(name);
+      out_.profile_details.push_back(describe(seg.nodes));
     }
     e << "  return 0;\n}\n\n";
     e << "extern \"C\" int ingot_entry(const void* const* inputs, void* const* outputs, const int64_t* dims,\n"
@@ -930,6 +941,7 @@ class Generator {
   std::vector<bool> nhwc_;         // per value: buffer stored channels-last
   std::vector<int> slot_;          // per value: arena slot, or -1
   std::vector<bool> inplace_seg_;  // per segment: some store overwrites a read
+  std::vector<std::string> step_kernels_;  // kernels emitted for the current segment
 
   std::ostringstream kernels_;
 };

@@ -48,6 +48,8 @@ struct GeneratedCode {
   std::vector<ArenaSlot> arena_slots;   // offsets[i] of the host's plan is slot i's
   std::vector<DnnlConvCall> dnnl_convs; // ingot_host::conv2d's `conv` indexes this
   std::vector<ValueId> nhwc_values;     // buffers kept channels-last (backend-internal layout)
+  // Per profiled step (ig_profile id): its kernels' names and the ops / scopes it computes.
+  std::vector<std::string> profile_names, profile_details;
 };
 
 GeneratedCode generate_cpp(const Graph& g, const FusionPlan& plan, const CodegenOptions& options);

@@ -19,6 +19,7 @@
 #include "compiler/passes/passes.h"
 #include "compiler/shape_inference.h"
 #include "ingot/error.h"
+#include "ingot/profile.h"
 #include "ir/op_registry.h"
 
 namespace ingot {
@@ -47,6 +48,7 @@ class CpuExecutable;
 struct HostCall {
   const CpuExecutable* exe;
   const Binding* binding;
+  int64_t step_start_ns = 0;  // profiling: when the running step began
 };
 
 class CpuExecutable final : public Executable {
@@ -104,7 +106,8 @@ class CpuExecutable final : public Executable {
       ~GiveBack() { exe->return_arena(std::move(a)); }
     } give_back{this, arena};
     ingot_host host{&call, const_ptrs_.data(), &CpuExecutable::run_node, arena->data,
-                    b->placement.offsets.data(), &CpuExecutable::run_conv};
+                    b->placement.offsets.data(), &CpuExecutable::run_conv,
+                    profile::active() ? &CpuExecutable::profile_step : nullptr};
     char error[2048] = {0};
     if (in_ptrs.empty()) in_ptrs.push_back(nullptr);
     if (out_ptrs.empty()) out_ptrs.push_back(nullptr);
@@ -160,6 +163,17 @@ class CpuExecutable final : public Executable {
                     n.scope.empty() ? "" : " in '", n.scope.c_str(), n.scope.empty() ? "" : "'", e.what());
       return 1;
     }
+  }
+
+  static void profile_step(void* ctx, int32_t step, int32_t phase) {
+    HostCall& call = *static_cast<HostCall*>(ctx);
+    if (phase == 0) {
+      call.step_start_ns = profile::now_ns();
+      return;
+    }
+    const cpu::GeneratedCode& code = call.exe->code_;
+    profile::record(code.profile_names[static_cast<size_t>(step)], "cpu", code.profile_details[static_cast<size_t>(step)],
+                    call.step_start_ns, profile::now_ns());
   }
 
   static int run_conv(void* ctx, int32_t conv, const void* x, const void* w, const void* b, void* y, char* error,

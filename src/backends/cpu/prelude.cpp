@@ -25,6 +25,7 @@ struct ingot_host {
   const int64_t* offsets;
   int (*conv2d)(void* ctx, int32_t conv, const void* x, const void* w, const void* b, void* y,
                 char* error, size_t error_size);
+  void (*profile)(void* ctx, int32_t kernel, int32_t phase);
 };
 }
 
@@ -318,6 +319,11 @@ struct ig_ctx {
   char* error;
   size_t error_size;
 };
+
+// Profiling: one branch per kernel when off (the host passes a null hook).
+inline void ig_profile(const ig_ctx* c, int32_t kernel, int32_t phase) {
+  if (c->host->profile != nullptr) c->host->profile(c->host->ctx, kernel, phase);
+}
 
 inline int ig_fail(const ig_ctx* c, const char* msg) {
   if (c->error != nullptr && c->error_size > 0) std::snprintf(c->error, c->error_size, "%s", msg);

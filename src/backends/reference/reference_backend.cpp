@@ -5,6 +5,7 @@
 
 #include "ingot/compile.h"
 #include "ingot/error.h"
+#include "ingot/profile.h"
 #include "ir/op_registry.h"
 
 namespace ingot {
@@ -14,7 +15,10 @@ namespace {
 class ReferenceExecutable final : public Executable {
  public:
   explicit ReferenceExecutable(const Graph& g) : graph_(g) {
-    for (const Node& n : graph_.nodes()) kernels_.push_back(get_op(n.op).eval);
+    for (const Node& n : graph_.nodes()) {
+      kernels_.push_back(get_op(n.op).eval);
+      profile_names_.push_back("n" + std::to_string(n.id) + "_" + n.op);
+    }
     for (ValueId id : graph_.leaves())
       if (graph_.value(id).kind != ValueKind::Constant) inputs_.push_back(id);
     // Last node reading each value; graph outputs live to the end.
@@ -37,6 +41,7 @@ class ReferenceExecutable final : public Executable {
       for (ValueId v : n.inputs) args.push_back(slots[v]);
       results.assign(n.outputs.size(), Tensor());
       try {
+        const profile::Scope timed(profile_names_[n.id], "reference", n.scope);
         kernels_[n.id](n, args, results);
       } catch (const Error& e) {
         INGOT_FAIL("Evaluating ", n.op, n.scope.empty() ? "" : " in '" + n.scope + "'", ": ", e.what());
@@ -58,6 +63,7 @@ class ReferenceExecutable final : public Executable {
  private:
   Graph graph_;
   std::vector<Kernel> kernels_;
+  std::vector<std::string> profile_names_;  // "n3_matmul": one profile row per node
   std::vector<ValueId> inputs_;
   std::vector<NodeId> last_use_;
 };

@@ -1,0 +1,175 @@
+"""``ml.compile`` and the PhysicalModel it returns."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+import numpy as np
+
+from . import _ingot
+from ._backends import _FrameworkBackend
+from ._ingot import IngotError
+
+ArrayMap = Dict[str, np.ndarray]
+
+
+class PhysicalModel:
+    """A compiled model: a flat, typed, shape-checked graph plus the backend's executable.
+
+    Arrays go in and out as NumPy arrays (anything with ``__dlpack__`` or the buffer protocol is
+    accepted too) without copies where the layout allows: a C-contiguous array of the expected
+    dtype is read in place, and outputs view the memory ingot computed them in.
+    """
+
+    def __init__(self, pm: "_ingot.PhysicalModel", backend: Any, emitter: Any = None):
+        self._pm = pm
+        self._backend = backend
+        self._emitter = emitter
+
+    @property
+    def backend(self) -> Any:
+        """The backend this model was compiled for."""
+        return self._backend
+
+    def randomize_params(self, seed: int = 0) -> ArrayMap:
+        """Fresh parameters from each parameter's initializer, deterministic for a seed."""
+        return self._pm.randomize_params(seed)
+
+    def evaluate(self, params: Mapping[str, Any], inputs: Optional[Mapping[str, Any]] = None,
+                 output_gradients: Optional[Mapping[str, Any]] = None) -> Union[ArrayMap, Tuple[ArrayMap, ArrayMap]]:
+        """Runs the model: returns {output name: array}.
+
+        Names, dtypes and shapes are checked first; a mismatch raises IngotError naming the
+        terminal. With `output_gradients` ({output name: cotangent}), returns (outputs, grads)
+        where grads holds d(sum(output * cotangent))/d(x) for every name of gradient_names()
+        (CpuBackend and ReferenceBackend: ingot's backward graph; TorchBackend and JaxBackend:
+        the framework's autodiff, for the parameters).
+        """
+        params = dict(params)
+        inputs = dict(inputs or {})
+        if output_gradients is None:
+            return self._pm.evaluate(params, inputs)
+        if isinstance(self._backend, _FrameworkBackend):
+            if self._backend.framework == "numpy":
+                raise IngotError("NumpyBackend has no autodiff: use ml.TorchBackend() or ml.JaxBackend() (the "
+                                 "framework's autodiff) or ml.CpuBackend() / ml.ReferenceBackend() (ingot's backward graph)")
+            return self._framework_gradients(params, inputs, dict(output_gradients))
+        return self._pm.evaluate_with_gradients(params, inputs, dict(output_gradients))
+
+    def gradient_names(self) -> List[str]:
+        """What evaluate(..., output_gradients=...) returns gradients for: differentiable
+        parameters and inputs named in `trainable_keys`."""
+        return self._pm.gradient_names()
+
+    def _framework_gradients(self, params: Dict[str, Any], inputs: Dict[str, Any],
+                             cotangents: Dict[str, Any]) -> Tuple[ArrayMap, ArrayMap]:
+        graph = json.loads(self._pm.graph_json())
+        outputs = [o["name"] for o in graph["outputs"]]
+        for name in cotangents:
+            if name not in outputs:
+                raise IngotError(f"Unknown output '{name}' in output_gradients (outputs: {', '.join(outputs) or 'none'})")
+        # Check names, dtypes and shapes exactly as evaluate does.
+        self._pm.evaluate(params, inputs)
+        if self._emitter.runner is None:
+            self._emitter.lower(self._pm.graph_json())
+        leaves = [v for v in graph["values"] if v["producer"] < 0 and v["kind"] != "constant"]
+        arrays = [params[v["name"]] if v["kind"] == "parameter" else inputs[v["name"]] for v in leaves]
+        wrt = [v["kind"] == "parameter" and v["dtype"].startswith(("float", "bfloat")) for v in leaves]
+        cts = [None if name not in cotangents else np.asarray(cotangents[name]) for name in outputs]
+        outs, grads = self._emitter.runner.vjp(arrays, cts, wrt)
+        return ({name: out for name, out in zip(outputs, outs)},
+                {v["name"]: g for v, g in zip(leaves, grads) if g is not None})
+
+    def get_shapes(self) -> Dict[str, List[Union[int, str]]]:
+        """Shape of every terminal after inference; unknown sizes stay symbols ('N')."""
+        return self._pm.get_shapes()
+
+    def get_types(self) -> Dict[str, str]:
+        """Dtype name of every terminal ('float32', ...)."""
+        return self._pm.get_types()
+
+    def input_names(self) -> List[str]:
+        """The run-time data inputs."""
+        return self._pm.input_names()
+
+    def parameter_names(self) -> List[str]:
+        """The parameters (what randomize_params returns)."""
+        return self._pm.parameter_names()
+
+    def constant_names(self) -> List[str]:
+        """The constants fixed at compile time."""
+        return self._pm.constant_names()
+
+    def output_names(self) -> List[str]:
+        """The outputs evaluate returns."""
+        return self._pm.output_names()
+
+    def names(self) -> Dict[str, List[str]]:
+        """{'inputs', 'parameters', 'constants', 'outputs'}: the four name lists."""
+        return {"inputs": self.input_names(), "parameters": self.parameter_names(),
+                "constants": self.constant_names(), "outputs": self.output_names()}
+
+    def parameter_count(self) -> int:
+        """Total elements of the parameters with static shapes."""
+        return self._pm.parameter_count()
+
+    def summary(self) -> str:
+        """Inputs, parameters, outputs with their types and shapes, as text."""
+        return self._pm.summary()
+
+    def graph_json(self) -> str:
+        """The optimized graph as JSON (the format of the `dump_graph` option)."""
+        return self._pm.graph_json()
+
+    def graph_text(self) -> str:
+        """The optimized graph as readable text."""
+        return self._pm.graph_text()
+
+    @property
+    def source(self) -> Optional[str]:
+        """The generated Python source (framework backends), once lowered; None otherwise."""
+        if self._emitter is None or self._emitter.runner is None:
+            return None
+        return self._emitter.runner.source
+
+    def save_params(self, path: Union[str, "os.PathLike[str]"], params: Mapping[str, Any]) -> None:
+        """Writes the parameters as a safetensors file (atomically)."""
+        self._pm.save_params(os.fspath(path), dict(params))
+
+    def load_params(self, path: Union[str, "os.PathLike[str]"]) -> ArrayMap:
+        """Reads parameters saved with save_params; names, dtypes and shapes are checked."""
+        return self._pm.load_params(os.fspath(path))
+
+    def __repr__(self) -> str:
+        return f"<ingot.PhysicalModel backend={self._backend.name} outputs={self.output_names()}>"
+
+
+def compile(model: "_ingot.Model", backend: Any, **options: Any) -> PhysicalModel:  # noqa: A001
+    """Compiles a logical model for a backend.
+
+    Every option of the C++ ``CompileOptions`` is a keyword: shapes ({name: [None, 3, 'N']}:
+    None is unknown, strings are symbols), types, constant_keys, data_keys, trainable_keys,
+    discard_keys, static_shapes, inference, jit, file_path, dump_graph, dump_format, verbose,
+    optimization_level, optimizations ({pass: bool} or 'cse=off,layout'), custom_passes
+    ([(name, after, fn)] with fn(graph_dict) -> graph_dict or None), dump_after_each_pass,
+    memory_planning, max_memory_gb, mixed_precision. An unknown keyword raises TypeError listing
+    the valid ones; a bad value raises IngotError.
+    """
+    valid = _ingot.compile_option_names()
+    for key in options:
+        if key not in valid:
+            raise TypeError(f"compile() got an unknown option '{key}' (valid options: {', '.join(valid)})")
+    for key in ("file_path", "dump_graph"):
+        if options.get(key) is not None:
+            options[key] = os.fspath(options[key])
+    if isinstance(backend, _FrameworkBackend):
+        if backend.file_path and options.get("file_path") is None:
+            options["file_path"] = os.fspath(backend.file_path)
+        emitter = backend._emitter(None)
+        pm = _ingot.compile(model, _ingot.PythonBackend(backend.framework, emitter), options)
+        return PhysicalModel(pm, backend, emitter)
+    if not isinstance(backend, _ingot.Backend):
+        raise TypeError(f"compile() needs a backend (ml.CpuBackend(), ml.ReferenceBackend(), ml.NumpyBackend(), ...), "
+                        f"got {type(backend).__name__}")
+    return PhysicalModel(_ingot.compile(model, backend, options), backend)

@@ -1,0 +1,298 @@
+"""The ops of the catalogue (src/ops/families.h) over a NumPy-like namespace ``xp``.
+
+NumPy (``numpy_ops``) and JAX (``jax_ops``) share these definitions; each overrides what its
+namespace lacks. Results follow ingot's reference kernels; the generated code casts every result
+to the dtype ingot inferred.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, List, Optional, Sequence
+
+import numpy as np
+
+_M64 = (1 << 64) - 1
+
+
+def _mix64(x):
+    """splitmix64 finalizer (src/core/random.h), on Python ints or uint64 arrays."""
+    if isinstance(x, int):
+        x = (x + 0x9E3779B97F4A7C15) & _M64
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+        return x ^ (x >> 31)
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def _bits(seed: int, counters: np.ndarray) -> np.ndarray:
+    return _mix64(np.uint64(_mix64(seed & _M64)) ^ counters)
+
+
+def uniform01(seed: int, n: int) -> np.ndarray:
+    """Counter-based uniform [0, 1) floats, the same numbers as every ingot backend."""
+    b = _bits(seed, np.arange(n, dtype=np.uint64))
+    return (b >> np.uint64(40)).astype(np.float32) * np.float32(1.0 / 16777216.0)
+
+
+def normal01(seed: int, n: int) -> np.ndarray:
+    """Counter-based standard normals (Box-Muller over counters 2i, 2i + 1), in float64."""
+    i = np.arange(n, dtype=np.uint64)
+    u1 = ((_bits(seed, i * np.uint64(2)) >> np.uint64(11)).astype(np.float64) + 1.0) * (1.0 / 9007199254740993.0)
+    u2 = (_bits(seed, i * np.uint64(2) + np.uint64(1)) >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+    return np.sqrt(-2.0 * np.log(u1)) * np.cos(6.283185307179586 * u2)
+
+
+def numpy_dtype(name: str):
+    """The NumPy dtype of an ingot dtype name (bfloat16 needs ml_dtypes)."""
+    if name == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise TypeError("bfloat16 arrays need the ml_dtypes package (pip install ml_dtypes)") from e
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def constant_array(c: dict) -> np.ndarray:
+    """A constant of the graph JSON dump ({dtype, shape, data}; floats may be 'nan' / 'inf')."""
+    data = [float(x) if isinstance(x, str) else x for x in c["data"]]
+    return np.asarray(data, dtype=np.float64 if c["dtype"] in ("float16", "bfloat16", "float32", "float64") else None).astype(
+        numpy_dtype(c["dtype"])).reshape(c["shape"])
+
+
+def _pair(v, default):
+    if v is None:
+        return tuple(default)
+    return tuple(v) if len(v) == 2 else (v[0], v[0])
+
+
+class ArrayOps:
+    """Op implementations over ``xp``; one method per op of the catalogue."""
+
+    def __init__(self, xp):
+        self.xp = xp
+
+    # -- framework plumbing (overridden by frameworks whose arrays are not NumPy's)
+    def scope(self):
+        """A context every generated call runs in (JAX: 64-bit types on)."""
+        return contextlib.nullcontext()
+
+    def from_numpy(self, a):
+        return self.xp.asarray(a)
+
+    def to_numpy(self, a):
+        return np.asarray(a)
+
+    def constant(self, c):
+        return self.xp.asarray(constant_array(c))
+
+    def cast(self, x, dtype):
+        dt = numpy_dtype(dtype)
+        x = self.xp.asarray(x)
+        return x if x.dtype == dt else x.astype(dt)
+
+    def _float(self, x):
+        """Float operands stay; others compute in float32 (ingot's to_floating)."""
+        x = self.xp.asarray(x)
+        return x if self.xp.issubdtype(x.dtype, self.xp.floating) else x.astype(np.float32)
+
+    # -- elementwise
+    def neg(self, x): return -x
+    def abs(self, x): return self.xp.abs(x)
+    def exp(self, x): return self.xp.exp(self._float(x))
+    def log(self, x): return self.xp.log(self._float(x))
+    def sqrt(self, x): return self.xp.sqrt(self._float(x))
+    def rsqrt(self, x): return 1 / self.xp.sqrt(self._float(x))
+    def sin(self, x): return self.xp.sin(self._float(x))
+    def cos(self, x): return self.xp.cos(self._float(x))
+    def tanh(self, x): return self.xp.tanh(self._float(x))
+    def sigmoid(self, x): return 1 / (1 + self.xp.exp(-self._float(x)))
+    def relu(self, x): return self.xp.where(x > 0, x, self.xp.zeros_like(x))
+    def sign(self, x): return self.xp.sign(x)
+    def floor(self, x): return self.xp.floor(x)
+    def ceil(self, x): return self.xp.ceil(x)
+
+    def erf(self, x):
+        x = self._float(x)
+        return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
+
+    def gelu(self, x, approximate="none"):
+        x = self._float(x)
+        if approximate == "tanh":
+            return 0.5 * x * (1 + self.xp.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+        return 0.5 * x * (1 + self.erf(x * 0.7071067811865476))
+
+    def add(self, a, b): return self.xp.add(a, b)
+    def sub(self, a, b): return self.xp.subtract(a, b)
+    def mul(self, a, b): return self.xp.multiply(a, b)
+    def div(self, a, b): return self.xp.true_divide(a, b)
+    def pow(self, a, b): return self.xp.power(a, b)
+    def maximum(self, a, b): return self.xp.maximum(a, b)
+    def minimum(self, a, b): return self.xp.minimum(a, b)
+    def equal(self, a, b): return self.xp.equal(a, b)
+    def not_equal(self, a, b): return self.xp.not_equal(a, b)
+    def less(self, a, b): return self.xp.less(a, b)
+    def less_equal(self, a, b): return self.xp.less_equal(a, b)
+    def greater(self, a, b): return self.xp.greater(a, b)
+    def greater_equal(self, a, b): return self.xp.greater_equal(a, b)
+    def where(self, c, a, b): return self.xp.where(self.xp.asarray(c) != 0, a, b)
+
+    # -- reductions
+    @staticmethod
+    def _axes(axes: Optional[Sequence[int]]):
+        return None if not axes else tuple(axes)
+
+    def sum(self, x, axes=None, keepdims=0): return self.xp.sum(x, axis=self._axes(axes), keepdims=bool(keepdims))
+    def mean(self, x, axes=None, keepdims=0): return self.xp.mean(self._float(x), axis=self._axes(axes), keepdims=bool(keepdims))
+    def max(self, x, axes=None, keepdims=0): return self.xp.max(x, axis=self._axes(axes), keepdims=bool(keepdims))
+    def min(self, x, axes=None, keepdims=0): return self.xp.min(x, axis=self._axes(axes), keepdims=bool(keepdims))
+    def argmax(self, x, axis, keepdims=0): return self.xp.argmax(x, axis=axis, keepdims=bool(keepdims))
+
+    def moments(self, x, axes=None, keepdims=0):
+        x = self._float(x)
+        mean = self.xp.mean(x, axis=self._axes(axes), keepdims=True)
+        var = self.xp.mean((x - mean) ** 2, axis=self._axes(axes), keepdims=bool(keepdims))
+        return (mean if keepdims else self.xp.squeeze(mean, axis=self._axes(axes) or tuple(range(x.ndim)))), var
+
+    def softmax(self, x, axis=-1):
+        x = self._float(x)
+        e = self.xp.exp(x - self.xp.max(x, axis=axis, keepdims=True))
+        return e / self.xp.sum(e, axis=axis, keepdims=True)
+
+    def log_softmax(self, x, axis=-1):
+        x = self._float(x)
+        s = x - self.xp.max(x, axis=axis, keepdims=True)
+        return s - self.xp.log(self.xp.sum(self.xp.exp(s), axis=axis, keepdims=True))
+
+    def layer_norm(self, x, weight=None, bias=None, axis=-1, eps=1e-5):
+        x = self._float(x)
+        first = axis % x.ndim
+        axes = tuple(range(first, x.ndim))
+        mean = self.xp.mean(x, axis=axes, keepdims=True)
+        var = self.xp.mean((x - mean) ** 2, axis=axes, keepdims=True)
+        y = (x - mean) / self.xp.sqrt(var + eps)
+        if weight is not None:
+            y = y * weight
+        if bias is not None:
+            y = y + bias
+        return y
+
+    def batch_norm(self, x, weight, bias, mean, variance, eps=1e-5):
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        r = lambda v: self.xp.reshape(v, shape)  # noqa: E731
+        return (x - r(mean)) / self.xp.sqrt(r(variance) + eps) * r(weight) + r(bias)
+
+    # -- linear algebra, convolution, pooling
+    def matmul(self, a, b): return self.xp.matmul(a, b)
+
+    def conv2d(self, x, w, bias=None, stride=None, padding=None, dilation=None, groups=1):
+        xp = self.xp
+        sh, sw = _pair(stride, (1, 1))
+        ph, pw = _pair(padding, (0, 0))
+        dh, dw = _pair(dilation, (1, 1))
+        n, c, h, wd = x.shape
+        o, cg, kh, kw = w.shape
+        oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+        ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+        xpad = xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+        xg = xp.reshape(xpad, (n, groups, cg, h + 2 * ph, wd + 2 * pw))
+        wg = xp.reshape(w, (groups, o // groups, cg, kh, kw))
+        out = 0
+        for i in range(kh):  # one tap at a time: a matmul over channels per kernel position
+            for j in range(kw):
+                patch = xg[:, :, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
+                out = out + xp.einsum("ngchw,goc->ngohw", patch, wg[:, :, :, i, j])
+        out = xp.reshape(out, (n, o, oh, ow))
+        return out if bias is None else out + xp.reshape(bias, (1, -1, 1, 1))
+
+    def _windows(self, x, kernel, stride, padding, fill):
+        xp = self.xp
+        kh, kw = _pair(kernel, (1, 1))
+        sh, sw = _pair(stride, (kh, kw))
+        ph, pw = _pair(padding, (0, 0))
+        h, w = x.shape[2], x.shape[3]
+        oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
+        xpad = xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
+        for i in range(kh):
+            for j in range(kw):
+                yield xpad[:, :, i: i + sh * (oh - 1) + 1: sh, j: j + sw * (ow - 1) + 1: sw]
+
+    def max_pool2d(self, x, kernel, stride=None, padding=None):
+        try:
+            fill = np.iinfo(np.dtype(x.dtype)).min  # integers pad with their lowest value
+        except ValueError:
+            fill = -np.inf
+        out = None
+        for win in self._windows(x, kernel, stride, padding, fill):
+            out = win if out is None else self.xp.maximum(out, win)
+        return out
+
+    def avg_pool2d(self, x, kernel, stride=None, padding=None, count_include_pad=1):
+        x = self._float(x)
+        total = sum(self._windows(x, kernel, stride, padding, 0))
+        if count_include_pad:
+            kh, kw = _pair(kernel, (1, 1))
+            return total / (kh * kw)
+        ones = self.xp.ones((1, 1) + tuple(x.shape[2:]), dtype=x.dtype)
+        return total / sum(self._windows(ones, kernel, stride, padding, 0))
+
+    def global_avg_pool2d(self, x, keepdims=0):
+        return self.xp.mean(self._float(x), axis=(2, 3), keepdims=bool(keepdims))
+
+    # -- movement
+    def identity(self, x): return x
+
+    def reshape(self, x, shape):
+        return self.xp.reshape(x, tuple(x.shape[i] if d == 0 else d for i, d in enumerate(shape)))
+
+    def transpose(self, x, perm=None):
+        return self.xp.transpose(x, tuple(perm) if perm else None)
+
+    def broadcast_to(self, x, shape): return self.xp.broadcast_to(x, tuple(shape))
+
+    def slice(self, x, starts, ends, axes=None, steps=None):
+        axes = axes if axes else list(range(len(starts)))
+        steps = steps if steps else [1] * len(starts)
+        index: List[Any] = [slice(None)] * x.ndim
+        for s, e, a, st in zip(starts, ends, axes, steps):
+            d = x.shape[a]
+            norm = lambda i, lo, hi: min(max(i + d if i < 0 else i, lo), hi)  # noqa: E731
+            s2, e2 = (norm(s, 0, d), norm(e, 0, d)) if st > 0 else (norm(s, -1, d - 1), norm(e, -1, d - 1))
+            index[a % x.ndim] = slice(s2, None if e2 < 0 else e2, st)
+        return x[tuple(index)]
+
+    def concat(self, *xs, axis=0): return self.xp.concatenate(xs, axis=axis)
+    def gather(self, x, indices, axis=0): return self.xp.take(x, indices, axis=axis)
+    def take_along_axis(self, x, indices, axis): return self.xp.take_along_axis(x, indices, axis=axis)
+
+    # -- random: the counter-based streams of src/core/random.h, computed in NumPy
+    def random_uniform(self, shape, seed, low=0.0, high=1.0, dtype="float32"):
+        u = uniform01(seed, int(np.prod(shape))).astype(np.float64)
+        return self.xp.asarray((low + (high - low) * u).reshape(shape))
+
+    def random_normal(self, shape, seed, mean=0.0, std=1.0, dtype="float32"):
+        return self.xp.asarray((mean + std * normal01(seed, int(np.prod(shape)))).reshape(shape))
+
+    def dropout(self, x, p, seed, training=0):
+        if not training:
+            return x
+        keep = self.xp.asarray(uniform01(seed, int(np.prod(x.shape))).astype(np.float64).reshape(x.shape) >= p)
+        return self.xp.where(keep, x * (1.0 / (1.0 - p)), self.xp.zeros_like(x))
+
+    # -- gradients
+    def vjp(self, forward, inputs, constants, cotangents, wrt):
+        from .._ingot import IngotError
+
+        raise IngotError("NumpyBackend has no autodiff: use ml.TorchBackend() or ml.JaxBackend() for gradients")
+
+
+def export(ops: ArrayOps, namespace: dict) -> None:
+    """Makes every op a module-level function of `namespace` (the generated code calls ops.<op>)."""
+    for name in dir(ops):
+        if not name.startswith("_"):
+            namespace[name] = getattr(ops, name)

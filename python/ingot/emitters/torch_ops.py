@@ -1,0 +1,228 @@
+"""Ops for the code TorchBackend generates: the catalogue over torch (CPU tensors). NumPy arrays
+come in and go out through torch.from_numpy / Tensor.numpy (no copies); gradients come from
+torch.autograd."""
+from __future__ import annotations
+
+import contextlib
+
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ._array_ops import constant_array, normal01, uniform01
+
+_DTYPES = {
+    "bool": torch.bool, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
+    "uint8": torch.uint8, "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+    "float64": torch.float64,
+}
+
+
+def scope():
+    return contextlib.nullcontext()
+
+
+def from_numpy(a):
+    a = np.asarray(a)
+    if a.dtype.name == "bfloat16":  # ml_dtypes: same bits
+        return torch.from_numpy(a.view(np.uint16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def to_numpy(t):
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+def constant(c):
+    return from_numpy(constant_array(c))
+
+
+def cast(x, dtype):
+    dt = _DTYPES[dtype]
+    x = torch.as_tensor(x)
+    return x if x.dtype == dt else x.to(dt)
+
+
+def _float(x):
+    return x if x.is_floating_point() else x.to(torch.float32)
+
+
+def _axes(axes):
+    return None if not axes else tuple(axes)
+
+
+neg = torch.neg
+abs = torch.abs  # noqa: A001 - the op's name
+sign = torch.sign
+floor = torch.floor
+ceil = torch.ceil
+
+
+def exp(x): return torch.exp(_float(x))
+def log(x): return torch.log(_float(x))
+def sqrt(x): return torch.sqrt(_float(x))
+def rsqrt(x): return torch.rsqrt(_float(x))
+def sin(x): return torch.sin(_float(x))
+def cos(x): return torch.cos(_float(x))
+def tanh(x): return torch.tanh(_float(x))
+def sigmoid(x): return torch.sigmoid(_float(x))
+def erf(x): return torch.erf(_float(x))
+def relu(x): return torch.relu(x)
+def gelu(x, approximate="none"): return F.gelu(_float(x), approximate=approximate)
+
+
+def add(a, b): return torch.add(torch.as_tensor(a), b)
+def sub(a, b): return torch.sub(torch.as_tensor(a), b)
+def mul(a, b): return torch.mul(torch.as_tensor(a), b)
+def div(a, b): return torch.true_divide(torch.as_tensor(a), b)
+def pow(a, b): return torch.pow(torch.as_tensor(a), b)  # noqa: A001
+def maximum(a, b): return torch.maximum(*torch.broadcast_tensors(*_promoted(a, b)))
+def minimum(a, b): return torch.minimum(*torch.broadcast_tensors(*_promoted(a, b)))
+def equal(a, b): return torch.eq(torch.as_tensor(a), b)
+def not_equal(a, b): return torch.ne(torch.as_tensor(a), b)
+def less(a, b): return torch.lt(torch.as_tensor(a), b)
+def less_equal(a, b): return torch.le(torch.as_tensor(a), b)
+def greater(a, b): return torch.gt(torch.as_tensor(a), b)
+def greater_equal(a, b): return torch.ge(torch.as_tensor(a), b)
+def where(c, a, b): return torch.where(torch.as_tensor(c) != 0, *_promoted(a, b))
+
+
+def _promoted(a, b):
+    a, b = torch.as_tensor(a), torch.as_tensor(b)
+    t = torch.promote_types(a.dtype, b.dtype)
+    return a.to(t), b.to(t)
+
+
+def sum(x, axes=None, keepdims=0):  # noqa: A001
+    return torch.sum(x, dim=_axes(axes), keepdim=bool(keepdims)) if axes else torch.sum(x).reshape((1,) * x.dim() if keepdims else ())
+
+
+def mean(x, axes=None, keepdims=0):
+    x = _float(x)
+    return torch.mean(x, dim=_axes(axes), keepdim=bool(keepdims)) if axes else torch.mean(x).reshape((1,) * x.dim() if keepdims else ())
+
+
+def max(x, axes=None, keepdims=0):  # noqa: A001
+    return torch.amax(x, dim=_axes(axes) or tuple(range(x.dim())), keepdim=bool(keepdims))
+
+
+def min(x, axes=None, keepdims=0):  # noqa: A001
+    return torch.amin(x, dim=_axes(axes) or tuple(range(x.dim())), keepdim=bool(keepdims))
+
+
+def argmax(x, axis, keepdims=0): return torch.argmax(x, dim=axis, keepdim=bool(keepdims))
+
+
+def moments(x, axes=None, keepdims=0):
+    x = _float(x)
+    dims = _axes(axes) or tuple(range(x.dim()))
+    m = torch.mean(x, dim=dims, keepdim=True)
+    var = torch.mean((x - m) ** 2, dim=dims, keepdim=bool(keepdims))
+    return (m if keepdims else m.squeeze(dims) if dims else m), var
+
+
+def softmax(x, axis=-1): return torch.softmax(_float(x), dim=axis)
+def log_softmax(x, axis=-1): return torch.log_softmax(_float(x), dim=axis)
+
+
+def layer_norm(x, weight=None, bias=None, axis=-1, eps=1e-5):
+    x = _float(x)
+    return F.layer_norm(x, tuple(x.shape[axis % x.dim():]), weight, bias, eps)
+
+
+def batch_norm(x, weight, bias, mean, variance, eps=1e-5):
+    shape = (1, -1) + (1,) * (x.dim() - 2)
+    return (x - mean.reshape(shape)) / torch.sqrt(variance.reshape(shape) + eps) * weight.reshape(shape) + bias.reshape(shape)
+
+
+def matmul(a, b): return torch.matmul(a, b)
+
+
+def _pair(v, default):
+    if v is None:
+        return tuple(default)
+    return tuple(v) if len(v) == 2 else (v[0], v[0])
+
+
+def conv2d(x, w, bias=None, stride=None, padding=None, dilation=None, groups=1):
+    return F.conv2d(x, w, bias, _pair(stride, (1, 1)), _pair(padding, (0, 0)), _pair(dilation, (1, 1)), groups)
+
+
+def max_pool2d(x, kernel, stride=None, padding=None):
+    k = _pair(kernel, (1, 1))
+    return F.max_pool2d(x, k, _pair(stride, k), _pair(padding, (0, 0)))
+
+
+def avg_pool2d(x, kernel, stride=None, padding=None, count_include_pad=1):
+    k = _pair(kernel, (1, 1))
+    return F.avg_pool2d(_float(x), k, _pair(stride, k), _pair(padding, (0, 0)), count_include_pad=bool(count_include_pad))
+
+
+def global_avg_pool2d(x, keepdims=0): return torch.mean(_float(x), dim=(2, 3), keepdim=bool(keepdims))
+
+
+def identity(x): return x
+def reshape(x, shape): return torch.reshape(x, tuple(x.shape[i] if d == 0 else d for i, d in enumerate(shape)))
+def transpose(x, perm=None): return x.permute(*(perm if perm else reversed(range(x.dim()))))
+def broadcast_to(x, shape): return torch.broadcast_to(x, tuple(shape))
+def concat(*xs, axis=0): return torch.cat(xs, dim=axis)
+def gather(x, indices, axis=0): return torch.index_select(x, axis, indices.reshape(-1).long()).reshape(
+    tuple(x.shape[:axis % x.dim()]) + tuple(indices.shape) + tuple(x.shape[axis % x.dim() + 1:]))
+def take_along_axis(x, indices, axis): return torch.take_along_dim(x, indices.long(), dim=axis)
+
+
+def slice(x, starts, ends, axes=None, steps=None):  # noqa: A001
+    axes = axes if axes else list(range(len(starts)))
+    steps = steps if steps else [1] * len(starts)
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        d = x.shape[a]
+        norm = lambda i, lo, hi: builtins_min(builtins_max(i + d if i < 0 else i, lo), hi)  # noqa: E731
+        if st > 0:
+            x = x.narrow(a, norm(s, 0, d), builtins_max(0, norm(e, 0, d) - norm(s, 0, d)))[
+                (np.s_[:],) * (a % x.dim()) + (np.s_[::st],)]
+        else:  # torch has no negative steps: flip, then step forward
+            s2, e2 = norm(s, -1, d - 1), norm(e, -1, d - 1)
+            idx = torch.arange(s2, e2, st, dtype=torch.long)
+            x = torch.index_select(x, a, idx)
+    return x
+
+
+def random_uniform(shape, seed, low=0.0, high=1.0, dtype="float32"):
+    return torch.from_numpy((low + (high - low) * uniform01(seed, int(np.prod(shape))).astype(np.float64)).reshape(shape))
+
+
+def random_normal(shape, seed, mean=0.0, std=1.0, dtype="float32"):
+    return torch.from_numpy((mean + std * normal01(seed, int(np.prod(shape)))).reshape(shape))
+
+
+def dropout(x, p, seed, training=0):
+    if not training:
+        return x
+    keep = torch.from_numpy(uniform01(seed, int(np.prod(tuple(x.shape)))).astype(np.float64).reshape(tuple(x.shape)) >= p)
+    return torch.where(keep, x * (1.0 / (1.0 - p)), torch.zeros_like(x))
+
+
+def vjp(forward, inputs, constants, cotangents, wrt):
+    args = [x.detach().clone().requires_grad_(True) if w else x for x, w in zip(inputs, wrt)]
+    outs = forward(args, [from_numpy(c) if isinstance(c, np.ndarray) else c for c in constants])
+    pairs = [(o, c) for o, c in zip(outs, cotangents) if c is not None and o.requires_grad]
+    leaves = [a for a, w in zip(args, wrt) if w]
+    grads = torch.autograd.grad([o for o, _ in pairs], leaves, [c.to(o.dtype) for o, c in pairs], allow_unused=True) if pairs else [None] * len(leaves)
+    it = iter(grads)
+    result = [None] * len(inputs)
+    for i, w in enumerate(wrt):
+        if w:
+            g = next(it)
+            result[i] = torch.zeros_like(args[i]) if g is None else g
+    return outs, result
+
+
+import builtins as _builtins  # noqa: E402
+
+builtins_min, builtins_max = _builtins.min, _builtins.max

@@ -1,0 +1,220 @@
+"""The Python API as the issue shows it: composition, terminal links, IOKey, compile options as
+keywords, PhysicalModel methods, persistence, and every Python-side error."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import ingot as ml
+from conftest import cpu
+
+
+def issue_model():
+    model = ml.Model()
+    model |= ml.Conv2d(3, 8, kernel_size=3)
+    model += ml.Relu()
+    model += ml.GlobalAvgPool2d()(output="hidden")
+    model |= ml.Linear(dimension=4)(input="hidden", output="out")
+    return model
+
+
+def test_issue_example_end_to_end(rng):
+    pm = ml.compile(issue_model(), cpu(), shapes={"input": [None, 3, 8, 8]}, jit=True)
+    params = pm.randomize_params()
+    x = rng.normal(size=(2, 3, 8, 8)).astype(np.float32)
+    outputs = pm.evaluate(params, {"input": x})
+    assert set(outputs) == {"out"} and outputs["out"].shape == (2, 4)
+    shapes = pm.get_shapes()
+    assert shapes["input"][1:] == [3, 8, 8] and isinstance(shapes["input"][0], str)
+    assert shapes["out"][1] == 4 and shapes["conv2d_0.weight"] == [8, 3, 3, 3]
+    assert pm.get_types()["out"] == "float32"
+    assert pm.input_names() == ["input"] and pm.output_names() == ["out"]
+    assert set(pm.names()) == {"inputs", "parameters", "constants", "outputs"}
+    assert pm.parameter_count() == 8 * 3 * 9 + 8 + 8 * 4 + 4
+    assert "out" in pm.summary()
+
+
+def test_symbols_reach_outputs():
+    m = ml.Model()
+    m += ml.Relu()
+    pm = ml.compile(m, ml.ReferenceBackend(), shapes={"input": ["N", "D"]})
+    assert pm.get_shapes()["output"] == ["N", "D"]
+
+
+def test_symbolic_batch_runs_any_size(rng):
+    m = ml.Model()
+    m += ml.Linear(dimension=2)
+    pm = ml.compile(m, cpu(), shapes={"input": ["N", 3]})
+    p = pm.randomize_params()
+    for n in (1, 5):
+        assert pm.evaluate(p, {"input": rng.normal(size=(n, 3)).astype(np.float32)})["output"].shape == (n, 2)
+
+
+def test_iokey_shape_dtype_value_expose():
+    m = ml.Model()
+    m |= ml.Add()(left=ml.IOKey("x", shape=[2, 3], dtype="float64"), right=ml.IOKey("c", value=np.ones((3,))),
+                  output=ml.IOKey("y", expose=True))
+    pm = ml.compile(m, ml.ReferenceBackend())
+    assert pm.get_shapes()["x"] == [2, 3] and pm.get_types()["y"] == "float64"
+    assert pm.constant_names() == ["c"]
+    np.testing.assert_array_equal(pm.evaluate({}, {"x": np.zeros((2, 3))})["y"], np.ones((2, 3)))
+
+
+def test_connection_arithmetic_and_apply(rng):
+    m = ml.Model()
+    x, w = m.input("x", shape=[2, 3]), m.parameter("w", init="ones", shape=[3, 4])
+    y = ml.apply("gelu", (x @ w) * 0.5 + 1.0, approximate="tanh")
+    m.expose(y.sum([1]) - x.mean([1]), "y")
+    m.expose((x ** 2.0).T, "sq")
+    pm = ml.compile(m, ml.ReferenceBackend())
+    xv = rng.normal(size=(2, 3)).astype(np.float32)
+    out = pm.evaluate(pm.randomize_params(), {"x": xv})
+    h = xv.sum(1, keepdims=True) * np.ones((1, 4)) * 0.5 + 1
+    g = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))
+    np.testing.assert_allclose(out["y"], g.sum(1) - xv.mean(1), rtol=1e-5)
+    np.testing.assert_allclose(out["sq"], (xv ** 2).T, rtol=1e-6)
+
+
+def test_add_returns_connections():
+    m = ml.Model()
+    conns = m.add(ml.Linear(dimension=2), name="lin", input="x")
+    assert set(conns) >= {"input", "output", "weight", "bias"}
+    m.expose(conns["output"], "y")
+    assert "y" in m.output_keys() and "x" in m.input_keys()
+
+
+def test_every_compile_option_is_a_keyword(tmp_path, rng):
+    m = ml.Model()
+    m += ml.Linear(dimension=3)
+    m += ml.Dropout(p=0.5, seed=1)
+    seen = []
+    dump = tmp_path / "graph.json"
+    options = dict(
+        shapes={"input": [2, 4]}, types={"input": "float32"}, constant_keys={"linear_0.bias": np.zeros(3, np.float32)},
+        data_keys=["input"], trainable_keys=["linear_0.weight"], discard_keys=[], static_shapes=True, inference=True,
+        jit=False, file_path=tmp_path / "plan.txt", dump_graph=dump, dump_format="json", verbose=False,
+        optimization_level="high", optimizations={"cse": False, "dce": True},
+        custom_passes=[("record", "end", lambda g: seen.append(len(g["nodes"])))], dump_after_each_pass=False,
+        memory_planning="greedy", max_memory_gb=1.0, mixed_precision="none")
+    assert set(options) == set(ml.compile_option_names())
+    pm = ml.compile(m, ml.ReferenceBackend(), **options)
+    assert seen, "the custom pass ran"
+    assert json.loads(dump.read_text())["format"] == "ingot.graph"
+    out = pm.evaluate({"linear_0.weight": np.ones((4, 3), np.float32)}, {"input": np.ones((2, 4), np.float32)})
+    np.testing.assert_allclose(out["output"], np.full((2, 3), 4.0))  # inference: dropout is identity
+
+
+def test_custom_pass_can_rewrite_the_graph():
+    m = ml.Model()
+    m += ml.Relu()
+
+    def relu_to_neg(graph):
+        for node in graph["nodes"]:
+            if node["op"] == "relu":
+                node["op"] = "neg"
+        return graph
+
+    pm = ml.compile(m, ml.ReferenceBackend(), shapes={"input": [3]}, custom_passes=[("neg", "start", relu_to_neg)])
+    np.testing.assert_array_equal(pm.evaluate({}, {"input": np.array([1, -2, 3], np.float32)})["output"], [-1, 2, -3])
+
+
+def test_unknown_keyword_lists_valid_options():
+    with pytest.raises(TypeError, match=r"unknown option 'optimisation'.*optimization_level"):
+        ml.compile(ml.ExampleMLP(), ml.ReferenceBackend(), optimisation="high")
+
+
+def test_bad_option_value_is_ingot_error():
+    with pytest.raises(ml.IngotError, match="dump format .xml."):
+        ml.compile(ml.ExampleMLP(), ml.ReferenceBackend(), dump_format="xml")
+    with pytest.raises(ml.IngotError, match="optimization"):
+        ml.compile(ml.ExampleMLP(), ml.ReferenceBackend(), optimizations={"no_such_pass": True})
+
+
+def test_ingot_error_is_value_error_with_message_intact():
+    assert issubclass(ml.IngotError, ValueError)
+    m = ml.Model()
+    with pytest.raises(ml.IngotError, match=r"Linear has no terminal 'inptu' \(terminals: input, weight, bias, output\)"):
+        m |= ml.Linear(dimension=3)(inptu="x")
+
+
+def test_shape_contradiction_names_terminals():
+    m = ml.Model()
+    m += ml.Linear(dimension=3)(input=ml.IOKey("input", shape=[2, 5]))
+    with pytest.raises(ml.IngotError, match="Cannot infer shape"):
+        ml.compile(m, ml.ReferenceBackend(), shapes={"input": [2, 4]})
+
+
+def test_evaluate_errors_name_the_terminal():
+    pm = ml.compile(ml.ExampleMLP(), ml.ReferenceBackend(), shapes={"input": ["N", 784]})
+    p = pm.randomize_params()
+    with pytest.raises(ml.IngotError, match=r"Type mismatch at 'input': expected float32, got float64"):
+        pm.evaluate(p, {"input": np.zeros((2, 784))})
+    with pytest.raises(ml.IngotError, match=r"Shape mismatch at 'input'"):
+        pm.evaluate(p, {"input": np.zeros((2, 783), np.float32)})
+    with pytest.raises(ml.IngotError, match=r"Missing input 'input'"):
+        pm.evaluate(p, {})
+    with pytest.raises(ml.IngotError, match=r"Unknown input 'x'"):
+        pm.evaluate(p, {"input": np.zeros((2, 784), np.float32), "x": np.zeros(1)})
+    with pytest.raises(ml.IngotError, match=r"Unsupported dtype complex128 for input 'input'"):
+        pm.evaluate(p, {"input": np.zeros((2, 784), np.complex128)})
+    with pytest.raises(ml.IngotError, match=r"Unsupported dtype uint32"):
+        pm.evaluate(p, {"input": np.zeros((2, 784), np.uint32)})
+    with pytest.raises(ml.IngotError, match="Unsupported dtype object"):
+        pm.evaluate(p, {"input": object()})
+
+
+def test_bad_python_arguments():
+    with pytest.raises(TypeError):
+        ml.Linear(dimenson=3)  # wrong keyword
+    with pytest.raises(ml.IngotError, match="out_channels is required"):
+        ml.Conv2d(3)
+    with pytest.raises(ml.IngotError, match="kernel_size"):
+        ml.Conv2d(3, 4, kernel_size=(1, 2, 3))
+    with pytest.raises(ml.IngotError, match="dtype"):
+        ml.IOKey("x", dtype="float128")
+    with pytest.raises(ml.IngotError, match="shape"):
+        ml.IOKey("x", shape="N")
+    with pytest.raises(TypeError, match="needs a backend"):
+        ml.compile(ml.ExampleMLP(), "cpu")
+    with pytest.raises(ml.IngotError, match="num_threads"):
+        ml.CpuBackend(num_threads=-1)
+    with pytest.raises(ml.IngotError, match="list of names"):
+        ml.compile(ml.ExampleMLP(), ml.ReferenceBackend(), data_keys="input")
+
+
+def test_cpu_backend_options(tmp_path):
+    b = ml.CpuBackend(cache=False, cache_dir=str(tmp_path), extra_flags=["-DINGOT_TEST=1"], num_threads=1)
+    assert (b.cache, b.cache_dir, b.extra_flags, b.num_threads, b.name) == (False, str(tmp_path), ["-DINGOT_TEST=1"], 1, "cpu")
+    before = ml.CpuBackend.compile_count()
+    m = ml.Model()
+    m += ml.Relu()
+    ml.compile(m, b, shapes={"input": [3]}, file_path=tmp_path / "gen.cpp")
+    assert ml.CpuBackend.compile_count() == before + 1
+    assert "ingot_entry" in (tmp_path / "gen.cpp").read_text()
+    with pytest.raises(ml.IngotError, match="compiler"):
+        ml.compile(m, ml.CpuBackend(compiler="/nonexistent/c++", cache=False), shapes={"input": [4]})
+
+
+def test_params_and_models_persist(tmp_path, rng):
+    model = issue_model()
+    pm = ml.compile(model, ml.ReferenceBackend(), shapes={"input": [1, 3, 8, 8]})
+    p = pm.randomize_params(3)
+    pm.save_params(tmp_path / "p.safetensors", p)
+    loaded = pm.load_params(tmp_path / "p.safetensors")
+    assert set(loaded) == set(p) and all(np.array_equal(loaded[k], p[k]) for k in p)
+    (tmp_path / "bad.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
+    with pytest.raises(ml.IngotError):
+        pm.load_params(tmp_path / "bad.safetensors")
+    model.save(str(tmp_path / "m.json"))
+    again = ml.Model.load(str(tmp_path / "m.json"))
+    assert again.to_json() == model.to_json() == ml.Model.from_json(model.to_json()).to_json()
+    assert "Linear" in model.summary({"input": [1, 3, 8, 8]})
+
+
+def test_randomize_params_is_deterministic():
+    pm = ml.compile(ml.ExampleMLP(), ml.ReferenceBackend(), shapes={"input": [1, 784]})
+    a, b, c = pm.randomize_params(1), pm.randomize_params(1), pm.randomize_params(2)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not np.array_equal(a["linear_0.weight"], c["linear_0.weight"])

@@ -1,0 +1,120 @@
+"""Framework emitters: readable generated source (generated identifiers only), file_path, clear
+errors for a missing framework or an op without an emitter. Their numbers are checked against
+NumPy in test_ops.py / test_zoo.py (backend names numpy, jax, torch)."""
+from __future__ import annotations
+
+import ast
+import json
+import sys
+
+import numpy as np
+import pytest
+
+import ingot as ml
+from ingot.emitters import emit_source
+from conftest import needs_jax
+
+EVIL = 'x"); __import__("os").system("echo pwned")  #\n\u00e9'
+
+
+def evil_model():
+    m = ml.Model()
+    m |= ml.Linear(dimension=3)(input=ml.IOKey(EVIL, shape=[2, 4]), output=ml.IOKey("out\n" + EVIL, expose=True))
+    return m
+
+
+def test_numpy_source_is_readable_and_uses_generated_names(tmp_path):
+    path = tmp_path / "model.py"
+    pm = ml.compile(evil_model(), ml.NumpyBackend(file_path=path))
+    source = path.read_text()
+    assert source == pm.source
+    assert "def forward(inputs, constants):" in source and "ops.matmul(" in source
+    tree = ast.parse(source)
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert all(n in {"inputs", "constants", "ops"} or (n[0] == "v" and n[1:].isdigit()) for n in names), names
+    strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    assert not any("pwned" in s for s in strings)
+    assert all(line.isascii() for line in source.splitlines())
+    assert source.count("\n") == len(source.splitlines())  # names never break a line
+    x = np.ones((2, 4), np.float32)
+    p = pm.randomize_params()
+    ref = ml.compile(evil_model(), ml.ReferenceBackend()).evaluate(p, {EVIL: x})
+    out = pm.evaluate(p, {EVIL: x})
+    np.testing.assert_allclose(out["out\n" + EVIL], ref["out\n" + EVIL], rtol=1e-6)
+
+
+def test_compile_option_file_path_writes_the_source(tmp_path):
+    m = ml.Model()
+    m += ml.Gelu()
+    ml.compile(m, ml.NumpyBackend(), shapes={"input": [3]}, file_path=tmp_path / "gelu.py")
+    assert "ops.gelu(" in (tmp_path / "gelu.py").read_text()
+
+
+@pytest.mark.parametrize("backend_cls,module", [(ml.TorchBackend, "torch"), (ml.JaxBackend, "jax"), (ml.NumpyBackend, "numpy")])
+def test_missing_framework_is_a_clear_error(backend_cls, module, monkeypatch):
+    m = ml.Model()
+    m += ml.Relu()
+    for name in [k for k in sys.modules if k == module or k.startswith(module + ".")]:
+        if name != "numpy" and not name.startswith("numpy."):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, module, None)  # `import <module>` now raises ImportError
+    for k in ("ingot.emitters.torch_ops", "ingot.emitters.jax_ops"):
+        monkeypatch.delitem(sys.modules, k, raising=False)
+    with pytest.raises(ml.IngotError, match=f"needs '{module}', which is not installed"):
+        ml.compile(m, backend_cls(), shapes={"input": [3]})
+
+
+def test_op_without_emitter_is_named():
+    graph = {"values": [{"id": 0, "name": "x", "kind": "input", "dtype": "float32", "shape": [2], "producer": -1},
+                        {"id": 1, "name": "", "kind": "intermediate", "dtype": "float32", "shape": [2], "producer": 0}],
+             "nodes": [{"id": 0, "op": "frobnicate", "inputs": [0], "outputs": [1], "attrs": {}, "scope": ""}],
+             "outputs": [{"name": "y", "value": 1}]}
+    with pytest.raises(NotImplementedError, match="no emitter for op 'frobnicate'"):
+        emit_source(graph, "numpy")
+
+
+def test_every_catalogue_op_is_emitted_or_named_in_an_error():
+    from ingot.emitters import SUPPORTED_OPS, numpy_ops
+
+    catalogue = set(ml._ingot.op_names())
+    assert SUPPORTED_OPS <= catalogue
+    for op in SUPPORTED_OPS:
+        assert callable(getattr(numpy_ops, op)), op
+    for op in catalogue - SUPPORTED_OPS:  # backward-graph ops (families.h marks them "(grad)")
+        graph = {"values": [{"id": 0, "name": "x", "kind": "input", "dtype": "float32", "shape": [2], "producer": -1},
+                            {"id": 1, "name": "", "kind": "intermediate", "dtype": "float32", "shape": [2], "producer": 0}],
+                 "nodes": [{"id": 0, "op": op, "inputs": [0], "outputs": [1], "attrs": {}, "scope": ""}],
+                 "outputs": [{"name": "y", "value": 1}]}
+        with pytest.raises(NotImplementedError, match=f"no emitter for op '{op}'"):
+            emit_source(graph, "numpy")
+
+
+def test_numpy_backend_has_no_gradients():
+    pm = ml.compile(ml.ExampleMLP(), ml.NumpyBackend(), shapes={"input": [1, 784]})
+    with pytest.raises(ml.IngotError, match="NumpyBackend has no autodiff"):
+        pm.evaluate(pm.randomize_params(), {"input": np.zeros((1, 784), np.float32)}, output_gradients={"output": np.ones((1, 10), np.float32)})
+
+
+def test_jit_false_lowers_on_first_evaluate():
+    m = ml.Model()
+    m += ml.Sigmoid()
+    pm = ml.compile(m, ml.NumpyBackend(), shapes={"input": [2]}, jit=False)
+    assert pm.source is None
+    np.testing.assert_allclose(pm.evaluate({}, {"input": np.zeros(2, np.float32)})["output"], [0.5, 0.5])
+    assert "ops.sigmoid(" in pm.source
+
+
+@needs_jax
+def test_jax_source_runs_under_jax():
+    pm = ml.compile(ml.ExampleMLP(), ml.JaxBackend(), shapes={"input": [2, 784]})
+    assert "from ingot.emitters import jax_ops as ops" in pm.source
+    p = pm.randomize_params()
+    x = np.random.default_rng(0).normal(size=(2, 784)).astype(np.float32)
+    ref = ml.compile(ml.ExampleMLP(), ml.ReferenceBackend(), shapes={"input": [2, 784]}).evaluate(p, {"input": x})
+    np.testing.assert_allclose(pm.evaluate(p, {"input": x})["output"], ref["output"], rtol=1e-4, atol=1e-5)
+
+
+def test_graph_json_is_what_emitters_read():
+    pm = ml.compile(ml.ExampleMLP(), ml.ReferenceBackend(), shapes={"input": [1, 784]})
+    graph = json.loads(pm.graph_json())
+    assert graph["format"] == "ingot.graph" and "def forward" in emit_source(graph, "numpy")
