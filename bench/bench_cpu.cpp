@@ -39,46 +39,16 @@
 #include "backends/cpu/toolchain.h"
 #include "compiler/memory_plan.h"
 #include "compiler/passes/passes.h"
+#include "bench_util.h"
 #include "ingot/ingot.h"
 #include "ingot/models.h"
 
 using namespace ingot;
+using namespace ingot::bench;
 
 namespace {
 
 constexpr int kThreads = 2;
-
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Median milliseconds of `reps` calls, after `warmup` untimed calls.
-double time_ms(const std::function<void()>& fn, int reps, int warmup = 1) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = Clock::now();
-    fn();
-    t.push_back(ms_since(t0));
-  }
-  return median(t);
-}
-
-std::string fresh_dir(const std::string& tag) {
-  std::string tmpl = (std::filesystem::temp_directory_path() / ("ingot-bench-" + tag + "-XXXXXX")).string();
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  INGOT_CHECK(mkdtemp(buf.data()) != nullptr, "mkdtemp failed for ", tmpl);
-  return buf.data();
-}
 
 CpuBackend cpu_backend(const std::string& cache_dir) {
   CpuBackend::CpuOptions o;

@@ -26,39 +26,14 @@
 #include <vector>
 
 #include "../tests/array_mlp.h"
+#include "bench_util.h"
 #include "ingot/ingot.h"
 
 using namespace ingot;
+using namespace ingot::bench;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  if (v.empty()) return -1;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double time_ms(const std::function<void()>& fn, int reps) {
-  fn();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = Clock::now();
-    fn();
-    t.push_back(ms_since(t0));
-  }
-  return median(t);
-}
-
-std::string fresh_dir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "ingot-bench-fncompile-XXXXXX").string();
-  INGOT_CHECK(mkdtemp(tmpl.data()) != nullptr, "mkdtemp failed for ", tmpl);
-  return tmpl;
-}
 
 // A config building with the CPU backend into its own (cold) cache directory.
 CompileConfig config_with_cache(const std::string& dir) {
@@ -108,7 +83,7 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--quick") quick = true;
     else json_path = argv[i];
   }
-  const std::string cache = fresh_dir();
+  const std::string cache = fresh_dir("fncompile");
 
   // ---- 1. gelu
   const Shape gshape = quick ? Shape{4, 1000, 4096} : Shape{32, 1000, 4096};

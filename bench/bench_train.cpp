@@ -12,9 +12,11 @@
 #include <sstream>
 #include <vector>
 
+#include "bench_util.h"
 #include "ingot/ingot.h"
 
 using namespace ingot;
+using namespace ingot::bench;
 
 namespace {
 
@@ -24,18 +26,6 @@ ShapeTemplate template_of_shape(const Shape& s) {
   return t;
 }
 
-template <class F>
-double median_ms(int reps, F&& f) {
-  std::vector<double> t;
-  f();  // warm-up
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 struct Row {
   std::string workload;
@@ -43,7 +33,7 @@ struct Row {
   int64_t planned_peak_bytes;
 };
 
-Row bench(const std::string& workload, const Model& model, const Shape& input_shape, int64_t classes, int reps) {
+Row bench_step(const std::string& workload, const Model& model, const Shape& input_shape, int64_t classes, int reps) {
   TrainModel tm(model);
   tm.add_loss(CrossEntropyLoss(), {{"input", "output"}, {"target", "target"}});
   CompileOptions o;
@@ -58,11 +48,11 @@ Row bench(const std::string& workload, const Model& model, const Shape& input_sh
   TensorMap p1 = step.randomize_params(0), p2 = eager.randomize_params(0);
   OptimizerState s1 = step.init_state(p1), s2 = sgd.init(p2);
   Row r{workload, 0, 0, step.planned_peak_bytes()};
-  r.compiled_ms = median_ms(reps, [&] { step.run(p1, s1, batch); });
-  r.eager_ms = median_ms(reps, [&] {
+  r.compiled_ms = time_ms([&] { step.run(p1, s1, batch); }, reps);
+  r.eager_ms = time_ms([&] {
     const Evaluation e = evaluate_loss(eager, p2, batch);
     sgd.update(p2, e.gradients, s2);
-  });
+  }, reps);
   std::cout << workload << ": compiled step " << r.compiled_ms << " ms, eager (evaluate + update) " << r.eager_ms
             << " ms (" << r.eager_ms / r.compiled_ms << "x), planned peak " << r.planned_peak_bytes / (1024.0 * 1024.0)
             << " MiB\n";
@@ -82,8 +72,8 @@ int main(int argc, char** argv) {
     const int reps = quick ? 3 : 20;
     const int64_t side = quick ? 16 : 64;
     std::vector<Row> rows;
-    rows.push_back(bench("mlp 784-256-10, batch 128, SGD", ExampleMLP(), {128, 784}, 10, reps));
-    rows.push_back(bench("cnn, batch 32, 3x" + std::to_string(side) + "x" + std::to_string(side) + ", SGD",
+    rows.push_back(bench_step("mlp 784-256-10, batch 128, SGD", ExampleMLP(), {128, 784}, 10, reps));
+    rows.push_back(bench_step("cnn, batch 32, 3x" + std::to_string(side) + "x" + std::to_string(side) + ", SGD",
                          ExampleCNN(), {32, 3, side, side}, 10, quick ? 1 : 3));
     std::ostringstream js;
     js << "{\n  \"quick\": " << (quick ? "true" : "false") << ",\n  \"rows\": [\n";

@@ -358,20 +358,26 @@ ShapeInferenceReport infer_shapes(Graph& g, const std::vector<ShapeConstraint>& 
   return engine.run(constraints);
 }
 
-void infer_node(Graph& g, NodeId node) {
-  Engine engine(g);
-  const Node& n = g.node(node);
-  engine.run_node(n);
-  const OpDef& def = get_op(n.op);
+namespace {
+// The op's dtype rule over the node's input dtypes; errors name the value, op and scope.
+void infer_node_dtypes(Graph& g, const Node& n) {
   std::vector<DType> in, out(n.outputs.size(), DType::Float32);
   for (ValueId v : n.inputs) in.push_back(g.value(v).dtype);
   try {
-    def.dtype(n, in, out);
+    get_op(n.op).dtype(n, in, out);
   } catch (const Error& e) {
     INGOT_FAIL("Type error at '", describe_value(g, n.outputs[0]), "' (", n.op,
                n.scope.empty() ? "" : " in '" + n.scope + "'", "): ", e.what());
   }
   for (size_t i = 0; i < out.size(); ++i) g.value(n.outputs[i]).dtype = out[i];
+}
+}  // namespace
+
+void infer_node(Graph& g, NodeId node) {
+  Engine engine(g);
+  const Node& n = g.node(node);
+  engine.run_node(n);
+  infer_node_dtypes(g, n);
 }
 
 namespace {
@@ -405,17 +411,8 @@ void resolve_weak_scalars(Graph& g, const Node& n) {
 
 void infer_types(Graph& g) {
   for (const Node& n : g.nodes()) {
-    const OpDef& def = get_op(n.op);
     resolve_weak_scalars(g, n);
-    std::vector<DType> in, out(n.outputs.size(), DType::Float32);
-    for (ValueId v : n.inputs) in.push_back(g.value(v).dtype);
-    try {
-      def.dtype(n, in, out);
-    } catch (const Error& e) {
-      INGOT_FAIL("Type error at '", describe_value(g, n.outputs[0]), "' (", n.op,
-                 n.scope.empty() ? "" : " in '" + n.scope + "'", "): ", e.what());
-    }
-    for (size_t i = 0; i < out.size(); ++i) g.value(n.outputs[i]).dtype = out[i];
+    infer_node_dtypes(g, n);
   }
 }
 
