@@ -16,9 +16,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <iostream>
 #include <sstream>
 
+#include "backends/cpu/toolchain.h"
 #include "compiler/shape_inference.h"
 #include "ingot/ingot.h"
 #include "ir/op_registry.h"
@@ -291,6 +293,52 @@ TEST(CpuMath, GeluFloat32SourceHasNoLibmErf) {
   const std::string src64 = CpuBackend(cpu_options()).lower(g, {})->source();
   const std::string k64 = src64.substr(src64.find("// ---- kernels ----"));
   EXPECT_NE(k64.find("ig_gelu<double>("), std::string::npos) << k64;
+}
+
+// Every float32 math kernel's loop is vectorized by the compiler, with the backend's own flags:
+// the build is repeated with the compiler's vectorization report (GCC -fopt-info-vec-optimized,
+// clang -Rpass=loop-vectorize) and each kernel's element loop must be reported. This fails if a
+// flag (such as -fno-trapping-math) or a prelude change leaves the loops scalar again.
+TEST(CpuMath, Float32MathKernelsVectorize) {
+  ingot::testing::TempDir dir("ingot-cpu-math-vec");
+  Graph g = math_graph(DType::Float32, 4096);
+  CpuBackend::CpuOptions o = cpu_options(dir.path);
+  const std::string src = CpuBackend(o).lower(g, {})->source();
+  const std::string path = dir.path + "/math.cpp";
+  std::ofstream(path) << src;
+  const cpu::Toolchain tc = cpu::find_toolchain("");
+  const bool clang = tc.version.find("clang") != std::string::npos;
+  std::vector<std::string> argv = cpu::build_command(
+      tc, cpu::compile_flags({clang ? "-Rpass=loop-vectorize" : "-fopt-info-vec-optimized"}), path,
+      dir.path + "/math.so");
+  const std::string report_path = dir.path + "/report.txt";
+  const std::string cmd = cpu::join_command(argv) + " > " + report_path + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream rf(report_path);
+  const std::string report((std::istreambuf_iterator<char>(rf)), std::istreambuf_iterator<char>());
+  // Line numbers the report gives as vectorized loops (GCC names a loop by its body's first line).
+  std::set<int> vectorized_lines;
+  std::istringstream report_lines(report);
+  for (std::string r; std::getline(report_lines, r);) {
+    const size_t at = r.find("math.cpp:");
+    if (at != std::string::npos && r.find("vectorized") != std::string::npos)
+      vectorized_lines.insert(std::atoi(r.c_str() + at + 9));
+  }
+  // Each kernel `static int k<i>_...` up to its closing brace must hold a vectorized loop.
+  std::istringstream lines(src);
+  std::string line, kernel;
+  int number = 0, first = 0, checked = 0;
+  while (std::getline(lines, line)) {
+    ++number;
+    if (line.rfind("static int k", 0) == 0) kernel = line.substr(11, line.find('(') - 11), first = number;
+    if (kernel.empty() || line != "}") continue;
+    const auto hit = vectorized_lines.lower_bound(first);
+    EXPECT_TRUE(hit != vectorized_lines.end() && *hit < number)
+        << kernel << " (lines " << first << "-" << number << ") has no vectorized loop:\n" << report;
+    ++checked;
+    kernel.clear();
+  }
+  EXPECT_EQ(checked, static_cast<int>(math_ops().size()));
 }
 
 }  // namespace

@@ -162,7 +162,7 @@ def test_zoo_against_pytorch_modules(rng):
     with torch.no_grad():
         conv.weight.copy_(torch.from_numpy(p["conv2d_0.weight"]))
         conv.bias.copy_(torch.from_numpy(p["conv2d_0.bias"]))
-        lin.weight.copy_(torch.from_numpy(p["linear_4.weight"]).T)
-        lin.bias.copy_(torch.from_numpy(p["linear_4.bias"]))
+        lin.weight.copy_(torch.from_numpy(p["linear_0.weight"]).T)
+        lin.bias.copy_(torch.from_numpy(p["linear_0.bias"]))
         y = torch.log_softmax(lin(torch.flatten(torch.max_pool2d(torch.relu(conv(torch.from_numpy(x))), 2), 1)), -1)
     assert_close(pm.evaluate(p, {"input": x})["output"], y.numpy())

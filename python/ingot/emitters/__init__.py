@@ -31,7 +31,7 @@ SUPPORTED_OPS = frozenset(
     sum mean max min argmax moments softmax log_softmax layer_norm batch_norm
     matmul conv2d max_pool2d avg_pool2d global_avg_pool2d
     identity reshape transpose broadcast_to slice concat gather take_along_axis
-    random_uniform random_normal dropout""".split()
+    random_uniform random_normal dropout numel""".split()
 )
 
 

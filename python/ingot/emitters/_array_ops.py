@@ -148,6 +148,11 @@ class ArrayOps:
         return None if not axes else tuple(axes)
 
     def sum(self, x, axes=None, keepdims=0): return self.xp.sum(x, axis=self._axes(axes), keepdims=bool(keepdims))
+
+    def numel(self, x, axes=None, dtype="float32"):
+        """x's element count over `axes` (all when empty) as a scalar: BatchNorm's unbiased variance uses it."""
+        dims = [x.shape[a] for a in axes] if axes else list(x.shape)
+        return self.xp.asarray(math.prod(dims), dtype=numpy_dtype(dtype))
     def mean(self, x, axes=None, keepdims=0): return self.xp.mean(self._float(x), axis=self._axes(axes), keepdims=bool(keepdims))
     def max(self, x, axes=None, keepdims=0): return self.xp.max(x, axis=self._axes(axes), keepdims=bool(keepdims))
     def min(self, x, axes=None, keepdims=0): return self.xp.min(x, axis=self._axes(axes), keepdims=bool(keepdims))

@@ -4,7 +4,7 @@ torch.autograd."""
 from __future__ import annotations
 
 import contextlib
-
+import math
 
 import numpy as np
 import torch
@@ -27,7 +27,7 @@ def from_numpy(a):
     a = np.asarray(a)
     if a.dtype.name == "bfloat16":  # ml_dtypes: same bits
         return torch.from_numpy(a.view(np.uint16).copy()).view(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(a))
+    return torch.from_numpy(np.ascontiguousarray(a).reshape(a.shape))  # ascontiguousarray makes 0-d arrays 1-d
 
 
 def to_numpy(t):
@@ -101,6 +101,11 @@ def _promoted(a, b):
 
 def sum(x, axes=None, keepdims=0):  # noqa: A001
     return torch.sum(x, dim=_axes(axes), keepdim=bool(keepdims)) if axes else torch.sum(x).reshape((1,) * x.dim() if keepdims else ())
+
+
+def numel(x, axes=None, dtype="float32"):
+    dims = [x.shape[a] for a in axes] if axes else list(x.shape)
+    return torch.tensor(math.prod(dims), dtype=_DTYPES[dtype])
 
 
 def mean(x, axes=None, keepdims=0):

@@ -19,7 +19,7 @@ struct Toolchain {
 // was tried and suggesting ReferenceBackend() when none is usable. Results are memoized.
 Toolchain find_toolchain(const std::string& requested);
 
-// -O3 -march=native -ffp-contract=fast -fopenmp -shared -fPIC -std=c++17, then `extra`.
+// -O3 -march=native -ffp-contract=fast -fno-trapping-math -fopenmp -shared -fPIC -std=c++17, then `extra`.
 std::vector<std::string> compile_flags(const std::vector<std::string>& extra);
 
 // The full command line that builds `source_path` into `library_path`.
