@@ -123,16 +123,17 @@ std::string repr(const Array& a) {
 
 // Binary operators: NotImplemented for operands they do not know, so Python tries the other side.
 template <class F>
-void binary(nb::class_<Array>& cls, const char* name, const char* rname, F f) {
-  cls.def(name, [f](const Array& a, nb::handle b) -> nb::object {
+void binary(nb::class_<Array>& cls, const std::string& name, const char* rname, F f) {
+  auto sig = [](const std::string& n) { return "def " + n + "(self, other: object, /) -> array"; };
+  cls.def(name.c_str(), [f](const Array& a, nb::handle b) -> nb::object {
     std::optional<Array> o = try_operand(b);
     return o ? nb::cast(f(a, *o)) : nb::borrow(Py_NotImplemented);
-  });
+  }, nb::sig(sig(name).c_str()));
   if (rname)
     cls.def(rname, [f](const Array& a, nb::handle b) -> nb::object {
       std::optional<Array> o = try_operand(b);
       return o ? nb::cast(f(*o, a)) : nb::borrow(Py_NotImplemented);
-    });
+    }, nb::sig(sig(rname).c_str()));
 }
 
 }  // namespace
@@ -155,20 +156,21 @@ void bind_array(nb::module_& m) {
         nb::arg("dtype").none() = nb::none(),
         "Like ml.array, but C-contiguous data of the right dtype is viewed, not copied (NumPy's asarray).\n"
         "Arrays are values: do not write into the source while an array computed from it is pending.");
-  cls.def_prop_ro("shape", [](const Array& a) { return shape_tuple(a.shape()); }, "The shape, a tuple of ints.");
+  cls.def_prop_ro("shape", [](const Array& a) { return shape_tuple(a.shape()); },
+                  nb::for_getter(nb::sig("def shape(self) -> tuple[int, ...]")), "The shape, a tuple of ints.");
   cls.def_prop_ro("dtype", [](const Array& a) { return std::string(dtype_name(a.dtype())); },
                   "The dtype's name: 'float32', 'int64', 'bool', ...");
   cls.def_prop_ro("ndim", &Array::ndim, "The number of axes.");
   cls.def_prop_ro("size", &Array::size, "The number of elements.");
   cls.def_prop_ro("T", [](const Array& a) { return transpose(a); }, "The axes reversed (lazy).");
-  cls.def("item", [](const Array& a) { return python_scalar(a, "item()"); },
+  cls.def("item", [](const Array& a) { return python_scalar(a, "item()"); }, nb::sig("def item(self) -> int | float | bool"),
           "The value of a one-element array as a Python number (evaluates).");
   cls.def("tolist", [](const Array& a) { return numpy_view(a, false).attr("tolist")(); },
           "The values as nested Python lists (evaluates).");
   cls.def("eval", [](nb::handle self) {
             eval(nb::cast<const Array&>(self));
             return nb::borrow(self);
-          }, "Computes the array now (and every pending array something still holds); returns it.");
+          }, nb::sig("def eval(self) -> array"), "Computes the array now (and every pending array something still holds); returns it.");
   cls.def("astype", [](const Array& a, nb::handle dtype) { return a.astype(to_dtype(dtype)); }, nb::arg("dtype"),
           "The values converted to `dtype` ('float16', np.int32, ...).");
   cls.def("reshape", [](const Array& a, nb::args shape) {
