@@ -11,6 +11,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
+#include <iterator>
 #include <memory>
 
 #include "bindings.h"
@@ -54,9 +56,18 @@ nb::tuple pair_of_lists(const std::pair<std::vector<Array>, std::vector<Array>>&
   return nb::make_tuple(p.first, p.second);
 }
 
-const char* const kConfigKeys =
-    "disable_compile, auto_compile, auto_compile_threshold, compile_all, debug, instruction_log, backend, "
-    "inject_build_failure";
+// The on/off settings of CompileConfig, by their Python names.
+const std::pair<const char*, bool CompileConfig::*> kSwitches[] = {
+    {"disable_compile", &CompileConfig::disable_compile}, {"auto_compile", &CompileConfig::auto_compile},
+    {"compile_all", &CompileConfig::compile_all},         {"debug", &CompileConfig::debug},
+    {"inject_build_failure", &CompileConfig::inject_build_failure},
+};
+
+std::string setting_names() {
+  std::string names;
+  for (const auto& [name, member] : kSwitches) names += std::string(name) + ", ";
+  return names + "auto_compile_threshold, instruction_log, backend";
+}
 
 bool to_bool(nb::handle v, const std::string& key) {
   if (!PyBool_Check(v.ptr())) {
@@ -85,14 +96,10 @@ std::shared_ptr<const Backend> to_build_backend(nb::handle v) {
 
 nb::dict config_dict(const CompileConfig& c) {
   nb::dict d;
-  d["disable_compile"] = c.disable_compile;
-  d["auto_compile"] = c.auto_compile;
+  for (const auto& [name, member] : kSwitches) d[name] = c.*member;
   d["auto_compile_threshold"] = c.auto_compile_threshold;
-  d["compile_all"] = c.compile_all;
-  d["debug"] = c.debug;
   d["instruction_log"] = c.instruction_log;
   d["backend"] = c.backend ? nb::object(nb::str(c.backend->name().c_str())) : nb::none();
-  d["inject_build_failure"] = c.inject_build_failure;
   return d;
 }
 
@@ -100,16 +107,13 @@ void update_config(const nb::kwargs& changes) {
   CompileConfig c = compile_config();
   for (auto [k, v] : changes) {
     const std::string key = nb::cast<std::string>(k);
-    if (key == "disable_compile") c.disable_compile = to_bool(v, key);
-    else if (key == "auto_compile") c.auto_compile = to_bool(v, key);
+    auto it = std::find_if(std::begin(kSwitches), std::end(kSwitches), [&](const auto& s) { return key == s.first; });
+    if (it != std::end(kSwitches)) c.*(it->second) = to_bool(v, key);
     else if (key == "auto_compile_threshold") c.auto_compile_threshold = nb::cast<int>(v);
-    else if (key == "compile_all") c.compile_all = to_bool(v, key);
-    else if (key == "debug") c.debug = to_bool(v, key);
     else if (key == "instruction_log") c.instruction_log = v.is_none() ? "" : py_str(nb::module_::import_("os").attr("fspath")(v));
     else if (key == "backend") c.backend = to_build_backend(v);
-    else if (key == "inject_build_failure") c.inject_build_failure = to_bool(v, key);
     else {
-      const std::string msg = "set_compile_config() got an unknown setting '" + key + "' (valid: " + kConfigKeys + ")";
+      const std::string msg = "set_compile_config() got an unknown setting '" + key + "' (valid: " + setting_names() + ")";
       throw nb::type_error(msg.c_str());
     }
   }
