@@ -52,10 +52,11 @@ class CompiledFunction:
         functools.update_wrapper(self, fn)
         self._fn = fn
         self._cache = cache
+        self._name = getattr(fn, "__name__", type(fn).__name__)  # callable objects have no __name__
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs:
-            raise TypeError(f"compiled function {self.__name__}() takes positional ml.arrays only, got keyword "
+            raise TypeError(f"compiled function {self._name}() takes positional ml.arrays only, got keyword "
                             f"arguments {sorted(kwargs)} (bind them with functools.partial before ml.compile)")
         arrays = [_as_array(a) for a in args]
         c = self._cache
@@ -72,7 +73,7 @@ class CompiledFunction:
             try:
                 for slot, x in zip(ins, xs[len(arrays):]):
                     restores.append(slot.swap_input(x))
-                flat, structure = _tree.flatten(self._fn(*xs[:len(arrays)]), f"the result of {self.__name__}()")
+                flat, structure = _tree.flatten(self._fn(*xs[:len(arrays)]), f"the result of {self._name}()")
                 traced.append(structure)
                 return flat + [s.get() for s in outs]
             finally:
@@ -94,7 +95,7 @@ class CompiledFunction:
         return _tree.unflatten(c.structures[signature], returned)
 
     def __repr__(self) -> str:
-        return f"<ingot.CompiledFunction {self.__name__}>"
+        return f"<ingot.CompiledFunction {self._name}>"
 
 
 _FN_OPTIONS = ("shapeless", "inputs", "outputs")

@@ -7,6 +7,7 @@ kernels) except where a test says CPU; float32 results compare with the toleranc
 conftest.tolerance (rtol 1e-5, atol 1e-6)."""
 from __future__ import annotations
 
+import gc
 import math
 
 import numpy as np
@@ -106,6 +107,13 @@ def test_decorator_forms():
     assert isinstance(double, ml.CompiledFunction) and double.__name__ == "double"
     assert double(ml.ones(2)).tolist() == [2, 2]
     assert halve(ml.ones(3)).tolist() == [0.5, 0.5, 0.5]
+
+    class Scale:  # a callable object works too
+        def __call__(self, x):
+            return x * 3.0
+
+    assert ml.compile(Scale())(ml.ones(2)).tolist() == [3, 3]
+    assert repr(ml.compile(Scale())) == "<ingot.CompiledFunction Scale>"
 
 
 def test_shapeless_compiles_once_per_rank(rng):
@@ -292,3 +300,18 @@ def test_compile_usage_errors():
         ml.compile(scaled_tanh)(ml.ones(1), scale=2)
     with pytest.raises(TypeError, match="the result of <lambda>\\(\\) is a float"):
         ml.compile(lambda x: 1.0)(ml.ones(1))
+
+
+def test_calls_leave_no_reference_cycles_so_results_are_freed_when_dropped():
+    f = ml.compile(lambda x: {"y": [x * 2.0]})
+    x = ml.ones(3)
+    f(x)
+    gc.collect()
+    gc.disable()
+    try:
+        f(x)
+        ml.eval(f(x), [x])
+        ml.value_and_grad(lambda p: ml.sum(p["w"] * x))({"w": x})
+        assert gc.collect() == 0  # nothing was left for the collector: refcounting freed it all
+    finally:
+        gc.enable()
