@@ -146,7 +146,7 @@ class PhysicalModel:
         return f"<ingot.PhysicalModel backend={self._backend.name} outputs={self.output_names()}>"
 
 
-def compile(target: Any = None, backend: Any = None, /, **options: Any) -> Any:  # noqa: A001
+def compile(target: Any = None, backend: Any = None, **options: Any) -> Any:  # noqa: A001
     """Compiles a logical model for a backend, or a Python function over ml.arrays.
 
     **Models**: ``ml.compile(model, backend, **options)`` returns a PhysicalModel. Every option

@@ -282,6 +282,12 @@ def test_exceptions_from_the_function_propagate_as_themselves_and_leave_the_stat
         ml.grad(broken)(ml.array(2.0))
 
 
+def test_compile_dispatches_on_its_first_argument():
+    pm = ml.compile(ml.ExampleMLP(), backend=ml.ReferenceBackend(), shapes={"input": [1, 784]})  # the model path
+    assert isinstance(pm, ml.PhysicalModel)
+    assert isinstance(ml.compile(scaled_tanh), ml.CompiledFunction)
+
+
 def test_compile_usage_errors():
     with pytest.raises(TypeError, match="takes a logical model \\(ml.Model\\) or a function over ml.arrays, got int"):
         ml.compile(42)
