@@ -7,7 +7,7 @@
 //      per-iteration time before and after the switch, the iteration it switched at and the
 //      background build time; and the same step under compile(fn) with captured parameters.
 // Medians after a warm-up; nothing here asserts timing. PyTorch eager / torch.compile run the
-// same workloads in bench/peers.py (gelu, mlp_train).
+// same workloads in bench/peers.py (gelu, mlp_train), Python's ml.compile in bench/bench_fncompile.py.
 //
 //   ./scripts/bench.sh           (builds, runs this, the peers, rewrites the README table)
 //   build-bench/bench_fncompile [--quick] [bench/results/fncompile.json]
@@ -34,6 +34,7 @@ using namespace ingot::bench;
 
 namespace {
 
+constexpr int kThreshold = 10;  // INGOT_AUTO_COMPILE_THRESHOLD's default
 
 // A config building with the CPU backend into its own (cold) cache directory.
 CompileConfig config_with_cache(const std::string& dir) {
@@ -116,7 +117,7 @@ int main(int argc, char** argv) {
 
   CompileConfig autoc = config_with_cache(cache);
   autoc.auto_compile = true;
-  autoc.auto_compile_threshold = 10;
+  autoc.auto_compile_threshold = kThreshold;
   set_compile_config(autoc);
   reset_auto_compile();
   Loop hot = train_loop(params, x, y, iters, quick ? 5 : 20, 100000);
@@ -126,9 +127,13 @@ int main(int argc, char** argv) {
   // The first compiled iteration loads the library; report the steady state after it.
   if (after.size() > 1) after.erase(after.begin());
   const double before_ms = median(before), after_ms = median(after);
+  // Eager time from the iteration that queued the build to the first compiled one.
+  double wait_ms = 0;
+  for (int i = kThreshold - 1; i < hot.switched_at; ++i) wait_ms += hot.iter_ms[static_cast<size_t>(i)];
   std::printf("mlp train step (batch %lld): eager %.2f ms/iter; auto-compile: %.2f ms/iter before the switch, "
-              "%.2f ms/iter after (%.2fx), switched at iteration %d (threshold 10)\n",
-              static_cast<long long>(batch), eager_iter, before_ms, after_ms, before_ms / after_ms, hot.switched_at + 1);
+              "%.2f ms/iter after (%.2fx), switched at iteration %d (threshold %d, %.0f ms after the build started)\n",
+              static_cast<long long>(batch), eager_iter, before_ms, after_ms, before_ms / after_ms, hot.switched_at + 1,
+              kThreshold, wait_ms);
 
   set_compile_config(config_with_cache(cache));
   testing::MlpParams cp = params;
@@ -147,7 +152,8 @@ int main(int argc, char** argv) {
      << ", \"max_abs_diff\": " << gelu_diff << "},\n"
      << "  \"mlp_train\": {\"batch\": " << batch << ", \"eager_ms\": " << eager_iter
      << ", \"auto_before_ms\": " << before_ms << ", \"auto_after_ms\": " << after_ms
-     << ", \"auto_threshold\": 10, \"auto_switched_at_iteration\": " << hot.switched_at + 1
+     << ", \"auto_threshold\": " << kThreshold << ", \"auto_switched_at_iteration\": " << hot.switched_at + 1
+     << ", \"auto_wait_ms\": " << wait_ms
      << ", \"auto_iterations\": " << hot.iter_ms.size() << ", \"compiled_fn_ms\": " << step_ms
      << ", \"compiled_fn_first_call_ms\": " << step_first << "}\n}\n";
   const std::filesystem::path out(json_path);

@@ -184,44 +184,54 @@ def build(cpu, peers, cpu_path):
     return "\n".join(out) + "\n"
 
 
-def build_fncompile(fn, peers):
-    """The function-compile / auto-compile table (bench_fncompile + the PyTorch peers)."""
+def build_fncompile(fn, peers, fn_py=None):
+    """The function-compile / auto-compile table: bench_fncompile, the PyTorch peers and, when
+    measured, Python's ml.compile (bench/bench_fncompile.py), as ratios to ingot eager."""
     g, m = fn["gelu"], fn["mlp_train"]
+    same_gelu = lambda res: str(res.get("gelu_shape", res.get("workloads", {}).get("gelu", {}).get("shape"))) \
+        .replace(" ", "") == g["shape"].replace(" ", "")
 
     def peer(name, key):
-        if not peers:
-            return None
-        # Only figures of the same workload size (a quick run uses a smaller gelu).
-        if key == "gelu" and str(peers.get("workloads", {}).get("gelu", {}).get("shape")).replace(" ", "") != \
-                g["shape"].replace(" ", ""):
+        if not peers or (key == "gelu" and not same_gelu(peers)):  # only figures of the same size
             return None
         r = peers.get("peers", {}).get(name, {}).get(key)
         return r["ms"] if r and "ms" in r else None
+
+    def python(key):
+        if not fn_py or (key == "gelu" and not same_gelu(fn_py)):
+            return None
+        return fn_py.get(key, {}).get("compiled_ms")
+
     out = []
     w = out.append
     w("")
     w("### Function compile and auto-compile")
     w("")
-    w("From `build-bench/bench_fncompile` (`bench/results/fncompile.json`"
-      + (", quick run" if fn.get("quick") else "") + "); in brackets: time relative to ingot eager "
-      "(below 1 is faster). PyTorch figures come from `bench/peers.py` (`gelu`, `mlp_train`).")
+    w("From `build-bench/bench_fncompile` (`bench/results/fncompile.json`" + (", quick run" if fn.get("quick") else "")
+      + "), `bench/bench_fncompile.py` (Python's `ml.compile`, `bench/results/fncompile_py.json`) and the PyTorch "
+      "peers of `bench/peers.py` (`gelu`, `mlp_train`), per call or training iteration; in brackets the time "
+      "relative to ingot eager (lazy arrays run op by op on the reference interpreter; below 1 is faster). The MLP "
+      f"step is 784 -> 256 -> 10, batch {m['batch']}, softmax cross-entropy, SGD, its backward written with array ops.")
     w("")
-    w("| workload | ingot eager | ingot compiled | PyTorch eager | torch.compile |")
-    w("|---|---|---|---|---|")
-    w(f"| gelu as array ops {g['shape']} f32 | {fmt_ms(g['eager_ms'])} | {cell(g['compiled_ms'], g['eager_ms'])}"
-      f" (first call {fmt_ms(g['compiled_first_call_ms'])}) | {cell(peer('torch eager', 'gelu'), g['eager_ms'])}"
-      f" | {cell(peer('torch.compile', 'gelu'), g['eager_ms'])} |")
-    w(f"| MLP SGD step, batch {m['batch']}, `compile(fn)` | {fmt_ms(m['eager_ms'])} | "
-      f"{cell(m['compiled_fn_ms'], m['eager_ms'])} (first call {fmt_ms(m['compiled_fn_first_call_ms'])}) | "
-      f"{cell(peer('torch eager', 'mlp_train'), m['eager_ms'])} | {cell(peer('torch.compile', 'mlp_train'), m['eager_ms'])} |")
+    w("| workload | ingot eager | `compile(fn)` | auto-compile, before the switch | auto-compile, after the switch "
+      "| Python `ml.compile` | PyTorch eager | torch.compile |")
+    w("|---|---|---|---|---|---|---|---|")
+    base = g["eager_ms"]
+    w(f"| gelu as array ops {g['shape']} f32 | {fmt_ms(base)} | {cell(g['compiled_ms'], base)} | — | — "
+      f"| {cell(python('gelu'), base)} | {cell(peer('torch eager', 'gelu'), base)} "
+      f"| {cell(peer('torch.compile', 'gelu'), base)} |")
+    base = m["eager_ms"]
+    w(f"| MLP SGD step, batch {m['batch']} | {fmt_ms(base)} | {cell(m['compiled_fn_ms'], base)} "
+      f"| {cell(m['auto_before_ms'], base)} | {cell(m['auto_after_ms'], base)} | {cell(python('mlp_train'), base)} "
+      f"| {cell(peer('torch eager', 'mlp_train'), base)} | {cell(peer('torch.compile', 'mlp_train'), base)} |")
     w("")
-    w(f"Eager MLP training loop with `INGOT_AUTO_COMPILE=1` (threshold {m['auto_threshold']}), per iteration:")
-    w("")
-    w("| phase | ms / iteration |")
-    w("|---|---|")
-    w(f"| before the switch (eager, counting; the build runs in the background) | {fmt_ms(m['auto_before_ms'])} |")
-    w(f"| after the switch (compiled; from iteration {m['auto_switched_at_iteration']}) | "
-      f"{cell(m['auto_after_ms'], m['auto_before_ms'])} |")
+    wait = m.get("auto_wait_ms")
+    w(f"- First call of `compile(fn)` (trace, passes, C++ build, cold cache): gelu {fmt_ms(g['compiled_first_call_ms'])}, "
+      f"MLP step {fmt_ms(m['compiled_fn_first_call_ms'])}; max |compiled − eager| on gelu {g['max_abs_diff']:.1e}.")
+    w(f"- Auto-compile (`INGOT_AUTO_COMPILE=1`, threshold {m['auto_threshold']}): the build started at iteration "
+      f"{m['auto_threshold']} and iteration {m['auto_switched_at_iteration']} was the first to run compiled"
+      + (f" ({fmt_ms(wait)} of eager iterations later, which shared the cores with the compiler: hence the "
+         "'before' column)" if wait is not None else "") + ".")
     return "\n".join(out) + "\n"
 
 
@@ -246,6 +256,7 @@ def main():
     ap.add_argument("--cpu", default="bench/results/cpu.json")
     ap.add_argument("--peers", default="bench/results/peers.json")
     ap.add_argument("--fncompile", default="bench/results/fncompile.json")
+    ap.add_argument("--fncompile-py", default="bench/results/fncompile_py.json")
     ap.add_argument("--readme", default="")
     a = ap.parse_args()
     cpu = load(a.cpu)
@@ -256,7 +267,7 @@ def main():
     body = build(cpu, peers, a.cpu)
     fn = load(a.fncompile)
     if fn is not None:
-        body += build_fncompile(fn, peers)
+        body += build_fncompile(fn, peers, load(a.fncompile_py))
     if a.readme:
         replace_section(a.readme, body)
         print(f"updated the Benchmarks section of {a.readme}")

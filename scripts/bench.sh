@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The CPU backend and function-compile benchmarks, one command:
 #   1. configures and builds build-bench (Release, warnings as errors) and runs bench_cpu
-#      -> bench/results/cpu.json, bench_fncompile -> bench/results/fncompile.json and bench_train
-#      (training steps) -> bench/results/train.json
+#      -> bench/results/cpu.json, bench_fncompile -> bench/results/fncompile.json (and, where
+#      build/python-venv exists, bench/bench_fncompile.py -> bench/results/fncompile_py.json) and
+#      bench_train (training steps) -> bench/results/train.json
 #   2. installs the Python peers from PyPI into a virtual environment when it can (each install
 #      capped in time; a failure only means that peer prints "not installed") and runs
 #      bench/peers.py in its own process -> bench/results/peers.json
@@ -36,6 +37,15 @@ build-bench/bench_cpu "${quick[@]}" bench/results/cpu.json || exit 1
 
 echo "== bench_fncompile"
 build-bench/bench_fncompile "${quick[@]}" bench/results/fncompile.json || exit 1
+
+echo "== bench_fncompile.py (Python's ml.compile, in build/python-venv)"
+if [ -x build/python-venv/bin/python ] &&
+  build/python-venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation . >/dev/null 2>&1; then
+  build/python-venv/bin/python bench/bench_fncompile.py "${quick[@]}" --out bench/results/fncompile_py.json ||
+    echo "bench_fncompile.py failed"
+else
+  echo "   skipped: build/python-venv is missing (./scripts/python-test.sh makes it) or pip install . failed"
+fi
 
 echo "== bench_train"
 build-bench/bench_train "${quick[@]}" bench/results/train.json || exit 1

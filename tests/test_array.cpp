@@ -54,6 +54,9 @@ TEST(Array, LiteralsTakeTheOperandsDtype) {
   EXPECT_EQ((i + 0.5).dtype(), DType::Float32);  // a fractional literal does not truncate
   EXPECT_EQ((i + 1).to_vector<int32_t>(), (std::vector<int32_t>{2, 3}));
   EXPECT_EQ(where(i > 1, d, 0.0f).dtype(), DType::Float64);
+  // A double literal meeting float64 keeps every digit (not 0.1 rounded to float32 first).
+  Array one(Tensor::full(DType::Float64, {1}, 1.0));
+  EXPECT_EQ((one * 0.1).to_vector<double>(), (std::vector<double>{0.1}));
 }
 
 TEST(Array, ShapeAndDtypeErrorsAtRecordTime) {

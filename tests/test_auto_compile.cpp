@@ -15,6 +15,7 @@ namespace ingot {
 namespace {
 
 using testing::Contains;
+using testing::error_of;
 using testing::random_tensor;
 
 class AutoCompile : public ::testing::Test {
@@ -208,6 +209,24 @@ TEST_F(AutoCompile, ReadingDataInsideARegionEvaluatesAtOnce) {
   CompileRegion region("reads");
   Array x = ones({3}) * 2.0f;
   EXPECT_FLOAT_EQ(sum(x).item<float>(), 6.0f);
+}
+
+TEST_F(AutoCompile, RegionEndRunsOrDropsTheDeferredWorkAndChecksNesting) {
+  Array a = ones({3}) * 2.0f, b = ones({3}) * 3.0f;
+  CompileRegion kept("kept");
+  eval(a);
+  kept.end();
+  EXPECT_TRUE(a.is_evaluated());
+  EXPECT_TRUE(Contains(error_of([&] { kept.end(); }), "CompileRegion 'kept' has ended already"));
+  CompileRegion dropped("dropped");
+  eval(b);
+  dropped.end(/*run_deferred=*/false);
+  EXPECT_FALSE(b.is_evaluated());
+  CompileRegion outer("outer");
+  CompileRegion inner("inner");
+  EXPECT_TRUE(Contains(error_of([&] { outer.end(); }), "cannot end before the region 'inner' opened inside it"));
+  inner.end();
+  outer.end();
 }
 
 }  // namespace

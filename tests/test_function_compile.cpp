@@ -90,6 +90,33 @@ TEST_F(FunctionCompile, SameFunctionSharesItsCacheAFreshCapturingLambdaDoesNot) 
   EXPECT_EQ(compile_count(), c0 + 5);
 }
 
+// A new signature retraces and reruns the passes; the system compiler runs only for an optimized
+// graph the backend has not built before (its cache is keyed by the graph, not by the function).
+TEST_F(FunctionCompile, ARecompileRunsOnlyTheStagesThatMustRerun) {
+  testing::TempDir cache;
+  CpuBackend::CpuOptions o;
+  o.cache_dir = cache.path;
+  use_backend(std::make_shared<CpuBackend>(o));
+  auto scaled_tanh = [](float k) { return compile([k](const Array& v) { return tanh(v) * k; }); };
+  const int traces = compile_count(), builds = CpuBackend::compile_count();
+  Array x(random_tensor({2, 3}, 1));
+  scaled_tanh(2.0f)(x);
+  EXPECT_EQ(compile_count(), traces + 1);
+  EXPECT_EQ(CpuBackend::compile_count(), builds + 1);
+  Array again = scaled_tanh(2.0f)(x);  // a fresh cache (the lambda pitfall): traced again, not rebuilt
+  EXPECT_EQ(compile_count(), traces + 2);
+  EXPECT_EQ(CpuBackend::compile_count(), builds + 1);
+  EXPECT_TRUE(allclose(again.tensor(), (tanh(x) * 2.0f).tensor(), 1e-6, 1e-6));
+  auto f = scaled_tanh(3.0f);
+  f(x);
+  f(zeros({4, 3}));  // a new shape: every stage
+  EXPECT_EQ(compile_count(), traces + 4);
+  EXPECT_EQ(CpuBackend::compile_count(), builds + 3);
+  f(x);  // both signatures stay cached: nothing runs but the executable
+  EXPECT_EQ(compile_count(), traces + 4);
+  EXPECT_EQ(CpuBackend::compile_count(), builds + 3);
+}
+
 TEST_F(FunctionCompile, ShapelessCompilesOnceForAnyShapeOfTheSameRank) {
   use_backend(std::make_shared<CpuBackend>());
   auto f = compile([](const Array& x) { return sum(relu(x) * 2.0f, {1}); }, {.shapeless = true});
@@ -213,6 +240,23 @@ TEST_F(FunctionCompile, DisableCompileRunsUncompiled) {
   set_compile_config(c);
   f(ones({7}));
   EXPECT_EQ(compile_count(), c0 + 1);
+}
+
+TEST_F(FunctionCompile, DebugLogNamesEachNewSignature) {
+  std::vector<std::string> lines;
+  CompileConfig c;
+  c.backend = std::make_shared<ReferenceBackend>();
+  c.debug = true;
+  c.log_sink = [&](const std::string& line) { lines.push_back(line); };
+  set_compile_config(c);
+  auto f = compile([](const Array& x) { return x + 1.0f; });
+  f(zeros({2, 3}));
+  f(zeros({2, 3}));  // a cache hit logs nothing
+  f(zeros({4}, DType::Float64));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_TRUE(Contains(lines[0], "[COMPILE] compiled function for float32[2, 3] (1 arguments, 0 captured; signature 1 "
+                                 "of this function) in "));
+  EXPECT_TRUE(Contains(lines[1], "for float64[4] (1 arguments, 0 captured; signature 2 of this function)"));
 }
 
 TEST(CompileConfig, ReadsTheEnvironmentAndRejectsBadValues) {

@@ -113,6 +113,21 @@ TEST_F(TransformsWithCompile, CompileOfGradEqualsGrad) {
   EXPECT_EQ(compile_count(), c0 + 1);
 }
 
+// Inside compile's trace the arguments not differentiated are placeholders of the outer trace:
+// the gradient's graph takes them as inputs too.
+TEST_F(TransformsWithCompile, CompileOfValueAndGradWithRespectToSomeArguments) {
+  ArrayFunction loss = [](const std::vector<Array>& a) { return std::vector<Array>{sum(tanh(matmul(a[0], a[1])) * a[2])}; };
+  auto step = compile([&](const Array& x, const Array& w, const Array& t) {
+    auto [values, grads] = value_and_grad(loss, {1})({x, w, t});
+    return std::vector<Array>{values[0], grads[0]};
+  });
+  Array x(random_tensor({3, 4}, 30)), w(random_tensor({4, 2}, 31)), t(random_tensor({3, 2}, 32));
+  std::vector<Array> got = step(x, w, t);
+  auto [values, grads] = value_and_grad(loss, {1})({x, w, t});
+  EXPECT_TRUE(allclose(got[0].tensor(), values[0].tensor(), 1e-5, 1e-6));
+  EXPECT_TRUE(allclose(got[1].tensor(), grads[0].tensor(), 1e-5, 1e-6));
+}
+
 TEST(Transforms, ErrorsNameTheProblem) {
   EXPECT_TRUE(Contains(error_of([] { grad(UnaryArrayFunction([](const Array& x) { return x * 2.0f; }))(ones({3})); }),
                        "first output must hold one element"));

@@ -84,10 +84,17 @@ struct CompileFnOptions {
 
 namespace detail {
 struct CompiledState;
+struct RegionState;
 using Traceable = std::function<std::vector<Array>(const std::vector<Array>&)>;
 // The shared cache for a function identity (`key` empty: a cache of its own).
 std::shared_ptr<CompiledState> compiled_state(const std::string& key, const CompileFnOptions& options);
-std::vector<Array> call_compiled(CompiledState& state, const std::vector<Array>& args, const Traceable& fn);
+// `key_suffix` extends the signature with what a binding's own calling convention adds (e.g.
+// the layout of Python state trees), so a change there traces again.
+std::vector<Array> call_compiled(CompiledState& state, const std::vector<Array>& args, const Traceable& fn,
+                                 const std::string& key_suffix = "");
+// The cache key call_compiled files `args` under (bindings keep per-signature data beside it).
+std::string call_signature(const CompiledState& state, const std::vector<Array>& args,
+                           const std::string& key_suffix = "");
 
 template <class R>
 std::vector<Array> to_arrays(R&& r) {
@@ -196,12 +203,21 @@ void reset_auto_compile();
 class CompileRegion {
  public:
   explicit CompileRegion(std::string name);
-  ~CompileRegion() noexcept(false);  // evaluates the deferred arrays
+  // Ends the region if end() has not: evaluates the deferred arrays, or drops them when an
+  // exception is unwinding the scope.
+  ~CompileRegion() noexcept(false);
   CompileRegion(const CompileRegion&) = delete;
   CompileRegion& operator=(const CompileRegion&) = delete;
 
+  // Ends the region before its scope does (bindings whose scopes are not C++ scopes, such as
+  // Python's `with`): runs the deferred evaluations as one unit, or drops them when
+  // `run_deferred` is false (the body failed). Regions end innermost first; ending one twice,
+  // or before a region opened inside it, throws ingot::Error.
+  void end(bool run_deferred = true);
+
  private:
   std::string name_;
+  detail::RegionState* state_ = nullptr;
 };
 
 }  // namespace ingot

@@ -10,6 +10,12 @@
     params = pm.randomize_params()
     outputs = pm.evaluate(params, {"input": x})          # NumPy arrays in and out, no copies
 
+Lazy arrays and function compile (MLX-style)::
+
+    x = ml.array(np.random.rand(4, 8).astype(np.float32))
+    gelu = ml.compile(lambda x: x * (1 + ml.erf(x / 2 ** 0.5)) / 2)   # traced, fused, built natively
+    y = np.asarray(gelu(x))
+
 Backends: ``CpuBackend`` (native fused code), ``ReferenceBackend`` (the oracle), and the framework
 emitters ``NumpyBackend``, ``TorchBackend``, ``JaxBackend`` (generated Python source).
 """
@@ -49,17 +55,104 @@ from ._ingot import (  # noqa: F401 - re-exported API
     Add,
     apply,
     compile_option_names,
+    op_names,
 )
+# Lazy arrays and their ops: lowercase names (ml.relu, ml.softmax) are functions on ml.arrays;
+# CamelCase names (ml.Relu, ml.Softmax) are blocks for logical models.
+from ._ingot import (  # noqa: F401 - re-exported API
+    abs,
+    add,
+    arange,
+    argmax,
+    array,
+    asarray,
+    astype,
+    auto_compile_stats,
+    broadcast_to,
+    ceil,
+    compile_config,
+    compile_count,
+    compile_region,
+    concatenate,
+    conv2d,
+    cos,
+    disable_compile,
+    divide,
+    dropout,
+    enable_compile,
+    equal,
+    erf,
+    exp,
+    floor,
+    full,
+    gelu,
+    greater,
+    greater_equal,
+    layer_norm,
+    less,
+    less_equal,
+    log,
+    log_softmax,
+    matmul,
+    max,
+    max_pool2d,
+    maximum,
+    mean,
+    min,
+    minimum,
+    moments,
+    multiply,
+    negative,
+    not_equal,
+    one_hot,
+    ones,
+    op,
+    power,
+    relu,
+    reset_auto_compile,
+    reset_compile_config,
+    reshape,
+    rsqrt,
+    set_compile_config,
+    sigmoid,
+    sign,
+    sin,
+    softmax,
+    sqrt,
+    square,
+    subtract,
+    sum,
+    take,
+    take_along_axis,
+    tanh,
+    transpose,
+    wait_for_background_compiles,
+    where,
+    zeros,
+)
+from . import random
 from ._backends import JaxBackend, NumpyBackend, TorchBackend
 from ._compile import PhysicalModel, compile
+from ._function_compile import CompiledFunction, eval, grad, value_and_grad, vjp
 from ._profile import Profile, profile
 
 __version__ = "0.1.0"
+
+_ARRAY_API = [
+    "abs", "add", "arange", "argmax", "array", "asarray", "astype", "auto_compile_stats", "broadcast_to", "ceil",
+    "CompiledFunction", "compile_config", "compile_count", "compile_region", "concatenate", "conv2d", "cos",
+    "disable_compile", "divide", "dropout", "enable_compile", "equal", "erf", "eval", "exp", "floor", "full", "gelu",
+    "grad", "greater", "greater_equal", "layer_norm", "less", "less_equal", "log", "log_softmax", "matmul", "max",
+    "max_pool2d", "maximum", "mean", "min", "minimum", "moments", "multiply", "negative", "not_equal", "one_hot",
+    "ones", "op", "power", "random", "relu", "reset_auto_compile", "reset_compile_config", "reshape", "rsqrt",
+    "set_compile_config", "sigmoid", "sign", "sin", "softmax", "sqrt", "square", "subtract", "sum", "take",
+    "take_along_axis", "tanh", "transpose", "value_and_grad", "vjp", "wait_for_background_compiles", "where", "zeros",
+]
 
 __all__ = [
     "Add", "AvgPool2d", "BatchNorm2d", "BlockCall", "Connection", "Conv2d", "CpuBackend", "CrossEntropyLoss",
     "Dropout", "Embedding", "ExampleCNN", "ExampleMLP", "Flatten", "Gelu", "GlobalAvgPool2d", "IOKey", "Identity",
     "IngotError", "JaxBackend", "LayerNorm", "Linear", "LogSoftmax", "MLP", "MSELoss", "MaxPool2d", "Model",
     "Multiply", "NumpyBackend", "PhysicalModel", "Profile", "ReferenceBackend", "Relu", "Sigmoid", "Softmax", "Tanh",
-    "TorchBackend", "apply", "compile", "compile_option_names", "profile",
-]
+    "TorchBackend", "apply", "compile", "compile_option_names", "op_names", "profile",
+] + _ARRAY_API

@@ -9,6 +9,7 @@ import numpy as np
 
 from . import _ingot
 from ._backends import _FrameworkBackend
+from ._function_compile import _FN_OPTIONS, compile_function
 from ._ingot import IngotError
 
 ArrayMap = Dict[str, np.ndarray]
@@ -145,17 +146,48 @@ class PhysicalModel:
         return f"<ingot.PhysicalModel backend={self._backend.name} outputs={self.output_names()}>"
 
 
-def compile(model: "_ingot.Model", backend: Any, **options: Any) -> PhysicalModel:  # noqa: A001
-    """Compiles a logical model for a backend.
+def compile(target: Any = None, backend: Any = None, **options: Any) -> Any:  # noqa: A001
+    """Compiles a logical model for a backend, or a Python function over ml.arrays.
 
-    Every option of the C++ ``CompileOptions`` is a keyword: shapes ({name: [None, 3, 'N']}:
-    None is unknown, strings are symbols), types, constant_keys, data_keys, trainable_keys,
-    discard_keys, static_shapes, inference, jit, file_path, dump_graph, dump_format, verbose,
+    **Models**: ``ml.compile(model, backend, **options)`` returns a PhysicalModel. Every option
+    of the C++ ``CompileOptions`` is a keyword: shapes ({name: [None, 3, 'N']}: None is unknown,
+    strings are symbols), types, constant_keys, data_keys, trainable_keys, discard_keys,
+    static_shapes, inference, jit, file_path, dump_graph, dump_format, verbose,
     optimization_level, optimizations ({pass: bool} or 'cse=off,layout'), custom_passes
     ([(name, after, fn)] with fn(graph_dict) -> graph_dict or None), dump_after_each_pass,
     memory_planning, max_memory_gb, mixed_precision. An unknown keyword raises TypeError listing
     the valid ones; a bad value raises IngotError.
+
+    **Functions** (MLX-style): ``ml.compile(fn, shapeless=False, inputs=None, outputs=None)``
+    returns a CompiledFunction. Its first call for each signature traces fn with placeholder
+    ml.arrays, optimizes the trace and builds it (the CPU backend unless
+    ml.set_compile_config(backend=...) says otherwise); later calls reuse it. ``shapeless``
+    compiles once for all shapes of the same ranks. ``inputs`` / ``outputs`` are state trees
+    (lists and dicts of ml.arrays, and ml.random.state) the function reads or rebinds without
+    taking or returning them, so a whole training step compiles as one function. Compiling the
+    same function object again shares its cache. Usable as a decorator, with or without options:
+    ``@ml.compile`` or ``@ml.compile(shapeless=True)``.
     """
+    if target is None:  # @ml.compile(shapeless=True)
+        if backend is not None:
+            raise TypeError("compile() needs a model or a function first")
+        return lambda fn: compile(fn, **options)
+    if isinstance(target, _ingot.Model):
+        return _compile_model(target, backend, options)
+    if callable(target):
+        if backend is not None:
+            raise TypeError("compile(fn) takes no backend: compiled functions build with the backend of "
+                            "ml.set_compile_config(backend=...) (ml.CpuBackend() by default)")
+        unknown = sorted(set(options) - set(_FN_OPTIONS))
+        if unknown:
+            raise TypeError(f"compile(fn) got an unknown option '{unknown[0]}' (valid options for functions: "
+                            f"{', '.join(_FN_OPTIONS)})")
+        return compile_function(target, **options)
+    raise TypeError(f"compile() takes a logical model (ml.Model) or a function over ml.arrays, got "
+                    f"{type(target).__name__}")
+
+
+def _compile_model(model: "_ingot.Model", backend: Any, options: Dict[str, Any]) -> PhysicalModel:
     valid = _ingot.compile_option_names()
     for key in options:
         if key not in valid:

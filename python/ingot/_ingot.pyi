@@ -2,7 +2,7 @@
 ingot's C++ compiler (use the `ingot` package, which wraps this module)
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import overload
 
 
@@ -453,3 +453,415 @@ class ProfileSession:
 
     def write_chrome_trace(self, path: str) -> None:
         """Writes the Chrome/Perfetto trace JSON to `path`."""
+
+class array:
+    """
+    A lazy array (MLX-style). Ops on arrays record a graph; it runs when data is read
+    (np.asarray(a), a.item(), a.tolist(), print) or on ml.eval(). ml.compile(fn) traces
+    functions of arrays into one optimized, natively built executable.
+
+        x = ml.array(np.ones((2, 3), np.float32))
+        y = ml.softmax(x @ x.T * 0.5, axis=-1)   # Python numbers take x's dtype
+        np.asarray(y)                            # evaluates; a read-only view, no copy
+    """
+
+    def __init__(self, x: object, dtype: object | None = None) -> None:
+        """
+        Copies `x` (NumPy array, anything with __dlpack__ or the buffer protocol, a list or a number) into
+        an array, cast to `dtype` when given. An ml.array is shared, not copied. Without a dtype, Python
+        floats become float32, ints int64, bools bool; arrays keep their dtype.
+        """
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape, a tuple of ints."""
+
+    @property
+    def dtype(self) -> str:
+        """The dtype's name: 'float32', 'int64', 'bool', ..."""
+
+    @property
+    def ndim(self) -> int:
+        """The number of axes."""
+
+    @property
+    def size(self) -> int:
+        """The number of elements."""
+
+    @property
+    def T(self) -> array:
+        """The axes reversed (lazy)."""
+
+    def item(self) -> int | float | bool:
+        """The value of a one-element array as a Python number (evaluates)."""
+
+    def tolist(self) -> object:
+        """The values as nested Python lists (evaluates)."""
+
+    def eval(self) -> array:
+        """
+        Computes the array now (and every pending array something still holds); returns it.
+        """
+
+    def astype(self, dtype: object) -> array:
+        """The values converted to `dtype` ('float16', np.int32, ...)."""
+
+    def reshape(self, *args) -> array:
+        """
+        a.reshape(2, -1) or a.reshape((2, -1)): the same data in a new shape; -1 is inferred.
+        """
+
+    def transpose(self, *args) -> array:
+        """a.transpose(1, 0, 2) or a.transpose((1, 0, 2)); no axes reverses them."""
+
+    def sum(self, axis: object | None = None, keepdims: bool = False) -> array:
+        """
+        Reduces over `axis` (an int, a tuple of ints, or None for all axes); see ml.sum.
+        """
+
+    def mean(self, axis: object | None = None, keepdims: bool = False) -> array:
+        """
+        Reduces over `axis` (an int, a tuple of ints, or None for all axes); see ml.sum.
+        """
+
+    def max(self, axis: object | None = None, keepdims: bool = False) -> array:
+        """
+        Reduces over `axis` (an int, a tuple of ints, or None for all axes); see ml.sum.
+        """
+
+    def min(self, axis: object | None = None, keepdims: bool = False) -> array:
+        """
+        Reduces over `axis` (an int, a tuple of ints, or None for all axes); see ml.sum.
+        """
+
+    def argmax(self, axis: object | None = None, keepdims: bool = False) -> array:
+        """
+        Index of the largest element along `axis` (None: of the flattened array), int64.
+        """
+
+    def __array__(self, dtype: object | None = None, copy: object | None = None) -> object: ...
+
+    def __dlpack__(self, **kwargs) -> object: ...
+
+    def __dlpack_device__(self) -> tuple: ...
+
+    __array_ufunc__: None = None
+
+    __hash__: None = None
+
+    def __repr__(self) -> str: ...
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator: ...
+
+    def __bool__(self) -> bool: ...
+
+    def __float__(self) -> float: ...
+
+    def __int__(self) -> int: ...
+
+    def __getitem__(self, arg: object, /) -> array: ...
+
+    def __add__(self, other: object, /) -> array: ...
+
+    def __radd__(self, other: object, /) -> array: ...
+
+    def __sub__(self, other: object, /) -> array: ...
+
+    def __rsub__(self, other: object, /) -> array: ...
+
+    def __mul__(self, other: object, /) -> array: ...
+
+    def __rmul__(self, other: object, /) -> array: ...
+
+    def __truediv__(self, other: object, /) -> array: ...
+
+    def __rtruediv__(self, other: object, /) -> array: ...
+
+    def __pow__(self, other: object, /) -> array: ...
+
+    def __rpow__(self, other: object, /) -> array: ...
+
+    def __matmul__(self, other: object, /) -> array: ...
+
+    def __rmatmul__(self, other: object, /) -> array: ...
+
+    def __lt__(self, other: object, /) -> array: ...
+
+    def __le__(self, other: object, /) -> array: ...
+
+    def __gt__(self, other: object, /) -> array: ...
+
+    def __ge__(self, other: object, /) -> array: ...
+
+    def __eq__(self, other: object, /) -> array: ...
+
+    def __ne__(self, other: object, /) -> array: ...
+
+    def __neg__(self) -> array: ...
+
+    def __pos__(self) -> array: ...
+
+    def __abs__(self) -> array: ...
+
+def asarray(x: object, dtype: object | None = None) -> array:
+    """
+    Like ml.array, but C-contiguous data of the right dtype is viewed, not copied (NumPy's asarray).
+    Arrays are values: do not write into the source while an array computed from it is pending.
+    """
+
+def exp(x: object) -> array:
+    """e ** x, elementwise."""
+
+def log(x: object) -> array:
+    """Natural logarithm, elementwise."""
+
+def sqrt(x: object) -> array:
+    """Square root, elementwise."""
+
+def rsqrt(x: object) -> array:
+    """1 / sqrt(x), elementwise."""
+
+def sin(x: object) -> array:
+    """Sine, elementwise."""
+
+def cos(x: object) -> array:
+    """Cosine, elementwise."""
+
+def tanh(x: object) -> array:
+    """Hyperbolic tangent, elementwise."""
+
+def sigmoid(x: object) -> array:
+    """1 / (1 + exp(-x)), elementwise."""
+
+def erf(x: object) -> array:
+    """The error function, elementwise."""
+
+def abs(x: object) -> array:
+    """Absolute value, elementwise."""
+
+def relu(x: object) -> array:
+    """max(x, 0), elementwise."""
+
+def sign(x: object) -> array:
+    """-1, 0 or 1 by the sign of x, elementwise."""
+
+def floor(x: object) -> array:
+    """Largest integer <= x, elementwise."""
+
+def ceil(x: object) -> array:
+    """Smallest integer >= x, elementwise."""
+
+def square(x: object) -> array:
+    """x * x, elementwise."""
+
+def negative(x: object) -> array:
+    """-x, elementwise."""
+
+def add(x1: object, x2: object) -> array:
+    """x1 + x2 with NumPy broadcasting."""
+
+def subtract(x1: object, x2: object) -> array:
+    """x1 - x2 with NumPy broadcasting."""
+
+def multiply(x1: object, x2: object) -> array:
+    """x1 * x2 with NumPy broadcasting."""
+
+def divide(x1: object, x2: object) -> array:
+    """x1 / x2 with NumPy broadcasting."""
+
+def power(x1: object, x2: object) -> array:
+    """x1 ** x2 with NumPy broadcasting."""
+
+def maximum(x1: object, x2: object) -> array:
+    """The larger of x1 and x2, elementwise."""
+
+def minimum(x1: object, x2: object) -> array:
+    """The smaller of x1 and x2, elementwise."""
+
+def equal(x1: object, x2: object) -> array:
+    """x1 == x2, elementwise (bool)."""
+
+def not_equal(x1: object, x2: object) -> array:
+    """x1 != x2, elementwise (bool)."""
+
+def less(x1: object, x2: object) -> array:
+    """x1 < x2, elementwise (bool)."""
+
+def less_equal(x1: object, x2: object) -> array:
+    """x1 <= x2, elementwise (bool)."""
+
+def greater(x1: object, x2: object) -> array:
+    """x1 > x2, elementwise (bool)."""
+
+def greater_equal(x1: object, x2: object) -> array:
+    """x1 >= x2, elementwise (bool)."""
+
+def sum(x: object, axis: object | None = None, keepdims: bool = False) -> array:
+    """Sum over `axis` (an int, a tuple of ints, or None for all axes)."""
+
+def mean(x: object, axis: object | None = None, keepdims: bool = False) -> array:
+    """Mean over `axis` (an int, a tuple of ints, or None for all axes)."""
+
+def max(x: object, axis: object | None = None, keepdims: bool = False) -> array:
+    """Maximum over `axis` (an int, a tuple of ints, or None for all axes)."""
+
+def min(x: object, axis: object | None = None, keepdims: bool = False) -> array:
+    """Minimum over `axis` (an int, a tuple of ints, or None for all axes)."""
+
+def where(condition: object, x: object, y: object) -> array:
+    """x where `condition` is true, else y (broadcast)."""
+
+def matmul(a: object, b: object) -> array:
+    """Matrix product (batched over leading axes), as `a @ b`."""
+
+def gelu(x: object, tanh_approximation: bool = False) -> array:
+    """GELU: x * Phi(x) (erf form, or the tanh approximation)."""
+
+def astype(x: object, dtype: object) -> array:
+    """The values converted to `dtype`."""
+
+def argmax(x: object, axis: object | None = None, keepdims: bool = False) -> array:
+    """
+    Index of the largest element along `axis` (None: of the flattened array), int64.
+    """
+
+def moments(x: object, axis: object | None = None, keepdims: bool = False) -> tuple:
+    """(mean, variance) over `axis` in one pass."""
+
+def softmax(x: object, axis: int = -1) -> array:
+    """exp(x) / sum(exp(x)) along `axis` (numerically stable)."""
+
+def log_softmax(x: object, axis: int = -1) -> array:
+    """log(softmax(x)) along `axis` (numerically stable)."""
+
+def layer_norm(x: object, weight: object, bias: object, axis: int = -1, eps: float = 1e-05) -> array:
+    """(x - mean) / sqrt(var + eps) * weight + bias along `axis`."""
+
+def conv2d(x: object, weight: object, stride: object = (1, 1), padding: object = (0, 0)) -> array:
+    """2-D convolution, NCHW input and OIHW weight (no bias)."""
+
+def max_pool2d(x: object, kernel_size: object) -> array:
+    """Max pooling over (kh, kw) windows of an NCHW array."""
+
+def reshape(x: object, shape: object) -> array:
+    """The same data in a new shape; one -1 is inferred."""
+
+def transpose(x: object, axes: object | None = None) -> array:
+    """Permutes the axes (None reverses them)."""
+
+def broadcast_to(x: object, shape: object) -> array:
+    """x broadcast to `shape` (NumPy rules)."""
+
+def concatenate(arrays: object, axis: int = 0) -> array:
+    """Joins arrays along an existing axis."""
+
+def take(x: object, indices: object, axis: int = 0) -> array:
+    """Elements at integer `indices` along `axis`."""
+
+def take_along_axis(x: object, indices: object, axis: int) -> array:
+    """NumPy's take_along_axis."""
+
+def one_hot(labels: object, num_classes: int, dtype: object = 'float32') -> array:
+    """Integer labels [...] as one-hot rows [..., num_classes]."""
+
+def zeros(shape: object, dtype: object = 'float32') -> array:
+    """An array of zeros."""
+
+def ones(shape: object, dtype: object = 'float32') -> array:
+    """An array of ones."""
+
+def full(shape: object, fill_value: float, dtype: object = 'float32') -> array:
+    """An array filled with `fill_value`."""
+
+def arange(n: int, dtype: object = 'float32') -> array:
+    """0, 1, ..., n - 1 (float32 unless `dtype` says otherwise, as in C++)."""
+
+def op(name: str, *inputs, **attrs) -> object:
+    """
+    Any op of the catalogue (ml.op_names()) by name: ml.op('gelu', x, approximate='tanh').
+    Returns an array, or a tuple for ops with several outputs.
+    """
+
+def dropout(x: object, p: float, key: object | None = None) -> array:
+    """
+    Inverted dropout: zeroes each element with probability p and scales the rest by 1 / (1 - p).
+    """
+
+class RandomState:
+    """
+    The global random state (an int64 scalar array each draw without a key reads and
+    advances). List ml.random.state in compile's inputs and outputs so a compiled
+    function draws fresh numbers on every call.
+    """
+
+    def __init__(self) -> None: ...
+
+    @property
+    def value(self) -> array:
+        """The state array (this thread's)."""
+
+    @value.setter
+    def value(self, arg: array, /) -> None: ...
+
+def compile_count() -> int:
+    """
+    How many functions ml.compile has traced and built (cache hits do not count).
+    """
+
+def disable_compile() -> None:
+    """
+    Compiled functions run uncompiled (and auto-compile stops) until enable_compile().
+    """
+
+def enable_compile() -> None:
+    """Undoes disable_compile()."""
+
+def compile_config() -> dict:
+    """
+    The function-compile and auto-compile settings (first read from the INGOT_* environment variables).
+    """
+
+def set_compile_config(**changes) -> None:
+    """
+    Changes the given settings and keeps the others: disable_compile, auto_compile, auto_compile_threshold,
+    compile_all, debug, instruction_log, backend, inject_build_failure (see README). backend:
+    ml.CpuBackend(...) (the default), ml.ReferenceBackend(), 'cpu' or 'reference'.
+    """
+
+def reset_compile_config() -> None:
+    """
+    Back to the settings of the INGOT_* environment variables (and enable_compile()).
+    """
+
+def auto_compile_stats() -> dict:
+    """
+    The hot path's counters: evaluations, eager_runs, compiled_runs, compiles_started/finished, compile_failures, distinct_graphs.
+    """
+
+def wait_for_background_compiles() -> None:
+    """
+    Blocks until every queued auto-compile build has finished (for tests; eval never needs it).
+    """
+
+def reset_auto_compile() -> None:
+    """Forgets every hot-path count and compiled graph, and zeroes the stats."""
+
+class compile_region:
+    """
+    with ml.compile_region('training_loop'): ... evaluates everything inside as one unit:
+    ml.eval calls are deferred to the end of the block and run as one graph, which the hot
+    path counts and compiles (even without INGOT_AUTO_COMPILE). Reading data inside still
+    evaluates at once. An exception leaving the block drops the deferred work.
+    """
+
+    def __init__(self, name: str) -> None: ...
+
+    def __enter__(self) -> object:
+        """Opens the region."""
+
+    def __exit__(self, exc_type: object | None, exc: object | None, traceback: object | None) -> bool:
+        """
+        Closes the region: runs the deferred evaluations, or drops them when the block raised.
+        """

@@ -8,5 +8,8 @@ namespace ingot::python {
 void bind_model(nanobind::module_& m);    // bind_model.cpp: Model, Connection, IOKey, the zoo
 void bind_compile(nanobind::module_& m);  // bind_compile.cpp: backends, compile, PhysicalModel
 void bind_profile(nanobind::module_& m);  // bind_profile.cpp: profile sessions
+void bind_array(nanobind::module_& m);    // bind_array.cpp: ml.array (lazy arrays)
+void bind_array_ops(nanobind::module_& m);  // bind_array_ops.cpp: ml.exp, ml.sum, ..., random
+void bind_function_compile(nanobind::module_& m);  // bind_function_compile.cpp: compile(fn), grad, auto-compile
 
 }  // namespace ingot::python

@@ -72,7 +72,10 @@ Tensor wrap(const Array& a, DType dtype) {
   for (size_t i = 0; i < a.ndim(); ++i) shape.push_back(static_cast<int64_t>(a.shape(i)));
   // The Tensor owns a copy of the ndarray handle, which holds the Python object (or the DLPack
   // capsule's producer). It may be released on a thread without the GIL, so take it.
+  // After the interpreter has finalized (a static or thread_local array released at exit) the
+  // handle is leaked: there is no Python left to release it to.
   std::shared_ptr<void> owner(new Array(a), [](void* p) {
+    if (!Py_IsInitialized()) return;
     nb::gil_scoped_acquire gil;
     delete static_cast<Array*>(p);
   });

@@ -11,4 +11,7 @@ NB_MODULE(_ingot, m) {
   ingot::python::bind_model(m);
   ingot::python::bind_compile(m);
   ingot::python::bind_profile(m);
+  ingot::python::bind_array(m);
+  ingot::python::bind_array_ops(m);
+  ingot::python::bind_function_compile(m);
 }

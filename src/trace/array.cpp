@@ -26,9 +26,10 @@ std::shared_ptr<ArrayImpl> data_impl(Tensor t) {
   return impl;
 }
 
-std::shared_ptr<ArrayImpl> literal_impl(Tensor t) {
+std::shared_ptr<ArrayImpl> literal_impl(Tensor t, double value) {
   auto impl = data_impl(std::move(t));
   impl->literal = true;
+  impl->literal_value = value;
   return impl;
 }
 
@@ -47,10 +48,10 @@ std::vector<std::shared_ptr<ArrayImpl>> resolve_literals(const std::vector<Array
   for (const Array& a : inputs) {
     std::shared_ptr<ArrayImpl> impl = a.impl();
     if (impl->literal && strong && impl->dtype != strong->dtype) {
-      const double x = impl->data.item(0);
+      const double x = impl->literal_value;
       const bool integral_value = x == std::floor(x) && std::isfinite(x);
       if (is_floating(strong->dtype) || (is_integral(strong->dtype) && integral_value))
-        impl = literal_impl(impl->data.astype(strong->dtype));
+        impl = literal_impl(Tensor::full(strong->dtype, {}, x), x);
     }
     out.push_back(std::move(impl));
   }
@@ -60,9 +61,9 @@ std::vector<std::shared_ptr<ArrayImpl>> resolve_literals(const std::vector<Array
 }  // namespace
 
 Array::Array(Tensor value) : impl_(data_impl(std::move(value))) {}
-Array::Array(float value) : impl_(literal_impl(Tensor::scalar<float>(value))) {}
-Array::Array(double value) : impl_(literal_impl(Tensor::scalar<float>(static_cast<float>(value)))) {}
-Array::Array(int value) : impl_(literal_impl(Tensor::scalar<int32_t>(value))) {}
+Array::Array(float value) : impl_(literal_impl(Tensor::scalar<float>(value), value)) {}
+Array::Array(double value) : impl_(literal_impl(Tensor::scalar<float>(static_cast<float>(value)), value)) {}
+Array::Array(int value) : impl_(literal_impl(Tensor::scalar<int32_t>(value), value)) {}
 
 DType Array::dtype() const { return checked(*this, "Array::dtype").dtype; }
 const Shape& Array::shape() const { return checked(*this, "Array::shape").shape; }

@@ -31,6 +31,7 @@ struct ArrayImpl {
   int index = 0;                     // which output of `record`
   bool placeholder = false;
   bool literal = false;  // a scalar literal whose dtype was resolved against its operand
+  double literal_value = 0;  // its exact value (a float32 literal meeting float64 keeps every digit)
 };
 
 // How a graph treats leaves that hold data.

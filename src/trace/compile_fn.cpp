@@ -145,10 +145,19 @@ std::shared_ptr<const BuiltGraph> trace_and_build(CompiledState& state, const st
     INGOT_FAIL("compile", o.shapeless ? "(shapeless=true)" : "", ": building the traced function failed: ", what);
   }
   ++compiles;
-  if (cfg->debug)
-    compile_log(*cfg, "[COMPILE] compiled function (" + std::to_string(args.size()) + " arguments, " +
-                          std::to_string(o.inputs.size()) + " captured) in " + std::to_string(built.build_ms) + " ms");
   return std::make_shared<const BuiltGraph>(std::move(built));
+}
+
+// "float32[2, 3], int64[]" (shapeless: "float32 rank 2, ...").
+std::string describe(const std::vector<Array>& args, const std::vector<Array*>& captured, bool shapeless) {
+  std::string s;
+  auto add = [&](const Array& a) {
+    s += (s.empty() ? "" : ", ") + std::string(dtype_name(a.dtype())) +
+         (shapeless ? " rank " + std::to_string(a.ndim()) : to_string(a.shape()));
+  };
+  for (const Array& a : args) add(a);
+  for (const Array* a : captured) add(*a);
+  return s.empty() ? "no inputs" : s;
 }
 
 }  // namespace
@@ -172,7 +181,8 @@ std::shared_ptr<CompiledState> compiled_state(const std::string& key, const Comp
   return slot;
 }
 
-std::vector<Array> call_compiled(CompiledState& state, const std::vector<Array>& args, const Traceable& fn) {
+std::vector<Array> call_compiled(CompiledState& state, const std::vector<Array>& args, const Traceable& fn,
+                                 const std::string& key_suffix) {
   if (!compile_enabled() || tracing_depth() > 0) return fn(args);  // uncompiled, or inlined
   const CompileFnOptions& o = state.options;
   for (size_t i = 0; i < args.size(); ++i)
@@ -181,7 +191,7 @@ std::vector<Array> call_compiled(CompiledState& state, const std::vector<Array>&
     INGOT_CHECK(o.inputs[i] && o.inputs[i]->defined(), "compiled function: captured input ", i, " is undefined");
   for (size_t i = 0; i < o.outputs.size(); ++i)
     INGOT_CHECK(o.outputs[i] != nullptr, "compiled function: captured output ", i, " is a null pointer");
-  const std::string sig = signature(args, o.inputs, o.shapeless);
+  const std::string sig = signature(args, o.inputs, o.shapeless) + key_suffix;
   std::shared_ptr<const BuiltGraph> built;
   {
     std::lock_guard<std::mutex> lock(state.mu);
@@ -190,8 +200,18 @@ std::vector<Array> call_compiled(CompiledState& state, const std::vector<Array>&
   }
   if (!built) {
     built = trace_and_build(state, args, fn);
-    std::lock_guard<std::mutex> lock(state.mu);
-    state.cache[sig] = built;
+    size_t cached = 0;
+    {
+      std::lock_guard<std::mutex> lock(state.mu);
+      state.cache[sig] = built;
+      cached = state.cache.size();
+    }
+    const std::shared_ptr<const CompileConfig> cfg = current_config();
+    if (cfg->debug)
+      compile_log(*cfg, "[COMPILE] compiled function for " + describe(args, o.inputs, o.shapeless) + " (" +
+                            std::to_string(args.size()) + " arguments, " + std::to_string(o.inputs.size()) +
+                            " captured; signature " + std::to_string(cached) + " of this function) in " +
+                            fixed(built->build_ms, 1) + " ms");
   }
   std::vector<Array> all = args;
   for (Array* p : o.inputs) all.push_back(*p);
@@ -204,6 +224,10 @@ std::vector<Array> call_compiled(CompiledState& state, const std::vector<Array>&
   std::vector<Array> result;
   for (size_t i = 0; i < num_returned; ++i) result.emplace_back(outs[i]);
   return result;
+}
+
+std::string call_signature(const CompiledState& state, const std::vector<Array>& args, const std::string& key_suffix) {
+  return signature(args, state.options.inputs, state.options.shapeless) + key_suffix;
 }
 
 }  // namespace detail

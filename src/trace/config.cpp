@@ -1,4 +1,5 @@
 // CompileConfig: the INGOT_* environment variables, read once, replaceable by the program.
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
@@ -75,6 +76,12 @@ bool detail::compile_enabled() {
 const Backend& detail::build_backend(const CompileConfig& c) {
   static const CpuBackend cpu;
   return c.backend ? *c.backend : cpu;
+}
+
+std::string detail::fixed(double x, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
 }
 
 void detail::compile_log(const CompileConfig& c, const std::string& line) {

@@ -85,14 +85,27 @@ void eval(const std::vector<Array>& arrays) {
 }
 
 CompileRegion::CompileRegion(std::string name) : name_(std::move(name)) {
-  auto* r = new detail::RegionState{name_, {}, detail::region_top};
-  detail::region_top = r;
+  state_ = new detail::RegionState{name_, {}, detail::region_top};
+  detail::region_top = state_;
 }
 
 CompileRegion::~CompileRegion() noexcept(false) {
-  std::unique_ptr<detail::RegionState> r(detail::region_top);
+  if (!state_) return;
+  if (std::uncaught_exceptions() > 0) {  // unwinding: drop the deferred work, never throw
+    if (detail::region_top == state_) end(false);
+    return;
+  }
+  end(true);
+}
+
+void CompileRegion::end(bool run_deferred) {
+  INGOT_CHECK(state_ != nullptr, "CompileRegion '", name_, "' has ended already");
+  INGOT_CHECK(detail::region_top == state_, "CompileRegion '", name_, "' cannot end before the region '",
+              detail::region_top->name, "' opened inside it");
+  std::unique_ptr<detail::RegionState> r(state_);
+  state_ = nullptr;
   detail::region_top = r->outer;
-  if (std::uncaught_exceptions() > 0) return;  // unwinding: drop the deferred work
+  if (!run_deferred) return;
   if (r->outer) {  // a nested region is part of the outer unit
     r->outer->deferred.insert(r->outer->deferred.end(), r->deferred.begin(), r->deferred.end());
     return;

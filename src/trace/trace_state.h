@@ -16,6 +16,7 @@ std::shared_ptr<const CompileConfig> current_config();
 bool compile_enabled();  // neither INGOT_DISABLE_COMPILE nor disable_compile()
 const Backend& build_backend(const CompileConfig& c);
 void compile_log(const CompileConfig& c, const std::string& line);
+std::string fixed(double x, int digits);  // "%.*f", for log lines
 
 // > 0 while compile(fn) or a transform traces a function on this thread.
 int& tracing_depth();

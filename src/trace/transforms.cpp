@@ -1,6 +1,8 @@
 // vjp / grad / value_and_grad: trace, append_backward, replay as lazy array ops.
 #include "ingot/transforms.h"
 
+#include <unordered_map>
+
 #include "compiler/autodiff.h"
 #include "ingot/error.h"
 #include "trace/array_impl.h"
@@ -63,6 +65,15 @@ std::pair<std::vector<Array>, std::vector<Array>> vjp_with(const ArrayFunction& 
   detail::annotate(g);
   std::vector<std::pair<ValueId, ValueId>> seeds;
   std::vector<Array> replay_inputs = primals;
+  // Inputs past the primals are placeholders of an enclosing trace (compile of a function that
+  // takes a gradient w.r.t. some of its arguments): they replay as themselves.
+  if (lg.inputs.size() > primals.size()) {
+    std::unordered_map<const ArrayImpl*, std::shared_ptr<ArrayImpl>> handles;
+    for (const Array& o : outs) handles.emplace(o.impl().get(), o.impl());
+    for (const auto& record : lg.records)
+      for (const auto& in : record->inputs) handles.emplace(in.get(), in);
+    for (size_t k = primals.size(); k < lg.inputs.size(); ++k) replay_inputs.emplace_back(handles.at(lg.inputs[k]));
+  }
   for (size_t i = 0; i < outs.size(); ++i) {
     const ValueId out = g.outputs()[i].second;
     // Integer outputs carry no gradient; an output without a cotangent is not differentiated.
@@ -78,7 +89,8 @@ std::pair<std::vector<Array>, std::vector<Array>> vjp_with(const ArrayFunction& 
   for (size_t i = 0; i < primals.size(); ++i)
     INGOT_CHECK(is_floating(primals[i].dtype()), "vjp: argument ", i, " is ", dtype_name(primals[i].dtype()),
                 "; gradients are taken w.r.t. floating-point arguments only");
-  const std::vector<ValueId> grads = append_backward(g, seeds, lg.input_values);
+  const std::vector<ValueId> wrt(lg.input_values.begin(), lg.input_values.begin() + static_cast<long>(primals.size()));
+  const std::vector<ValueId> grads = append_backward(g, seeds, wrt);
   std::vector<ValueId> wanted;
   for (const auto& [name, v] : g.outputs()) wanted.push_back(v);
   wanted.insert(wanted.end(), grads.begin(), grads.end());

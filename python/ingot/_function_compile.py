@@ -1,0 +1,192 @@
+"""``ml.compile(fn)`` over lazy arrays (MLX-style), the transforms (grad, value_and_grad, vjp) and
+``ml.eval``. The C++ library traces, caches and builds (include/ingot/function_compile.h,
+transforms.h); this module handles Python's side: trees of arrays in and out, captured state in
+lists and dicts, and one cache per function object."""
+from __future__ import annotations
+
+import functools
+import weakref
+from typing import Any, Callable, Dict, List, Sequence, Tuple, Union
+
+from . import _ingot, _tree
+from ._ingot import IngotError
+
+
+class _Cache:
+    """What every ``ml.compile`` of one function (with the same options) shares: the C++
+    executables per signature and the result structure each signature's trace returned."""
+
+    def __init__(self, shapeless: bool, inputs: Any, outputs: Any):
+        self.state = _ingot._CompiledState(shapeless)
+        self.inputs, self.outputs = inputs, outputs
+        self.structures: Dict[str, Any] = {}
+
+
+# function -> {(shapeless, id(inputs), id(outputs)): _Cache}. A _Cache holds its state trees, so
+# their ids stay theirs while the entry lives; an entry lives as long as its function.
+_caches: "weakref.WeakKeyDictionary[Any, Dict[Tuple[bool, int, int], _Cache]]" = weakref.WeakKeyDictionary()
+
+
+def _cache_for(fn: Callable, shapeless: bool, inputs: Any, outputs: Any) -> _Cache:
+    key = (shapeless, id(inputs), id(outputs))
+    try:
+        per_function = _caches.setdefault(fn, {})
+    except TypeError:  # not weakly referenceable: a cache of its own
+        return _Cache(shapeless, inputs, outputs)
+    if key not in per_function:
+        per_function[key] = _Cache(shapeless, inputs, outputs)
+    return per_function[key]
+
+
+def _as_array(x: Any) -> "_ingot.array":
+    return x if isinstance(x, _ingot.array) else _ingot.array(x)
+
+
+class CompiledFunction:
+    """A function compiled by ``ml.compile(fn)``: call it like fn, with ml.arrays (or array data)
+    as positional arguments. The first call for each signature (number of arguments and captured
+    inputs, their shapes and dtypes, the layout of the state trees) traces fn with placeholder
+    arrays and builds the trace; later calls run the cached executable."""
+
+    def __init__(self, fn: Callable, cache: _Cache):
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        self._cache = cache
+        self._name = getattr(fn, "__name__", type(fn).__name__)  # callable objects have no __name__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            raise TypeError(f"compiled function {self._name}() takes positional ml.arrays only, got keyword "
+                            f"arguments {sorted(kwargs)} (bind them with functools.partial before ml.compile)")
+        arrays = [_as_array(a) for a in args]
+        c = self._cache
+        ins = _tree.slots(c.inputs, "inputs", mutable=False)
+        outs = _tree.slots(c.outputs, "outputs", mutable=True)
+        # The state layout is part of the signature: a new, removed or reordered entry traces again.
+        key = "|in:" + ",".join(s.path for s in ins) + "|out:" + ",".join(s.path for s in outs)
+        captured = [s.get() for s in ins]
+        before = [s.get() for s in outs]
+        traced: List[Any] = []
+
+        def trace(xs: List["_ingot.array"]) -> List["_ingot.array"]:
+            restores = []
+            try:
+                for slot, x in zip(ins, xs[len(arrays):]):
+                    restores.append(slot.swap_input(x))
+                flat, structure = _tree.flatten(self._fn(*xs[:len(arrays)]), f"the result of {self._name}()")
+                traced.append(structure)
+                return flat + [s.get() for s in outs]
+            finally:
+                for restore in reversed(restores):
+                    restore()
+
+        signature = _ingot._compiled_signature(c.state, arrays + captured, key)
+        try:
+            results = _ingot._call_compiled(c.state, arrays + captured, trace, key)
+        except BaseException:
+            for slot, value in zip(outs, before):  # leave the state as it was before the call
+                slot.set(value)
+            raise
+        if traced:
+            c.structures[signature] = traced[-1]
+        returned = results[:len(results) - len(outs)]
+        for slot, value in zip(outs, results[len(returned):]):
+            slot.set(value)
+        return _tree.unflatten(c.structures[signature], returned)
+
+    def __repr__(self) -> str:
+        return f"<ingot.CompiledFunction {self._name}>"
+
+
+_FN_OPTIONS = ("shapeless", "inputs", "outputs")
+
+
+def compile_function(fn: Callable, shapeless: bool = False, inputs: Any = None, outputs: Any = None) -> CompiledFunction:
+    """``ml.compile(fn, ...)`` for a Python function (see ingot.compile)."""
+    if not isinstance(shapeless, bool):
+        raise TypeError(f"compile(fn): shapeless must be True or False, got {shapeless!r}")
+    _tree.slots(inputs, "inputs", mutable=False)  # the state trees' errors, now rather than at the first call
+    _tree.slots(outputs, "outputs", mutable=True)
+    return CompiledFunction(fn, _cache_for(fn, shapeless, inputs, outputs))
+
+
+def _argnums(argnums: Union[int, Sequence[int]], count: int) -> List[int]:
+    nums = [argnums] if isinstance(argnums, int) else list(argnums)
+    if not nums or not all(isinstance(n, int) and not isinstance(n, bool) for n in nums):
+        raise TypeError(f"argnums must be an int or a non-empty sequence of ints, got {argnums!r}")
+    out = []
+    for n in nums:
+        if not -count <= n < count:
+            raise IngotError(f"argnums: {n} is out of range for a call with {count} arguments")
+        out.append(n % count)
+    if len(set(out)) != len(out):
+        raise IngotError(f"argnums: {argnums!r} names an argument twice")
+    return out
+
+
+def value_and_grad(fn: Callable, argnums: Union[int, Sequence[int]] = 0) -> Callable:
+    """A function returning (fn(*args), gradients of its loss w.r.t. the arguments in `argnums`).
+
+    fn returns the loss (an array of one element), or a tuple/list whose first item is the loss
+    and whose other items are auxiliary values (returned, not differentiated). Arguments may be
+    arrays or trees of them (lists, tuples, dicts, e.g. a dict of parameters); each gradient has
+    its argument's structure. With an int `argnums` the gradient comes alone, with a sequence as a
+    tuple. Composes with ml.compile both ways: ml.compile(ml.grad(f)) builds one executable, and
+    ml.grad(ml.compile(f)) inlines the compiled function into the trace.
+    """
+    def wrapped(*args: Any) -> Tuple[Any, Any]:
+        nums = _argnums(argnums, len(args))
+        leaves: List[_ingot.array] = []
+        structures, offsets = [], []
+        for i, a in enumerate(args):
+            flat, structure = _tree.flatten(a, f"argument {i}", convert=True)
+            offsets.append(len(leaves))
+            leaves += flat
+            structures.append(structure)
+        offsets.append(len(leaves))
+        wrt = [k for n in nums for k in range(offsets[n], offsets[n + 1])]
+        result_structure: List[Any] = []
+
+        def flat_fn(xs: List["_ingot.array"]) -> List["_ingot.array"]:
+            rebuilt = [_tree.unflatten(s, xs[offsets[i]:offsets[i + 1]]) for i, s in enumerate(structures)]
+            out = fn(*rebuilt)
+            first = out[0] if isinstance(out, (tuple, list)) and out else out
+            if not isinstance(first, _ingot.array):
+                raise TypeError(f"value_and_grad: the function must return the loss array, or a tuple whose first item "
+                                f"is the loss; got {type(first).__name__}")
+            flat, structure = _tree.flatten(out, "the function's result")
+            result_structure.append(structure)
+            return flat
+
+        values, grads = _ingot._value_and_grad(flat_fn, leaves, wrt)
+        per_argument, start = [], 0
+        for n in nums:
+            count = offsets[n + 1] - offsets[n]
+            per_argument.append(_tree.unflatten(structures[n], grads[start:start + count]))
+            start += count
+        value = _tree.unflatten(result_structure[-1], values)
+        return value, (per_argument[0] if isinstance(argnums, int) else tuple(per_argument))
+
+    return wrapped
+
+
+def grad(fn: Callable, argnums: Union[int, Sequence[int]] = 0) -> Callable:
+    """A function returning the gradient of fn's loss w.r.t. the arguments in `argnums` (see
+    value_and_grad, which also returns fn's value)."""
+    vg = value_and_grad(fn, argnums)
+    return lambda *args: vg(*args)[1]
+
+
+def vjp(fn: Callable, primals: Sequence[Any], cotangents: Sequence[Any]) -> Tuple[List["_ingot.array"], List["_ingot.array"]]:
+    """(fn(*primals) as a list, the vector-Jacobian products): the cotangents (one per output of
+    fn, shaped like it) pulled back to one array per primal."""
+    def flat_fn(xs: List["_ingot.array"]) -> List["_ingot.array"]:
+        return _tree.flatten(fn(*xs), "the function's result")[0]
+
+    outputs, vjps = _ingot._vjp(flat_fn, [_as_array(p) for p in primals], [_as_array(c) for c in cotangents])
+    return list(outputs), list(vjps)
+
+
+def eval(*trees: Any) -> None:  # noqa: A001 - MLX's name
+    """Computes the given arrays (and lists, tuples and dicts of them) now, as one graph."""
+    _ingot._eval(_tree.flatten(list(trees), "eval() argument")[0])

@@ -1,0 +1,113 @@
+"""Trees of arrays (nested lists, tuples and dicts), as function compile and the transforms take and
+return them: flattening to a list of arrays and back, and the slots of captured state."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, List, Tuple
+
+from . import _ingot
+
+_LEAF = "leaf"
+
+
+# The walkers below are module functions, not closures: a recursive closure is a reference cycle
+# (the function holds the cell that holds it), which would keep the arrays it reaches alive until
+# the garbage collector runs, and arrays can be large.
+
+def flatten(tree: Any, what: str, convert: bool = False) -> Tuple[List["_ingot.array"], Any]:
+    """The arrays of `tree` in order, and its structure for unflatten. None is an empty subtree.
+    With `convert`, other leaves become ml.arrays (array data, numbers); else they are a TypeError
+    naming their path inside `what`."""
+    leaves: List[_ingot.array] = []
+    return leaves, _flatten(tree, what, "", convert, leaves)
+
+
+def _flatten(x: Any, what: str, path: str, convert: bool, leaves: List["_ingot.array"]) -> Any:
+    if isinstance(x, _ingot.array):
+        leaves.append(x)
+        return _LEAF
+    if x is None:
+        return None
+    if isinstance(x, (list, tuple)):
+        return (type(x), [_flatten(v, what, f"{path}[{i}]", convert, leaves) for i, v in enumerate(x)])
+    if isinstance(x, dict):
+        return (dict, list(x), [_flatten(v, what, f"{path}[{k!r}]", convert, leaves) for k, v in x.items()])
+    if convert:
+        leaves.append(_ingot.array(x))
+        return _LEAF
+    raise TypeError(f"{what}{path} is a {type(x).__name__}: expected ml.arrays, or lists, tuples and dicts of them")
+
+
+def unflatten(structure: Any, leaves: List["_ingot.array"]) -> Any:
+    """The tree `flatten` took apart, with `leaves` in place of its arrays."""
+    return _unflatten(structure, iter(leaves))
+
+
+def _unflatten(s: Any, leaves: Iterator["_ingot.array"]) -> Any:
+    if s == _LEAF:
+        return next(leaves)
+    if s is None:
+        return None
+    if s[0] is dict:
+        return {k: _unflatten(v, leaves) for k, v in zip(s[1], s[2])}
+    return s[0](_unflatten(v, leaves) for v in s[1])
+
+
+class Slot:
+    """Where one captured array lives: an entry of a list or dict, or the global random state."""
+
+    def __init__(self, container: Any, key: Any, path: str):
+        self.container, self.key, self.path = container, key, path
+
+    def get(self) -> "_ingot.array":
+        if isinstance(self.container, _ingot.RandomState):
+            return self.container.value
+        return self.container[self.key]
+
+    def set(self, value: "_ingot.array") -> None:
+        if isinstance(self.container, _ingot.RandomState):
+            self.container.value = value
+        else:
+            self.container[self.key] = value
+
+    def swap_input(self, value: "_ingot.array") -> Callable[[], None]:
+        """Makes this captured input hold `value` until the returned function is called. The
+        ml.array object itself changes (not only the container's entry), so code that reads it
+        directly, not through the container, sees `value` too."""
+        if isinstance(self.container, _ingot.RandomState):
+            state, old = self.container, self.container.value
+            state.value = value
+            return lambda: setattr(state, "value", old)
+        target = self.get()
+        old = _ingot.array(target)  # a second handle to the same value
+        _ingot._rebind(target, value)
+        return lambda: _ingot._rebind(target, old)
+
+
+def slots(tree: Any, what: str, mutable: bool) -> List[Slot]:
+    """Every array slot of a state tree (lists, tuples, dicts, ml.random.state). Trees that are
+    written back into (`mutable`: compile's outputs) cannot hold tuples."""
+    out: List[Slot] = []
+    if tree is not None:
+        _slots(tree, what, "", mutable, out)
+    return out
+
+
+def _slots(x: Any, what: str, path: str, mutable: bool, out: List[Slot]) -> None:
+    if isinstance(x, _ingot.RandomState):
+        out.append(Slot(x, None, path))
+        return
+    if isinstance(x, tuple) and mutable:
+        raise TypeError(f"{what}{path} is a tuple, which cannot be updated in place: use a list")
+    if isinstance(x, (list, tuple)):
+        items: Any = enumerate(x)
+    elif isinstance(x, dict):
+        items = x.items()
+    else:
+        raise TypeError(f"{what}{path} is a {type(x).__name__}: captured state is lists, tuples and dicts of "
+                        "ml.arrays (and ml.random.state)")
+    for k, v in items:
+        p = f"{path}[{k!r}]"
+        if isinstance(v, _ingot.array):
+            out.append(Slot(x, k, p))
+        else:
+            _slots(v, what, p, mutable, out)
