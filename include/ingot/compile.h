@@ -72,6 +72,12 @@ class Executable {
  public:
   virtual ~Executable() = default;
   virtual std::vector<Tensor> run(std::span<const Tensor> inputs) const = 0;
+  // Like run, but output j is written into outputs[j] when that is defined: into its buffer when
+  // it is contiguous with the output's dtype and shape, else the handle is replaced. The buffer
+  // may be an input's (a training step updating its parameters in place): a backend
+  // whose schedule allows it writes there directly, otherwise the result is copied in after
+  // the run. Undefined entries receive new tensors. The default runs, then copies.
+  virtual void run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs) const;
   // Human-readable form of what will run (for file_path): generated source or a plan.
   virtual std::string source() const = 0;
 };

@@ -41,6 +41,9 @@ struct GeneratedCode {
   std::vector<ValueId> inputs;          // inputs[i]: the non-constant leaves, graph.leaves() order
   std::vector<ValueId> constants;       // host->constants[i]
   std::vector<bool> output_written;     // per graph output: written by ingot_entry
+  // Per graph output: indexes into `inputs` whose buffer may also be that output's buffer
+  // (the schedule reads the input before, or at the same index as, it writes the output).
+  std::vector<std::vector<int>> output_may_alias;
   std::vector<NodeId> fallback_nodes;   // run through the host's reference kernels
   std::vector<NodeId> native_nodes;
   int kernels = 0;                      // native kernels generated

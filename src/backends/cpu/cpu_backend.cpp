@@ -2,6 +2,7 @@
 // the generated ingot_entry, and serves its callbacks into reference kernels.
 #include "ingot/cpu_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -21,6 +22,7 @@
 #include "ingot/error.h"
 #include "ingot/profile.h"
 #include "ir/op_registry.h"
+#include "runtime/write_back.h"
 
 namespace ingot {
 namespace {
@@ -75,8 +77,18 @@ class CpuExecutable final : public Executable {
   const cpu::GeneratedCode& code() const { return code_; }
 
   std::vector<Tensor> run(std::span<const Tensor> inputs) const override {
+    std::vector<Tensor> outs(graph_.outputs().size());
+    run_into(inputs, outs);
+    return outs;
+  }
+
+  // Outputs go straight into the given buffers, also into an input's buffer where the generated
+  // schedule allows (code_.output_may_alias); any other overlap gets a fresh buffer, copied in.
+  void run_into(std::span<const Tensor> inputs, std::span<Tensor> given) const override {
     INGOT_CHECK(inputs.size() == code_.inputs.size(), "cpu executable: expected ", code_.inputs.size(),
                 " inputs, got ", inputs.size());
+    INGOT_CHECK(given.size() == graph_.outputs().size(), "cpu executable: expected ", graph_.outputs().size(),
+                " output tensors, got ", given.size());
     std::vector<Tensor> ins;
     std::vector<Shape> in_shapes;
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -91,11 +103,18 @@ class CpuExecutable final : public Executable {
     for (const Tensor& t : ins) in_ptrs.push_back(t.raw_data());
     std::vector<Tensor> outs(graph_.outputs().size());
     std::vector<void*> out_ptrs(outs.size(), nullptr);
+    std::vector<bool> direct(outs.size(), false);
     for (size_t j = 0; j < outs.size(); ++j) {
       if (!code_.output_written[j]) continue;
       const ValueId v = graph_.outputs()[j].second;
-      // The generated code writes every element, so the output needs no zero-filling pass.
-      outs[j] = Tensor::uninitialized(graph_.value(v).dtype, b->shapes[static_cast<size_t>(v)]);
+      const Shape& shape = b->shapes[static_cast<size_t>(v)];
+      if (writable_in_place(given[j], graph_.value(v).dtype, shape) && may_write_into(j, given[j], ins, given, direct)) {
+        outs[j] = given[j];
+        direct[j] = true;
+      } else {
+        // The generated code writes every element, so the output needs no zero-filling pass.
+        outs[j] = Tensor::uninitialized(graph_.value(v).dtype, shape);
+      }
       out_ptrs[j] = outs[j].raw_data();
     }
     HostCall call{this, b.get()};
@@ -125,13 +144,39 @@ class CpuExecutable final : public Executable {
         if (code_.inputs[i] == v) outs[j] = ins[i].clone();
       if (!outs[j].defined()) outs[j] = graph_.value(v).constant.clone();
     }
-    return outs;
+    for (size_t j = 0; j < outs.size(); ++j) {
+      if (direct[j]) continue;
+      if (given[j].defined()) write_back(given[j], outs[j]);
+      else given[j] = std::move(outs[j]);
+    }
   }
 
   std::string source() const override { return code_.source; }
   const Binding* static_plan() const { return static_binding_.get(); }
 
  private:
+  // Whether output j can be written straight into `dest`: its bytes overlap no other given
+  // output already written directly, and no input unless it is that input's whole buffer and
+  // the schedule allows it.
+  bool may_write_into(size_t j, const Tensor& dest, const std::vector<Tensor>& ins, std::span<Tensor> given,
+                      const std::vector<bool>& direct) const {
+    const char* d = static_cast<const char*>(dest.raw_data());
+    const size_t n = dest.nbytes();
+    auto overlaps = [&](const Tensor& t) {
+      const char* p = static_cast<const char*>(t.raw_data());
+      return n > 0 && t.nbytes() > 0 && p < d + n && d < p + t.nbytes();
+    };
+    for (size_t k = 0; k < j; ++k)
+      if (direct[k] && overlaps(given[k])) return false;
+    const std::vector<int>& allowed = code_.output_may_alias[j];
+    for (size_t i = 0; i < ins.size(); ++i) {
+      if (!overlaps(ins[i])) continue;
+      const bool same = ins[i].raw_data() == dest.raw_data() && ins[i].nbytes() == n;
+      if (!same || std::find(allowed.begin(), allowed.end(), static_cast<int>(i)) == allowed.end()) return false;
+    }
+    return true;
+  }
+
   static int run_node(void* ctx, int32_t node, const void* const* inputs, void* const* outputs,
                       char* error, size_t error_size) {
     const HostCall& call = *static_cast<const HostCall*>(ctx);
