@@ -1,5 +1,5 @@
-// Helpers shared by the CPU backend tests: a per-process cache directory, graphs built from
-// inputs and a body, explicit fusion plans, and the CpuBackend-vs-ReferenceBackend check.
+// Helpers for tests of the CPU backend against the reference backend: graphs built node by node,
+// fusion plans given by hand, and a check that runs both backends on the same inputs.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,11 +16,11 @@
 #include "ir/op_registry.h"
 #include "op_test_util.h"
 
-namespace ingot::testing {
+namespace ingot::cpu_test {
 
 // One cache directory for this test process: libraries are reused within it, never across runs.
 inline const std::string& suite_cache_dir() {
-  static TempDir d("ingot-cpu-test");
+  static ingot::testing::TempDir d("ingot-cpu-test");
   return d.path;
 }
 
@@ -130,4 +130,4 @@ inline int count(const std::string& s, const std::string& needle) {
   return n;
 }
 
-}  // namespace ingot::testing
+}  // namespace ingot::cpu_test

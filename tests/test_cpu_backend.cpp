@@ -18,15 +18,15 @@
 #include "compiler/memory_plan.h"
 #include "compiler/shape_inference.h"
 #include "ingot/ingot.h"
-#include "ir/op_registry.h"
 #include "cpu_test_util.h"
+#include "ir/op_registry.h"
 #include "op_test_util.h"
 
 using namespace ingot;
-using namespace ingot::testing;
+using namespace ingot::cpu_test;
+using ingot::testing::random_tensor;
 
 namespace {
-// ---------------------------------------------------------------------------------------------
 
 TEST(CpuBackend, UnaryOpsAllNative) {
   const std::vector<std::string> ops = {"exp",  "log",  "sqrt", "rsqrt", "sin",  "cos",  "tanh",  "sigmoid",

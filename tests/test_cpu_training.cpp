@@ -4,13 +4,15 @@
 #include <gtest/gtest.h>
 
 #include "backends/cpu/codegen.h"
+#include "backends/cpu/dnnl_conv.h"
 #include "compiler/passes/passes.h"
 #include "cpu_test_util.h"
 #include "ingot/ingot.h"
 #include "op_test_util.h"
 
 using namespace ingot;
-using namespace ingot::testing;
+using namespace ingot::cpu_test;
+using ingot::testing::random_tensor;
 
 namespace {
 
@@ -42,6 +44,36 @@ TEST(CpuTraining, MatmulReadsTransposesThroughGemmFlags) {
     // Only `at` (an output) and `ct` (read by a transpose, not a matmul) stay transposes.
     EXPECT_EQ(transposes_materialized, 2) << dtype_name(t);
     EXPECT_EQ(count(code.source, "ig_gemm(true, true"), 1) << "ct_dt reads both operands transposed";
+  }
+}
+
+// conv2d_input_grad and conv2d_weight_grad through oneDNN's backward primitives, with stride,
+// padding, dilation and groups, against the reference kernels (dy = sin(conv2d(x, w))).
+TEST(CpuTraining, ConvGradientsThroughOneDnn) {
+  using V = std::vector<int64_t>;
+  const std::vector<Attrs> configs = {
+      {{"stride", V{2, 1}}, {"padding", V{1, 2}}, {"dilation", V{1, 2}}, {"groups", int64_t{2}}},
+      {{"stride", V{1, 1}}, {"padding", V{1, 1}}},
+      // stride 2 without padding drops the last column: oneDNN's right padding would be -1, so
+      // these stay on the reference kernels
+      {{"stride", V{2, 2}}},
+  };
+  Graph g = make_graph({{"x", {"N", 4, 9, 8}}, {"w", {6, 2, 3, 3}}, {"w_full", {6, 4, 3, 3}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         for (size_t c = 0; c < configs.size(); ++c) {
+                           const ValueId w = c == 0 ? in[1] : in[2];
+                           const ValueId dy = g.add_op("sin", {g.add_op("conv2d", {in[0], w}, configs[c])});
+                           g.set_output("dx" + std::to_string(c), g.add_op("conv2d_input_grad", {dy, w, in[0]}, configs[c]));
+                           g.set_output("dw" + std::to_string(c), g.add_op("conv2d_weight_grad", {in[0], dy, w}, configs[c]));
+                         }
+                       });
+  auto inputs = [&](int64_t n, uint64_t seed) {
+    return std::vector<Tensor>{random_tensor({n, 4, 9, 8}, seed), random_tensor({6, 2, 3, 3}, seed + 1),
+                               random_tensor({6, 4, 3, 3}, seed + 2)};
+  };
+  const std::string src = check(g, {inputs(2, 10), inputs(3, 20), inputs(0, 30)}, unfused, 1e-4, 1e-4);
+  if (cpu::dnnl_available()) {
+    EXPECT_EQ(count(src, "ctx->host->conv2d_grad("), 4) << src;
   }
 }
 

@@ -268,7 +268,7 @@ class Generator {
           out_.native_nodes.push_back(n);
           continue;
         }
-        const bool native = is_native(g_, node);
+        const bool native = is_native(g_, node) || use_dnnl_grad(node);
         if (native && n != grp.anchor && get_op(node.op).fusion == FusionClass::Elementwise) {
           run.push_back(n);
           continue;
@@ -350,8 +350,21 @@ class Generator {
   // negative; the rest keeps the generated im2col + gemm.
   bool use_dnnl(const Node& n) const {
     if (!opt_.dnnl || n.op != "conv2d" || g_.value(n.outputs[0]).dtype != DType::Float32) return false;
-    const SymShape &xs = g_.value(n.inputs[0]).shape, &ws = g_.value(n.inputs[1]).shape,
-                   &ys = g_.value(n.outputs[0]).shape;
+    return dnnl_geometry(n, n.inputs[0], n.inputs[1], n.outputs[0]);
+  }
+  // conv2d_input_grad / conv2d_weight_grad through oneDNN's backward primitives: float32, the
+  // forward convolution's geometry as use_dnnl requires it.
+  bool use_dnnl_grad(const Node& n) const {
+    if (!opt_.dnnl || (n.op != "conv2d_input_grad" && n.op != "conv2d_weight_grad")) return false;
+    for (ValueId v : {n.inputs[0], n.inputs[1], n.inputs[2], n.outputs[0]})
+      if (g_.value(v).dtype != DType::Float32) return false;
+    const bool input_grad = n.op == "conv2d_input_grad";  // inputs (dy, w, like x), else (x, dy, like w)
+    return input_grad ? dnnl_geometry(n, n.inputs[2], n.inputs[1], n.inputs[0])
+                      : dnnl_geometry(n, n.inputs[0], n.inputs[2], n.inputs[1]);
+  }
+  // Known spatial sizes, and oneDNN's right padding (what yields exactly y's size) not negative.
+  bool dnnl_geometry(const Node& n, ValueId x, ValueId w, ValueId y) const {
+    const SymShape &xs = g_.value(x).shape, &ws = g_.value(w).shape, &ys = g_.value(y).shape;
     const std::vector<int64_t> st = n.attrs.get_ints("stride", {1, 1}), pad = n.attrs.get_ints("padding", {0, 0}),
                                dil = n.attrs.get_ints("dilation", {1, 1});
     for (size_t d = 0; d < 2; ++d) {
@@ -805,6 +818,10 @@ class Generator {
           << str(product(xd, 2)) << ", " << eps << ");\n";
     } else if (op == "matmul") {
       emit_matmul(n, k);
+    } else if (use_dnnl_grad(n)) {
+      k << "  // oneDNN backward primitive, created by the host at load\n  return ctx->host->conv2d_grad(ctx->host->ctx, "
+        << out_.dnnl_conv_grads.size() << ", x0, x1, y, ctx->error, ctx->error_size);\n";
+      out_.dnnl_conv_grads.push_back({n.id, false, false});
     } else if (op == "conv2d" && use_dnnl(n)) {
       k << "  // oneDNN primitive, created by the host at load (x " << (nhwc_[x] ? "NHWC" : "NCHW") << ", y "
         << (nhwc_[y] ? "NHWC" : "NCHW") << ")\n  return ctx->host->conv2d(ctx->host->ctx, " << out_.dnnl_convs.size()

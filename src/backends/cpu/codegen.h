@@ -35,6 +35,13 @@ struct DnnlConvCall {
   bool src_nhwc = false, dst_nhwc = false;  // layouts of x and y in the generated code's buffers
 };
 
+// A conv2d_input_grad / conv2d_weight_grad the generated code hands to the host's oneDNN
+// backward primitive (ingot_host::conv2d_grad).
+struct DnnlConvGradCall {
+  NodeId node = -1;
+  bool x_nhwc = false, dy_nhwc = false;  // layouts of the activations x (or dx) and dy
+};
+
 struct GeneratedCode {
   std::string source;
   std::vector<std::string> symbols;     // dims[i] is the run-time size of symbols[i]
@@ -50,6 +57,7 @@ struct GeneratedCode {
   int segments = 0;                     // steps of the schedule (ArenaSlot::first/last)
   std::vector<ArenaSlot> arena_slots;   // offsets[i] of the host's plan is slot i's
   std::vector<DnnlConvCall> dnnl_convs; // ingot_host::conv2d's `conv` indexes this
+  std::vector<DnnlConvGradCall> dnnl_conv_grads;  // ingot_host::conv2d_grad's `grad` indexes this
   std::vector<ValueId> nhwc_values;     // buffers kept channels-last (backend-internal layout)
   // Per profiled step (ig_profile id): its kernels' names and the ops / scopes it computes.
   std::vector<std::string> profile_names, profile_details;

@@ -12,6 +12,7 @@
 #include "backends/cpu/cache.h"
 #include "backends/cpu/codegen.h"
 #include "backends/cpu/dnnl_conv.h"
+#include "backends/cpu/dnnl_conv_backward.h"
 #include "backends/cpu/executable.h"
 #include "backends/cpu/toolchain.h"
 #include "compiler/fusion_plan.h"
@@ -35,6 +36,7 @@ struct Binding {
   std::vector<BufferRequest> requests;  // per arena slot
   BufferPlacement placement;
   std::vector<std::unique_ptr<cpu::DnnlConv>> convs;  // per GeneratedCode::dnnl_convs
+  std::vector<std::unique_ptr<cpu::DnnlConvGrad>> conv_grads;  // per GeneratedCode::dnnl_conv_grads
 };
 
 // One arena: reused across calls; a call holds one for its duration, so concurrent calls each
@@ -126,7 +128,7 @@ class CpuExecutable final : public Executable {
     } give_back{this, arena};
     ingot_host host{&call, const_ptrs_.data(), &CpuExecutable::run_node, arena->data,
                     b->placement.offsets.data(), &CpuExecutable::run_conv,
-                    profile::active() ? &CpuExecutable::profile_step : nullptr};
+                    profile::active() ? &CpuExecutable::profile_step : nullptr, &CpuExecutable::run_conv_grad};
     char error[2048] = {0};
     if (in_ptrs.empty()) in_ptrs.push_back(nullptr);
     if (out_ptrs.empty()) out_ptrs.push_back(nullptr);
@@ -235,6 +237,19 @@ class CpuExecutable final : public Executable {
     }
   }
 
+  static int run_conv_grad(void* ctx, int32_t grad, const void* a, const void* b, void* out, char* error,
+                           size_t error_size) {
+    const HostCall& call = *static_cast<const HostCall*>(ctx);
+    try {
+      call.binding->conv_grads.at(static_cast<size_t>(grad))
+          ->run(static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(out));
+      return 0;
+    } catch (const std::exception& e) {
+      std::snprintf(error, error_size, "%s", e.what());
+      return 1;
+    }
+  }
+
   std::unique_ptr<Arena> take_arena(size_t bytes) const {
     std::unique_ptr<Arena> a;
     {
@@ -276,6 +291,13 @@ class CpuExecutable final : public Executable {
                          dil.at(0), dil.at(1), n.attrs.get_int("groups", 1), n.inputs.size() > 2, c.src_nhwc, c.dst_nhwc,
                          false};
       b.convs.push_back(std::make_unique<cpu::DnnlConv>(spec));
+    }
+    for (const cpu::DnnlConvGradCall& c : code_.dnnl_conv_grads) {
+      const Node& n = graph_.node(c.node);
+      const bool input_grad = n.op == "conv2d_input_grad";  // (dy, w, like x), else (x, dy, like w)
+      auto shape = [&](size_t i) { return b.shapes[static_cast<size_t>(n.inputs[i])]; };
+      b.conv_grads.push_back(input_grad ? std::make_unique<cpu::DnnlConvGrad>(n, shape(2), shape(1), shape(0))
+                                        : std::make_unique<cpu::DnnlConvGrad>(n, shape(0), shape(2), shape(1)));
     }
   }
 
@@ -402,6 +424,9 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
     for (size_t i = 0; i < b.convs.size(); ++i)
       std::cerr << "[cpu] conv2d node " << exe->code().dnnl_convs[i].node << ": oneDNN " << b.convs[i]->implementation()
                 << "\n";
+    for (size_t i = 0; i < b.conv_grads.size(); ++i)
+      std::cerr << "[cpu] " << graph.node(exe->code().dnnl_conv_grads[i].node).op << " node "
+                << exe->code().dnnl_conv_grads[i].node << ": oneDNN " << b.conv_grads[i]->implementation() << "\n";
   }
   return exe;
 }

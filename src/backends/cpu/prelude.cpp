@@ -26,6 +26,8 @@ struct ingot_host {
   int (*conv2d)(void* ctx, int32_t conv, const void* x, const void* w, const void* b, void* y,
                 char* error, size_t error_size);
   void (*profile)(void* ctx, int32_t kernel, int32_t phase);
+  int (*conv2d_grad)(void* ctx, int32_t grad, const void* a, const void* b, void* out, char* error,
+                     size_t error_size);
 };
 }
 
