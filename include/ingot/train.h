@@ -225,6 +225,9 @@ class TrainStep {
   const Graph& graph() const;
   // Planned peak of the step graph (0 when not planned: symbolic shapes).
   int64_t planned_peak_bytes() const;
+  // That peak with and without gradient checkpointing (compile options gradient_checkpointing,
+  // checkpoint_segments), and how many forward nodes the backward recomputes.
+  GradientMemory gradient_memory() const;
   const std::vector<std::string>& trained_parameters() const { return trained_; }
   const Optimizer& optimizer() const { return *optimizer_; }
 

@@ -32,10 +32,9 @@ TrainStep::TrainStep(PhysicalModel forward, std::shared_ptr<const Compiled> step
 
 const Graph& TrainStep::graph() const { return step_->joint.graph; }
 
-int64_t TrainStep::planned_peak_bytes() const {
-  const auto& plan = step_->joint.memory_plan;
-  return plan && plan->planned ? plan->planned_peak_bytes : 0;
-}
+int64_t TrainStep::planned_peak_bytes() const { return gradient_memory().planned_peak_bytes; }
+
+GradientMemory TrainStep::gradient_memory() const { return joint_memory(step_->joint); }
 
 TrainStep compile_train_step(const TrainModel& model, const Backend& backend, const Optimizer& optimizer,
                              const CompileOptions& options) {
