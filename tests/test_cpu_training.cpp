@@ -3,6 +3,8 @@
 // training step updating parameters in place.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "backends/cpu/codegen.h"
 #include "backends/cpu/dnnl_conv.h"
 #include "compiler/passes/passes.h"
@@ -12,6 +14,8 @@
 
 using namespace ingot;
 using namespace ingot::cpu_test;
+using ingot::testing::Contains;
+using ingot::testing::error_of;
 using ingot::testing::random_tensor;
 
 namespace {
@@ -75,6 +79,41 @@ TEST(CpuTraining, ConvGradientsThroughOneDnn) {
   if (cpu::dnnl_available()) {
     EXPECT_EQ(count(src, "ctx->host->conv2d_grad("), 4) << src;
   }
+}
+
+// Sums, means, maxima and minima over axes that are no contiguous block (bias gradients sum
+// [N, C, H, W] over 0, 2, 3): native (ig_reduce_axes), against the reference kernels.
+TEST(CpuTraining, ReductionsOverAnyAxesAreNative) {
+  using V = std::vector<int64_t>;
+  Graph g = make_graph({{"x", {"N", 4, 5, 6}}, {"i", {"N", 3, 7}, DType::Int32}, {"f", {"N", 9}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         g.set_output("sum_023", g.add_op("sum", {in[0]}, {{"axes", V{0, 2, 3}}}));
+                         g.set_output("sum_13_keep", g.add_op("sum", {in[0]}, {{"axes", V{1, -1}}, {"keepdims", int64_t{1}}}));
+                         g.set_output("mean_02", g.add_op("mean", {in[0]}, {{"axes", V{2, 0}}}));
+                         g.set_output("sum_int_02", g.add_op("sum", {in[1]}, {{"axes", V{0, 2}}}));
+                         g.set_output("sum_rows", g.add_op("sum", {in[2]}, {{"axes", V{0}}}));  // contiguous: ig_reduce
+                         g.set_output("sum_bias", g.add_op("sum", {g.add_op("exp", {in[0]})}, {{"axes", V{0, 2, 3}}}));
+                       });
+  const cpu::GeneratedCode code = cpu::generate_cpp(g, unfused_plan(g), {});
+  EXPECT_TRUE(code.fallback_nodes.empty());
+  EXPECT_EQ(count(code.source, "ig_reduce_axes<"), 5) << code.source;
+  auto inputs = [](int64_t n, uint64_t seed) {
+    return std::vector<Tensor>{random_tensor({n, 4, 5, 6}, seed, -2, 2), random_tensor({n, 3, 7}, seed + 1, -1e9, 1e9, DType::Int32),
+                               random_tensor({n, 9}, seed + 2)};
+  };
+  check(g, {inputs(3, 1), inputs(1, 2), inputs(0, 3), inputs(40, 4)}, unfused, 1e-5, 1e-5);
+  check(g, {inputs(2, 5)}, [](const Graph& graph) { return fusion_plan_for(graph, {}); }, 1e-5, 1e-5);
+
+  Graph extrema = make_graph({{"x", {"N", 4, 5}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    g.set_output("max_02", g.add_op("max", {in[0]}, {{"axes", V{0, 2}}}));
+    g.set_output("min_0", g.add_op("min", {in[0]}, {{"axes", V{0}}, {"keepdims", int64_t{1}}}));
+  });
+  Tensor x = random_tensor({3, 4, 5}, 7);
+  x.data<float>()[6] = std::numeric_limits<float>::quiet_NaN();  // propagates as in the reference
+  check(extrema, {{x}, {random_tensor({1, 4, 5}, 8)}});
+  std::unique_ptr<Executable> cpu = cpu::lower_with_plan(extrema, unfused_plan(extrema), cpu_options(), false);
+  EXPECT_TRUE(Contains(error_of([&] { cpu->run(std::vector<Tensor>{Tensor(DType::Float32, {0, 4, 5})}); }),
+                       "max: cannot reduce over a zero-size dimension"));
 }
 
 // p - 0.5 g written into p's own buffer: the update reads p at the index it writes.

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "backends/cpu/abi.h"
+#include "backends/cpu/codegen_reduce.h"
 #include "backends/cpu/prelude.h"
 #include "ingot/error.h"
 #include "ir/op_registry.h"
@@ -157,6 +158,12 @@ bool reduce_block(const Node& n, int rank, int* first, int* last) {
   return true;
 }
 
+// Whether the reduced axes form one contiguous block (ig_reduce), not just any valid set (ig_reduce_axes).
+bool contiguous_reduction(const Node& n, int rank) {
+  int first = 0, last = 0;
+  return reduce_block(n, rank, &first, &last);
+}
+
 int norm_axis(int64_t a, int rank) { return static_cast<int>(a < 0 ? a + rank : a); }
 
 bool is_float_dtype(DType t) { return t == DType::Float32 || t == DType::Float64; }
@@ -298,6 +305,7 @@ class Generator {
   bool prologue_fuses(const std::vector<NodeId>& run, const Node& red) const {
     static const std::set<std::string> kReductions = {"sum", "mean", "max", "min"};
     if (run.empty() || !kReductions.count(red.op)) return false;
+    if (!contiguous_reduction(red, static_cast<int>(g_.value(red.inputs[0]).shape.size()))) return false;
     const ValueId x = red.inputs[0];
     if (g_.node(run.back()).outputs[0] != x) return false;
     std::set<ValueId> inside;
@@ -778,6 +786,11 @@ class Generator {
       k << "  std::memset(y, 0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
     } else if (op == "reshape" || op == "identity" || op == "reshape_like" || op == "expand_dims") {
       k << "  std::memcpy(y, x0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
+    } else if ((op == "sum" || op == "mean" || op == "max" || op == "min") && !contiguous_reduction(n, rank)) {
+      std::vector<std::string> sizes;
+      for (const Mono& d : xd) sizes.push_back(str(d));
+      k << reduce_axes_body(op == "sum" ? 0 : op == "mean" ? 1 : op == "max" ? 2 : 3, op, tx, ty, sizes,
+                            *reduced_axes(n, rank));
     } else if (op == "sum" || op == "mean" || op == "max" || op == "min") {
       int a = 0, b = -1;
       reduce_block(n, rank, &a, &b);
@@ -1071,10 +1084,8 @@ bool is_native(const Graph& g, const Node& n) {
   if (op == "reshape" || op == "identity" || op == "reshape_like" || op == "expand_dims")
     return dt(n.inputs[0]) == dt(n.outputs[0]);
   if (op == "zeros_like") return true;
-  if (op == "sum" || op == "mean" || op == "max" || op == "min") {
-    int a, b;
-    return reduce_block(n, rank(n.inputs[0]), &a, &b);
-  }
+  if (op == "sum" || op == "mean" || op == "max" || op == "min")
+    return rank(n.inputs[0]) <= 16 && reduced_axes(n, rank(n.inputs[0])).has_value();
   if (op == "global_avg_pool2d") return rank(n.inputs[0]) == 4 && is_floating(dt(n.inputs[0]));
   if (op == "softmax" || op == "log_softmax") {
     const int64_t a = n.attrs.get_int("axis", -1);

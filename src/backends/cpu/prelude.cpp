@@ -339,17 +339,18 @@ inline bool ig_big(int64_t work) { return work > 65536; }
 // uint64_t (wrapping); max/min propagate NaN, as the reference kernels do.
 // `load(i)`: element i (flat, row-major) of the reduced input, of type T; a fused elementwise
 // prologue computes it there instead of reading a buffer.
-template <int kKind, class T, class O, class Load>
-void ig_reduce_fn(Load load, O* __restrict y, int64_t outer, int64_t n, int64_t inner) {
+// One reduction's accumulator: init, step (one element), finish (count: elements reduced).
+template <int kKind, class T, class O>
+struct ig_reducer {
   using C = ig_c<T>;
   using A = typename std::conditional<kKind >= 2, C,
       typename std::conditional<ig_is_float<T> || kKind == 1, double, uint64_t>::type>::type;
-  auto init = []() -> A {
+  static A init() {
     if constexpr (kKind == 2) { return std::numeric_limits<A>::has_infinity ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest(); }
     else if constexpr (kKind == 3) { return std::numeric_limits<A>::has_infinity ? std::numeric_limits<A>::infinity() : std::numeric_limits<A>::max(); }
     else return A(0);
-  };
-  auto step = [](A& a, T t) {
+  }
+  static void step(A& a, T t) {
     if constexpr (kKind >= 2) {
       const C v = static_cast<C>(t);
       if constexpr (std::is_floating_point<C>::value) { if (std::isnan(v)) a = v; }
@@ -357,18 +358,23 @@ void ig_reduce_fn(Load load, O* __restrict y, int64_t outer, int64_t n, int64_t 
     } else {
       a += static_cast<A>(static_cast<C>(t));
     }
-  };
-  auto finish = [n](A a) -> O {
-    if constexpr (kKind == 1) return static_cast<O>(a / static_cast<double>(n));
+  }
+  static O finish(A a, int64_t count) {
+    if constexpr (kKind == 1) return static_cast<O>(a / static_cast<double>(count));
     else return static_cast<O>(a);
-  };
+  }
+};
+
+template <int kKind, class T, class O, class Load>
+void ig_reduce_fn(Load load, O* __restrict y, int64_t outer, int64_t n, int64_t inner) {
+  using R = ig_reducer<kKind, T, O>;
   #pragma omp parallel for if(ig_big(outer * n * inner) && outer * inner > 1)
   for (int64_t oi = 0; oi < outer * inner; ++oi) {
     const int64_t o = oi / inner, i = oi % inner;
     const int64_t base = o * n * inner + i;
-    A a = init();
-    for (int64_t k = 0; k < n; ++k) step(a, load(base + k * inner));
-    y[oi] = finish(a);
+    typename R::A a = R::init();
+    for (int64_t k = 0; k < n; ++k) R::step(a, load(base + k * inner));
+    y[oi] = R::finish(a, n);
   }
 }
 
@@ -637,6 +643,7 @@ std::string prelude(bool blas) {
   s += blas ? kGemmBlas : kGemmLoops;
   s += kGemmPlain;
   s += kConv;
+  s += kReduceAxesPrelude;
   s += "\n}  // namespace\n";
   return s;
 }
