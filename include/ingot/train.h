@@ -208,9 +208,9 @@ struct StepResult {
 
 // Forward + backward + optimizer update in one executable built by the pass pipeline and a
 // backend. run() reads `params`, `state` and the batch, and writes the updated parameters and
-// optimizer slots back into the tensors of `params` and `state` (their buffers are overwritten,
-// so every alias of them sees the update; the executable returns fresh buffers and run copies
-// them back: a first version, not yet outputs written into given buffers).
+// optimizer slots into the tensors of `params` and `state` (their buffers are overwritten, so
+// every alias of them sees the update): through Executable::run_into, straight from the
+// generated code where the backend's schedule allows it (CPU), else copied in.
 class TrainStep {
  public:
   TensorMap randomize_params(uint64_t seed = 0) const { return forward_.randomize_params(seed); }
