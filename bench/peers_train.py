@@ -10,19 +10,14 @@ same models in other frameworks.
 Both with softmax cross-entropy on integer labels and SGD (lr 0.01, momentum 0.9, PyTorch's
 formula), parameters and momentum updated every step. Peers: PyTorch eager (torch.optim.SGD),
 torch.compile (the whole step, optimizer included, compiled), JAX jit (the whole step, buffers
-donated). Timing and threads as bench/peers.py (medians after two warm-up calls; 2 threads).
+donated). Timing and threads as bench/peers.py (medians after two warm-up calls, the first one
+timed as "first_ms"; 2 threads).
 
   python bench/peers_train.py [--quick] [--out bench/results/peers_train.json] [--only torch,jax]
 """
-import argparse
-import json
-import os
-import platform
 import sys
-import time
-import traceback
 
-from peers import THREADS, cpu_model, importable, timeit  # sets the thread environment first
+from peers import THREADS, run_main  # sets the thread environment first
 
 import numpy as np  # noqa: E402
 
@@ -150,54 +145,10 @@ PEERS = {
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default="bench/results/peers_train.json")
-    ap.add_argument("--only", default="", help="comma-separated peer names (default: all)")
-    args = ap.parse_args()
-    wl = workloads(args.quick)
-    d = make_data(wl)
-    result = {"tool": "peers_train.py", "quick": args.quick,
-              "machine": {"cpu": cpu_model(), "hardware_threads": os.cpu_count(), "threads_used": THREADS},
-              "versions": {"python": platform.python_version(), "numpy": np.__version__},
-              "optimizer": f"SGD lr {LR} momentum {MOMENTUM}", "workloads": wl, "peers": {}}
-    only = [s.strip() for s in args.only.split(",") if s.strip()]
-    for name, (module, make) in PEERS.items():
-        if only and name not in only:
-            continue
-        ok, why = importable(module)
-        if not ok:
-            print(f"{name:16s} not installed ({why.splitlines()[0][:120] if why else module})", flush=True)
-            result["peers"][name] = {"status": "not installed", "detail": why[:300]}
-            continue
-        entry = {"status": "ok"}
-        try:
-            fns, versions = make(d)
-            result["versions"].update(versions)
-            for wname, fn in fns.items():
-                try:
-                    # The first call traces and compiles; torch.compile compiles the step again once
-                    # the optimizer has state (momentum buffers), on the second call: timeit's own
-                    # warm-up call.
-                    t0 = time.perf_counter()
-                    fn()
-                    first = (time.perf_counter() - t0) * 1e3
-                    r = dict(timeit(fn, reps_for(wname, args.quick)), first_ms=first)
-                    entry[wname] = r
-                    print(f"{name:16s} {wname:9s} {r['ms']:10.2f} ms (median of {r['reps']}; "
-                          f"first call {r['first_ms']:.1f} ms)", flush=True)
-                except Exception as e:
-                    entry[wname] = {"error": f"{type(e).__name__}: {e}"[:300]}
-                    print(f"{name:16s} {wname:9s} failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
-        except Exception as e:
-            traceback.print_exc()
-            entry = {"status": "failed", "detail": f"{type(e).__name__}: {e}"[:300]}
-        result["peers"][name] = entry
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"wrote {args.out}")
-    return 0
+    # One more warm-up call than peers.py: torch.compile compiles the step again on the second
+    # call, once the optimizer has state (momentum buffers).
+    return run_main("peers_train.py", "bench/results/peers_train.json", workloads, make_data, PEERS, reps_for,
+                    warmups=1, extra={"optimizer": f"SGD lr {LR} momentum {MOMENTUM}"})
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@
 namespace ingot::cpu {
 
 namespace {
+const char* op_name(ConvGradKind kind) { return kind == ConvGradKind::Input ? "conv2d_input_grad" : "conv2d_weight_grad"; }
+
 ConvSpec forward_spec(const Node& n, const Shape& x, const Shape& w, const Shape& y) {
   const std::vector<int64_t> st = n.attrs.get_ints("stride", {1, 1}), pad = n.attrs.get_ints("padding", {0, 0}),
                              dil = n.attrs.get_ints("dilation", {1, 1});
@@ -89,6 +91,11 @@ DnnlConvGrad::DnnlConvGrad(const ConvSpec& s, ConvGradKind kind) : impl_(std::ma
   const memory::desc x_user(src, Dt::f32, s.src_nhwc ? Tag::nhwc : Tag::nchw);
   const memory::desc dy_user(dst, Dt::f32, s.dst_nhwc ? Tag::nhwc : Tag::nchw);
   const memory::desc w_user(wei, Dt::f32, g > 1 ? Tag::goihw : Tag::oihw);
+  // a and b: the operands run() takes; out: what it writes.
+  const bool input_grad = kind == ConvGradKind::Input;
+  m.a_user = input_grad ? dy_user : x_user, m.a_arg = input_grad ? DNNL_ARG_DIFF_DST : DNNL_ARG_SRC;
+  m.b_user = input_grad ? w_user : dy_user, m.b_arg = input_grad ? DNNL_ARG_WEIGHTS : DNNL_ARG_DIFF_DST;
+  m.out_user = input_grad ? x_user : w_user, m.out_arg = input_grad ? DNNL_ARG_DIFF_SRC : DNNL_ARG_DIFF_WEIGHTS;
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // thread-safe execution
   // As for the forward convolution: channels-last activations with the library's blocked weights
@@ -108,19 +115,23 @@ DnnlConvGrad::DnnlConvGrad(const ConvSpec& s, ConvGradKind kind) : impl_(std::ma
           dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                           src_md, wei_md, dst_md, strides, dilates, pad_l, pad_r),
           engine());
+      // Both primitive descriptors name their operands' layouts by execution argument.
+      auto adopt = [&](const dnnl::primitive_desc& pd, dnnl::primitive prim) {
+        m.prim = std::move(prim);
+        m.a_md = pd.query_md(dnnl::query::exec_arg_md, m.a_arg);
+        m.b_md = pd.query_md(dnnl::query::exec_arg_md, m.b_arg);
+        m.out_md = pd.query_md(dnnl::query::exec_arg_md, m.out_arg);
+        m.scratch_md = pd.scratchpad_desc();
+      };
       std::string name;
-      if (kind == ConvGradKind::Input) {
+      if (input_grad) {
         const dnnl::convolution_backward_data::primitive_desc pd(
             dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src_md, wei_md, dst_md, strides,
                                                   dilates, pad_l, pad_r),
             attr, engine(), hint);
         name = pd.impl_info_str();
         if (have && name.rfind("ref", 0) == 0) continue;
-        m.prim = dnnl::convolution_backward_data(pd);
-        m.a_user = dy_user, m.a_md = pd.diff_dst_desc(), m.a_arg = DNNL_ARG_DIFF_DST;
-        m.b_user = w_user, m.b_md = pd.weights_desc(), m.b_arg = DNNL_ARG_WEIGHTS;
-        m.out_user = x_user, m.out_md = pd.diff_src_desc(), m.out_arg = DNNL_ARG_DIFF_SRC;
-        m.scratch_md = pd.scratchpad_desc();
+        adopt(pd, dnnl::convolution_backward_data(pd));
       } else {
         const dnnl::convolution_backward_weights::primitive_desc pd(
             dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_md, wei_md, dst_md,
@@ -128,11 +139,7 @@ DnnlConvGrad::DnnlConvGrad(const ConvSpec& s, ConvGradKind kind) : impl_(std::ma
             attr, engine(), hint);
         name = pd.impl_info_str();
         if (have && name.rfind("ref", 0) == 0) continue;
-        m.prim = dnnl::convolution_backward_weights(pd);
-        m.a_user = x_user, m.a_md = pd.src_desc(), m.a_arg = DNNL_ARG_SRC;
-        m.b_user = dy_user, m.b_md = pd.diff_dst_desc(), m.b_arg = DNNL_ARG_DIFF_DST;
-        m.out_user = w_user, m.out_md = pd.diff_weights_desc(), m.out_arg = DNNL_ARG_DIFF_WEIGHTS;
-        m.scratch_md = pd.scratchpad_desc();
+        adopt(pd, dnnl::convolution_backward_weights(pd));
       }
       m.name = name;
       have = true;
@@ -141,7 +148,7 @@ DnnlConvGrad::DnnlConvGrad(const ConvSpec& s, ConvGradKind kind) : impl_(std::ma
       errors += std::string(errors.empty() ? "" : "; ") + e.what();
     }
   }
-  INGOT_CHECK(have, "CpuBackend: oneDNN cannot run ", kind == ConvGradKind::Input ? "conv2d_input_grad" : "conv2d_weight_grad",
+  INGOT_CHECK(have, "CpuBackend: oneDNN cannot run ", op_name(kind),
               " for conv2d [", s.n, ", ", s.cin, ", ", s.h, ", ", s.w, "] -> [", s.n, ", ", s.cout, ", ", s.oh, ", ", s.ow,
               "]: ", errors);
 }
@@ -179,7 +186,7 @@ void DnnlConvGrad::run(const float* a, const float* b, float* out) const {
     if (!(m.out_user == m.out_md)) dnnl::reorder(out_m, out_u).execute(st, out_m, out_u);
     st.wait();
   } catch (const dnnl::error& e) {
-    INGOT_FAIL("CpuBackend: oneDNN ", m.kind == ConvGradKind::Input ? "conv2d_input_grad" : "conv2d_weight_grad",
+    INGOT_FAIL("CpuBackend: oneDNN ", op_name(m.kind),
                " failed: ", e.what());
   }
 }
