@@ -153,8 +153,8 @@ def compile(model: "_ingot.Model", backend: Any, **options: Any) -> PhysicalMode
     discard_keys, static_shapes, inference, jit, file_path, dump_graph, dump_format, verbose,
     optimization_level, optimizations ({pass: bool} or 'cse=off,layout'), custom_passes
     ([(name, after, fn)] with fn(graph_dict) -> graph_dict or None), dump_after_each_pass,
-    memory_planning, max_memory_gb, mixed_precision. An unknown keyword raises TypeError listing
-    the valid ones; a bad value raises IngotError.
+    memory_planning, max_memory_gb, mixed_precision, gradient_checkpointing, checkpoint_segments.
+    An unknown keyword raises TypeError listing the valid ones; a bad value raises IngotError.
     """
     valid = _ingot.compile_option_names()
     for key in options:
