@@ -545,7 +545,7 @@ inline void ig_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* 
   const int64_t parts = ig_big(M * N * K / 16) ? std::min<int64_t>(omp_get_max_threads(), (len + 15) / 16) : 1;
   if (parts <= 1) { ig_blas(ta, tb, M, N, K, A, lda, B, ldb, C, ldc); return; }
   const int64_t block = ((len + parts - 1) / parts + 15) / 16 * 16;
-  #pragma omp parallel for
+  #pragma omp parallel for num_threads(int(parts))
   for (int64_t p = 0; p < parts; ++p) {
     const int64_t s = p * block, e = std::min(len, s + block);
     if (s >= e) continue;
