@@ -1,11 +1,13 @@
 // Training step figures: the compiled training step (forward + backward + optimizer update in one
 // executable, CPU backend) against the eager path (PhysicalModel::evaluate with gradients, then
-// Optimizer::update on the host), for the bundled MLP (784 -> 256 -> 10, batch 128, SGD) and the
-// seeds' CNN (batch 32, 3x64x64; --quick: 3x16x16), plus the step's planned peak memory.
+// Optimizer::update on the host), for the bundled MLP (784 -> 256 -> 10, batch 128) and the
+// seeds' CNN (batch 32, 3x64x64; --quick: 3x16x16), both with SGD (lr 0.01, momentum 0.9) on
+// softmax cross-entropy: the same workloads as bench/peers.py's train_mlp and train_cnn.
+//
+// Memory: the planned peak of each training step with and without gradient checkpointing
+// (checkpoint_segments 2), plus a deep MLP where activations dominate.
 //
 //   ./scripts/build.sh release && build/release/bench_train [--quick] [bench/results/train.json]
-#include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -26,18 +28,53 @@ ShapeTemplate template_of_shape(const Shape& s) {
   return t;
 }
 
+std::string json_shape(const Shape& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
 
-struct Row {
-  std::string workload;
-  double compiled_ms, eager_ms;
-  int64_t planned_peak_bytes;
-};
-
-Row bench_step(const std::string& workload, const Model& model, const Shape& input_shape, int64_t classes, int reps) {
+TrainModel with_cross_entropy(const Model& model) {
   TrainModel tm(model);
   tm.add_loss(CrossEntropyLoss(), {{"input", "output"}, {"target", "target"}});
+  return tm;
+}
+
+CompileOptions options_for(const Shape& input_shape, bool checkpointing) {
   CompileOptions o;
   o.shapes = {{"input", template_of_shape(input_shape)}};
+  o.gradient_checkpointing = checkpointing;
+  o.checkpoint_segments = 2;
+  return o;
+}
+
+// The planned peak of a training step without and with gradient checkpointing.
+struct Memory {
+  std::string model;
+  Shape input_shape;
+  int64_t peak_bytes = 0, checkpointed_bytes = 0;
+  int recomputed_nodes = 0;
+};
+
+Memory memory_of(const std::string& model_name, const Model& model, const Shape& input_shape) {
+  const GradientMemory m = compile_train_step(with_cross_entropy(model), ReferenceBackend(), SGD(),
+                                              options_for(input_shape, true))
+                               .gradient_memory();
+  return {model_name, input_shape, m.without_checkpointing_bytes, m.planned_peak_bytes, m.recomputed_nodes};
+}
+
+struct Row {
+  std::string key, workload;
+  Shape input_shape;
+  double compiled_ms = 0, eager_ms = 0;
+  double loss_difference = 0;  // |compiled - eager| loss after the timed steps (same start, same steps)
+  Memory memory;
+};
+
+Row bench_step(const std::string& key, const std::string& workload, const Model& model, const Shape& input_shape,
+               int64_t classes, int reps) {
+  const TrainModel tm = with_cross_entropy(model);
+  const CompileOptions o = options_for(input_shape, false);
   const SGD sgd({.lr = 0.01, .momentum = 0.9});
   const TrainStep step = compile_train_step(tm, CpuBackend(), sgd, o);
   const PhysicalModel eager = compile(tm, CpuBackend(), o);
@@ -46,17 +83,54 @@ Row bench_step(const std::string& workload, const Model& model, const Shape& inp
   for (int64_t i = 0; i < y.numel(); ++i) y.data<int64_t>()[i] = i % classes;
   const TensorMap batch = {{"input", x}, {"target", y}};
   TensorMap p1 = step.randomize_params(0), p2 = eager.randomize_params(0);
+  for (auto& [name, t] : p1) t = t.clone();  // the two paths must not share buffers
   OptimizerState s1 = step.init_state(p1), s2 = sgd.init(p2);
-  Row r{workload, 0, 0, step.planned_peak_bytes()};
-  r.compiled_ms = time_ms([&] { step.run(p1, s1, batch); }, reps);
-  r.eager_ms = time_ms([&] {
+  Row r;
+  r.key = key;
+  r.workload = workload;
+  r.input_shape = input_shape;
+  double compiled_loss = 0, eager_loss = 0;
+  auto compiled_step = [&] { compiled_loss = step.run(p1, s1, batch).loss; };
+  auto eager_step = [&] {
     const Evaluation e = evaluate_loss(eager, p2, batch);
+    eager_loss = e.outputs.at(kFinalCost).item();
     sgd.update(p2, e.gradients, s2);
-  }, reps);
+  };
+  compiled_step();  // warm-up
+  eager_step();
+  // Alternating, so both see the same load on a shared machine.
+  std::vector<double> compiled_times, eager_times;
+  for (int i = 0; i < reps; ++i) {
+    compiled_times.push_back(time_ms(compiled_step, 1, 0));
+    eager_times.push_back(time_ms(eager_step, 1, 0));
+  }
+  r.compiled_ms = median(compiled_times);
+  r.eager_ms = median(eager_times);
+  r.loss_difference = std::abs(compiled_loss - eager_loss);
+  r.memory = memory_of(key, model, input_shape);
   std::cout << workload << ": compiled step " << r.compiled_ms << " ms, eager (evaluate + update) " << r.eager_ms
-            << " ms (" << r.eager_ms / r.compiled_ms << "x), planned peak " << r.planned_peak_bytes / (1024.0 * 1024.0)
-            << " MiB\n";
+            << " ms (" << r.eager_ms / r.compiled_ms << "x), |loss difference| " << r.loss_difference
+            << ", planned peak " << r.memory.peak_bytes / (1024.0 * 1024.0) << " MiB, checkpointed "
+            << r.memory.checkpointed_bytes / (1024.0 * 1024.0) << " MiB\n";
   return r;
+}
+
+std::string json_memory(const Memory& m) {
+  std::ostringstream js;
+  js << "{\"model\": \"" << m.model << "\", \"input_shape\": " << json_shape(m.input_shape)
+     << ", \"peak_bytes\": " << m.peak_bytes << ", \"checkpointed_bytes\": " << m.checkpointed_bytes
+     << ", \"checkpoint_segments\": 2, \"recomputed_nodes\": " << m.recomputed_nodes << "}";
+  return js.str();
+}
+
+Model deep_mlp(int layers, int64_t width) {
+  Model m;
+  for (int i = 0; i < layers; ++i) {
+    m += Linear(width);
+    m += Relu();
+  }
+  m += Linear(10);
+  return m;
 }
 
 }  // namespace
@@ -69,19 +143,26 @@ int main(int argc, char** argv) {
     else out = argv[i];
   }
   try {
-    const int reps = quick ? 3 : 20;
     const int64_t side = quick ? 16 : 64;
     std::vector<Row> rows;
-    rows.push_back(bench_step("mlp 784-256-10, batch 128, SGD", ExampleMLP(), {128, 784}, 10, reps));
-    rows.push_back(bench_step("cnn, batch 32, 3x" + std::to_string(side) + "x" + std::to_string(side) + ", SGD",
-                         ExampleCNN(), {32, 3, side, side}, 10, quick ? 1 : 3));
+    rows.push_back(bench_step("train_mlp", "MLP 784-256-10, batch 128", ExampleMLP(), {128, 784}, 10, quick ? 5 : 20));
+    rows.push_back(bench_step("train_cnn", "CNN, batch 32, 3x" + std::to_string(side) + "x" + std::to_string(side),
+                              ExampleCNN(), {32, 3, side, side}, 10, quick ? 2 : 5));
+    // Activations dominate here (1024 rows, 16 layers), as in the models checkpointing is for.
+    const Memory deep = memory_of("deep MLP 16 x 256, batch 1024", deep_mlp(16, 256), {1024, 256});
+    std::cout << deep.model << ": planned peak " << deep.peak_bytes / (1024.0 * 1024.0) << " MiB, checkpointed "
+              << deep.checkpointed_bytes / (1024.0 * 1024.0) << " MiB\n";
     std::ostringstream js;
-    js << "{\n  \"quick\": " << (quick ? "true" : "false") << ",\n  \"rows\": [\n";
-    for (size_t i = 0; i < rows.size(); ++i)
-      js << "    {\"workload\": \"" << rows[i].workload << "\", \"compiled_step_ms\": " << rows[i].compiled_ms
-         << ", \"eager_ms\": " << rows[i].eager_ms << ", \"planned_peak_bytes\": " << rows[i].planned_peak_bytes << "}"
+    js << "{\n  \"tool\": \"bench_train\",\n  \"quick\": " << (quick ? "true" : "false")
+       << ",\n  \"optimizer\": \"SGD lr 0.01 momentum 0.9\",\n  \"rows\": [\n";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      js << "    {\"key\": \"" << r.key << "\", \"workload\": \"" << r.workload << "\", \"input_shape\": "
+         << json_shape(r.input_shape) << ", \"compiled_step_ms\": " << r.compiled_ms << ", \"eager_ms\": " << r.eager_ms
+         << ", \"loss_difference\": " << r.loss_difference << ", \"memory\": " << json_memory(r.memory) << "}"
          << (i + 1 < rows.size() ? ",\n" : "\n");
-    js << "  ]\n}\n";
+    }
+    js << "  ],\n  \"checkpointing\": [" << json_memory(deep) << "]\n}\n";
     std::ofstream(out) << js.str();
     std::cout << "wrote " << out << "\n";
   } catch (const Error& e) {

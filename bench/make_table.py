@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Builds the README "## Benchmarks" section from bench/results/cpu.json (bench_cpu) and
-bench/results/peers.json (bench/peers.py; optional).
+bench/results/peers.json (bench/peers.py; optional), plus the function-compile table
+(fncompile.json) and the training-step table (train.json, peers_train.json) when present.
 
   python3 bench/make_table.py [--cpu bench/results/cpu.json] [--peers bench/results/peers.json]
-                              [--readme README.md]
+                              [--fncompile ...] [--train ...] [--peers-train ...] [--readme README.md]
 
 Without --readme the section is printed; with it, the body of "## Benchmarks" (up to the next
 "## " heading or the end) is replaced in place. Standard library only.
@@ -235,6 +236,81 @@ def build_fncompile(fn, peers, fn_py=None):
     return "\n".join(out) + "\n"
 
 
+TRAIN_PEERS = ["torch eager", "torch.compile", "jax jit"]
+
+
+def build_train(train, peers):
+    """The training-step table (bench_train + bench/peers_train.py) and checkpointing memory."""
+    mib = lambda b: b / (1 << 20)
+    out = []
+    w = out.append
+    w("")
+    w("### Training step")
+    w("")
+    w("From `build-bench/bench_train` (`bench/results/train.json`" + (", quick run" if train.get("quick") else "")
+      + ") and `bench/peers_train.py` (`bench/results/peers_train.json`): one training step (forward, "
+      f"backward, {train.get('optimizer', 'SGD')}) with softmax cross-entropy, median of a few steps; in "
+      "brackets the time relative to the ingot compiled step (above 1: slower than it). ingot eager is "
+      "`evaluate` with gradients, then `Optimizer::update` on the host.")
+    w("")
+
+    def peer(name, row):
+        if not peers:
+            return None, "not run"
+        e = peers.get("peers", {}).get(name)
+        if not e or e.get("status") != "ok":
+            return None, (e or {}).get("status", "not run")
+        if peers.get("workloads", {}).get(row["key"], {}).get("input_shape") != row["input_shape"]:
+            return None, "other shape"
+        r = e.get(row["key"])
+        if not r or "ms" not in r:
+            return None, "failed"
+        return r["ms"], ""
+    head = ["workload", "ingot compiled step", "ingot eager"] + [PEER_TITLES[p] for p in TRAIN_PEERS]
+    w("| " + " | ".join(head) + " |")
+    w("|" + "---|" * len(head))
+    for row in train["rows"]:
+        base = row["compiled_step_ms"]
+        cells = [row["workload"], fmt_ms(base), cell(row["eager_ms"], base)]
+        for p in TRAIN_PEERS:
+            ms, why = peer(p, row)
+            cells.append(cell(ms, base) if ms is not None else why)
+        w("| " + " | ".join(cells) + " |")
+    w("")
+    w("Planned peak memory of a training step (the compiler's plan of the joint forward + backward + update "
+      "graph), without and with gradient checkpointing (`checkpoint_segments` 2):")
+    w("")
+    w("| model | without | with checkpointing | saved | forward nodes recomputed |")
+    w("|---|---|---|---|---|")
+    for m in [r["memory"] | {"model": r["workload"]} for r in train["rows"]] + train.get("checkpointing", []):
+        saved = 1 - m["checkpointed_bytes"] / m["peak_bytes"] if m["peak_bytes"] else 0
+        w(f"| {m['model']} | {mib(m['peak_bytes']):.2f} MiB | {mib(m['checkpointed_bytes']):.2f} MiB | "
+          f"{100 * saved:.0f}% | {m['recomputed_nodes']} |")
+    w("")
+    w("Issue 4 targets against this run:")
+    w("")
+    for row in train["rows"]:
+        base = row["compiled_step_ms"]
+        eager, why = peer("torch eager", row)
+        if eager is None:
+            w(f"- {row['workload']}: ≥ 2× faster than PyTorch eager: not measured (PyTorch eager {why}).")
+        else:
+            w(f"- {row['workload']}: ≥ 2× faster than PyTorch eager: PyTorch eager takes **{eager / base:.2f}×** "
+              f"the ingot step's time — {'met' if eager >= 2 * base else 'not met'}.")
+    for row in train["rows"]:
+        base = row["compiled_step_ms"]
+        slower = []
+        for p in ("torch.compile", "jax jit"):
+            ms, why = peer(p, row)
+            if ms is None:
+                slower.append(f"{PEER_TITLES[p]} {why}")
+            elif ms < base:
+                slower.append(f"{PEER_TITLES[p]} {base / ms:.2f}× faster")
+        w(f"- {row['workload']}: as fast as torch.compile and JAX jit: "
+          + ("**met**." if not slower else "**not met** (" + "; ".join(slower) + ")."))
+    return "\n".join(out) + "\n"
+
+
 def replace_section(readme, body):
     with open(readme) as f:
         text = f.read()
@@ -257,6 +333,8 @@ def main():
     ap.add_argument("--peers", default="bench/results/peers.json")
     ap.add_argument("--fncompile", default="bench/results/fncompile.json")
     ap.add_argument("--fncompile-py", default="bench/results/fncompile_py.json")
+    ap.add_argument("--train", default="bench/results/train.json")
+    ap.add_argument("--peers-train", default="bench/results/peers_train.json")
     ap.add_argument("--readme", default="")
     a = ap.parse_args()
     cpu = load(a.cpu)
@@ -268,6 +346,9 @@ def main():
     fn = load(a.fncompile)
     if fn is not None:
         body += build_fncompile(fn, peers, load(a.fncompile_py))
+    train = load(a.train)
+    if train is not None:
+        body += build_train(train, load(a.peers_train))
     if a.readme:
         replace_section(a.readme, body)
         print(f"updated the Benchmarks section of {a.readme}")

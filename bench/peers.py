@@ -90,10 +90,14 @@ SLOW_MS = 30000.0        # first call slower than this: one timed repetition onl
 VERY_SLOW_MS = 120000.0  # slower than this: the first call is the figure, not repeated
 
 
-def timeit(fn, reps):
+def timeit(fn, reps, warmups=0):
+    """Median ms of `reps` calls; the first call is timed on its own ("first_ms"), then `warmups`
+    more calls run untimed."""
     t0 = time.perf_counter()
     fn()
     first = (time.perf_counter() - t0) * 1e3
+    for _ in range(warmups):
+        fn()
     if first > VERY_SLOW_MS:  # too slow to repeat on this machine: the first call is the figure
         return {"ms": first, "first_ms": first, "reps": 0, "note": "first call only (slow)"}
     if first > SLOW_MS:
@@ -290,24 +294,28 @@ def importable(module):
         return False, f"{type(e).__name__}: {e}"
 
 
-def main():
+def run_main(tool, default_out, workloads_of, make_data_of, peers, reps_for, warmups=0, extra=None):
+    """The command line shared with bench/peers_train.py: [--quick] [--out PATH] [--only a,b].
+    Runs each importable peer's workloads (`peers`: name -> (module, make(data) -> ({workload:
+    callable}, versions))) and writes the JSON the README tables are made from."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default="bench/results/peers.json")
+    ap.add_argument("--out", default=default_out)
     ap.add_argument("--only", default="", help="comma-separated peer names (default: all)")
     args = ap.parse_args()
-    wl = workloads(args.quick)
-    d = make_data(wl)
+    wl = workloads_of(args.quick)
+    d = make_data_of(wl)
     result = {
-        "tool": "peers.py",
+        "tool": tool,
         "quick": args.quick,
         "machine": {"cpu": cpu_model(), "hardware_threads": os.cpu_count(), "threads_used": THREADS},
         "versions": {"python": platform.python_version(), "numpy": np.__version__},
+        **(extra or {}),
         "workloads": wl,
         "peers": {},
     }
     only = [s.strip() for s in args.only.split(",") if s.strip()]
-    for name, (module, make) in PEERS.items():
+    for name, (module, make) in peers.items():
         if only and name not in only:
             continue
         ok, why = importable(module)
@@ -321,13 +329,13 @@ def main():
             result["versions"].update(versions)
             for wname, fn in fns.items():
                 try:
-                    r = timeit(fn, reps_for(wname, args.quick))
+                    r = timeit(fn, reps_for(wname, args.quick), warmups)
                     entry[wname] = r
-                    print(f"{name:16s} {wname:5s} {r['ms']:10.2f} ms (median of {r['reps']}; "
+                    print(f"{name:16s} {wname:9s} {r['ms']:10.2f} ms (median of {r['reps']}; "
                           f"first call {r['first_ms']:.1f} ms)", flush=True)
                 except Exception as e:
                     entry[wname] = {"error": f"{type(e).__name__}: {e}"[:300]}
-                    print(f"{name:16s} {wname:5s} failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
+                    print(f"{name:16s} {wname:9s} failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
         except Exception as e:
             traceback.print_exc()
             entry = {"status": "failed", "detail": f"{type(e).__name__}: {e}"[:300]}
@@ -337,6 +345,10 @@ def main():
         json.dump(result, f, indent=2)
     print(f"wrote {args.out}")
     return 0
+
+
+def main():
+    return run_main("peers.py", "bench/results/peers.json", workloads, make_data, PEERS, reps_for)
 
 
 if __name__ == "__main__":

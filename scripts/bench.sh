@@ -6,7 +6,8 @@
 #      bench_train (training steps) -> bench/results/train.json
 #   2. installs the Python peers from PyPI into a virtual environment when it can (each install
 #      capped in time; a failure only means that peer prints "not installed") and runs
-#      bench/peers.py in its own process -> bench/results/peers.json
+#      bench/peers.py in its own process -> bench/results/peers.json, and bench/peers_train.py
+#      (training steps) -> bench/results/peers_train.json
 #   3. rewrites the README "## Benchmarks" section with bench/make_table.py.
 #
 #   ./scripts/bench.sh [--quick] [--no-peers] [--no-install]
@@ -68,9 +69,10 @@ if [ "$peers" = 1 ]; then
   if "$py" -c "import numpy" >/dev/null 2>&1; then
     echo "== peers ($py)"
     "$py" bench/peers.py "${quick[@]}" --out bench/results/peers.json || echo "peers.py failed"
+    "$py" bench/peers_train.py "${quick[@]}" --out bench/results/peers_train.json || echo "peers_train.py failed"
   else
     echo "== peers: numpy is not importable, skipped"
-    rm -f bench/results/peers.json
+    rm -f bench/results/peers.json bench/results/peers_train.json
   fi
 else
   # --no-peers keeps the last peers' figures (bench/results/peers.json) for the table; the table
@@ -80,4 +82,5 @@ fi
 
 echo "== README"
 python3 bench/make_table.py --cpu bench/results/cpu.json --peers bench/results/peers.json \
-  --fncompile bench/results/fncompile.json --readme README.md
+  --fncompile bench/results/fncompile.json --train bench/results/train.json \
+  --peers-train bench/results/peers_train.json --readme README.md

@@ -58,6 +58,11 @@ struct CompileOptions {
   std::string memory_planning = "greedy";  // greedy | none
   double max_memory_gb = 0;                // planned peak limit in GiB; 0 = no limit
   std::string mixed_precision = "none";    // none | bfloat16 | float16 (matmul / conv2d inputs)
+  // Gradient graphs (evaluate with output_gradients, compile_train_step): split the forward
+  // schedule into `checkpoint_segments` segments, keep only the values that cross a segment
+  // boundary, and recompute the rest of every segment but the last one in the backward graph.
+  bool gradient_checkpointing = false;
+  int checkpoint_segments = 2;  // >= 1; 1 recomputes nothing (the last segment is never recomputed)
 
   // Sets an option from its name and a string value (CLI, Python). Unknown names and
   // unparsable values are errors that name the option and list what is valid.
@@ -72,6 +77,12 @@ class Executable {
  public:
   virtual ~Executable() = default;
   virtual std::vector<Tensor> run(std::span<const Tensor> inputs) const = 0;
+  // Like run, but output j is written into outputs[j] when that is defined: into its buffer when
+  // it is contiguous with the output's dtype and shape, else the handle is replaced. The buffer
+  // may be an input's (a training step updating its parameters in place): a backend
+  // whose schedule allows it writes there directly, otherwise the result is copied in after
+  // the run. Undefined entries receive new tensors. The default runs, then copies.
+  virtual void run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs) const;
   // Human-readable form of what will run (for file_path): generated source or a plan.
   virtual std::string source() const = 0;
 };

@@ -23,6 +23,15 @@ struct CompileOptions;
 struct MemoryPlan;  // src/compiler/memory_plan.h
 struct JointGraph;  // src/compiler/gradient_pipeline.h
 
+// Planned memory of a joint forward + backward graph (PhysicalModel::gradient_memory,
+// TrainStep::gradient_memory); 0 bytes when not planned (symbolic shapes).
+struct GradientMemory {
+  int64_t planned_peak_bytes = 0;
+  // The same graph without gradient checkpointing (equal to planned_peak_bytes when the option is off).
+  int64_t without_checkpointing_bytes = 0;
+  int recomputed_nodes = 0;  // forward nodes duplicated into the backward graph
+};
+
 // What evaluate returns when gradients are asked for.
 struct Evaluation {
   TensorMap outputs;    // every output, as evaluate(params, inputs) gives them
@@ -59,6 +68,9 @@ class PhysicalModel {
   // like evaluate); its gradient outputs are named "grad:<terminal>" and its cotangent inputs
   // "cotangent:<output>".
   const Graph& gradient_graph(const std::vector<std::string>& seeded_outputs) const;
+  // The planned peak of that graph, with and without gradient checkpointing (compile options
+  // gradient_checkpointing, checkpoint_segments).
+  GradientMemory gradient_memory(const std::vector<std::string>& seeded_outputs) const;
   // Set by compile: the inferred graph before optimization, which autodiff differentiates.
   void set_differentiation_graph(Graph graph);
 
@@ -93,6 +105,7 @@ class PhysicalModel {
   void check_arguments(const TensorMap& params, const TensorMap& inputs,
                        std::map<std::string, std::pair<int64_t, std::string>>& bound) const;
   const JointGraph& joint_graph(const std::vector<std::string>& seeded) const;
+  const JointGraph& checked_joint_graph(const std::vector<std::string>& seeded_outputs) const;
 
   struct GradientCache;
 

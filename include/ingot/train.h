@@ -208,9 +208,9 @@ struct StepResult {
 
 // Forward + backward + optimizer update in one executable built by the pass pipeline and a
 // backend. run() reads `params`, `state` and the batch, and writes the updated parameters and
-// optimizer slots back into the tensors of `params` and `state` (their buffers are overwritten,
-// so every alias of them sees the update; the executable returns fresh buffers and run copies
-// them back: a first version, not yet outputs written into given buffers).
+// optimizer slots into the tensors of `params` and `state` (their buffers are overwritten, so
+// every alias of them sees the update): through Executable::run_into, straight from the
+// generated code where the backend's schedule allows it (CPU), else copied in.
 class TrainStep {
  public:
   TensorMap randomize_params(uint64_t seed = 0) const { return forward_.randomize_params(seed); }
@@ -225,6 +225,9 @@ class TrainStep {
   const Graph& graph() const;
   // Planned peak of the step graph (0 when not planned: symbolic shapes).
   int64_t planned_peak_bytes() const;
+  // That peak with and without gradient checkpointing (compile options gradient_checkpointing,
+  // checkpoint_segments), and how many forward nodes the backward recomputes.
+  GradientMemory gradient_memory() const;
   const std::vector<std::string>& trained_parameters() const { return trained_; }
   const Optimizer& optimizer() const { return *optimizer_; }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ingot/compile.h"
+#include "compiler/checkpointing.h"
 #include "compiler/memory_plan.h"
 #include "ingot/graph.h"
 
@@ -21,7 +22,13 @@ struct JointGraph {
   std::map<std::string, std::string> cotangent_inputs;  // input leaf name -> the output it seeds
   std::map<std::string, std::string> gradient_outputs;  // output name -> the value it differentiates
   std::shared_ptr<const MemoryPlan> memory_plan;         // of the optimized joint graph
+  // With gradient_checkpointing: what it did, and the plan of the same graph without it.
+  CheckpointReport checkpoint;
+  std::shared_ptr<const MemoryPlan> plain_memory_plan;
 };
+
+// Its planned peaks with and without checkpointing (PhysicalModel and TrainStep report them).
+GradientMemory joint_memory(const JointGraph& joint);
 
 // Grows the joint graph after autodiff and before the optimize stage (the compiled training step
 // appends its optimizer update here, src/train/train_step.cpp), printed as stage `stage`.

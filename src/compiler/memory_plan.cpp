@@ -12,21 +12,21 @@ namespace ingot {
 namespace {
 constexpr int64_t kAlign = 64;
 int64_t aligned(int64_t b) { return (b + kAlign - 1) / kAlign * kAlign; }
+}  // namespace
 
-std::string human(int64_t b) {
+std::string human_bytes(int64_t b) {
   std::ostringstream os;
   os.precision(3);
   if (b >= (int64_t{1} << 20)) os << static_cast<double>(b) / (1 << 20) << " MiB";
   else os << static_cast<double>(b) / 1024 << " KiB";
   return os.str();
 }
-}  // namespace
 
 std::string MemoryPlan::str() const {
   if (!planned) return "not planned (" + reason + ")";
   std::ostringstream os;
-  os << strategy << ": planned peak " << human(planned_peak_bytes) << ", lower bound "
-     << human(lower_bound_bytes) << ", unplanned " << human(unplanned_bytes) << ", "
+  os << strategy << ": planned peak " << human_bytes(planned_peak_bytes) << ", lower bound "
+     << human_bytes(lower_bound_bytes) << ", unplanned " << human_bytes(unplanned_bytes) << ", "
      << tensors.size() << " tensors, " << inplace_count << " in place";
   return os.str();
 }

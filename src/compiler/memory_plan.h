@@ -31,6 +31,9 @@ struct PlannedTensor {
   ValueId reuses = -1;  // in-place: the input whose buffer this output takes over
 };
 
+// "1.55 MiB", "12 KiB": a byte count as the plans print it.
+std::string human_bytes(int64_t bytes);
+
 struct MemoryPlan {
   bool planned = false;
   std::string strategy = "none";  // greedy | none

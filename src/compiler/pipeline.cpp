@@ -1,11 +1,13 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <cmath>
 
 #include "compiler/autodiff.h"
+#include "compiler/checkpointing.h"
 #include "compiler/frontend.h"
 #include "compiler/gradient_pipeline.h"
 #include "compiler/memory_plan.h"
@@ -40,7 +42,8 @@ std::vector<std::string> CompileOptions::option_names() {
   return {"shapes", "types", "constant_keys", "data_keys", "trainable_keys", "discard_keys",
           "static_shapes", "inference", "jit", "file_path", "dump_graph", "dump_format", "verbose",
           "optimization_level", "optimizations", "custom_passes", "dump_after_each_pass",
-          "memory_planning", "max_memory_gb", "mixed_precision"};
+          "memory_planning", "max_memory_gb", "mixed_precision", "gradient_checkpointing",
+          "checkpoint_segments"};
 }
 
 void CompileOptions::set(const std::string& name, const std::string& value) {
@@ -69,6 +72,22 @@ void CompileOptions::set(const std::string& name, const std::string& value) {
     optimizations = std::move(m);
   }
   else if (name == "dump_after_each_pass") dump_after_each_pass = parse_bool(name, value);
+  else if (name == "gradient_checkpointing") gradient_checkpointing = parse_bool(name, value);
+  else if (name == "checkpoint_segments") {
+    size_t used = 0;
+    long long n = 0;
+    try {
+      n = std::stoll(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    INGOT_CHECK(used == value.size() && !value.empty() && n <= 1000000,
+                "Option 'checkpoint_segments': expected a whole number of segments, got '", value, "'");
+    CompileOptions probe;
+    probe.checkpoint_segments = static_cast<int>(n);
+    probe.validate();
+    checkpoint_segments = static_cast<int>(n);
+  }
   else if (name == "memory_planning") { CompileOptions probe; probe.memory_planning = value; probe.validate(); memory_planning = value; }
   else if (name == "mixed_precision") { CompileOptions probe; probe.mixed_precision = value; probe.validate(); mixed_precision = value; }
   else if (name == "max_memory_gb") {
@@ -127,6 +146,7 @@ void CompileOptions::validate() const {
               memory_planning, "' (valid: greedy, none)");
   INGOT_CHECK(std::isfinite(max_memory_gb) && max_memory_gb >= 0, "Option 'max_memory_gb': must be a non-negative number of GiB (0 = no limit), got ",
               max_memory_gb);
+  INGOT_CHECK(checkpoint_segments >= 1, "Option 'checkpoint_segments': must be at least 1, got ", checkpoint_segments);
   INGOT_CHECK(mixed_precision == "none" || mixed_precision == "bfloat16" || mixed_precision == "float16",
               "Option 'mixed_precision': unknown type '", mixed_precision, "' (valid: none, bfloat16, float16)");
 }
@@ -240,6 +260,7 @@ JointGraph build_joint_graph(const Graph& forward, const std::vector<std::string
   JointGraph joint;
   Graph& g = joint.graph;
   g = forward;
+  const auto forward_nodes = static_cast<NodeId>(g.nodes().size());
   log.run("autodiff", [&] {
     const size_t nodes_before = g.nodes().size();
     auto taken = [&](const std::string& name) { return g.find_leaf(name) || g.find_output(name); };
@@ -281,10 +302,28 @@ JointGraph build_joint_graph(const Graph& forward, const std::vector<std::string
       verify(g);
       return 0;
     });
+  std::optional<Graph> plain;  // the same joint graph without checkpointing, for the memory report
+  if (options.gradient_checkpointing)
+    log.run("gradient checkpointing", [&] {
+      plain = g;
+      joint.checkpoint = apply_gradient_checkpointing(g, forward_nodes, options.checkpoint_segments);
+      log.note(joint.checkpoint.str());
+      verify(g);
+      return 0;
+    });
   optimize_stage(g, options, log);
   log.run("memory planning", [&] {
     joint.memory_plan = std::make_shared<const MemoryPlan>(plan_memory(g, options.memory_planning));
     log.note(joint.memory_plan->str());
+    if (plain) {
+      StageLog quiet(false);
+      optimize_stage(*plain, options, quiet);
+      joint.plain_memory_plan = std::make_shared<const MemoryPlan>(plan_memory(*plain, options.memory_planning));
+      if (joint.memory_plan->planned && joint.plain_memory_plan->planned)
+        log.note("gradient checkpointing: planned peak " + human_bytes(joint.memory_plan->planned_peak_bytes) + ", " +
+                 human_bytes(joint.plain_memory_plan->planned_peak_bytes) + " without (saves " +
+                 human_bytes(joint.plain_memory_plan->planned_peak_bytes - joint.memory_plan->planned_peak_bytes) + ")");
+    }
     return 0;
   });
   joint.executable = log.run("lower", [&] {
@@ -293,6 +332,15 @@ JointGraph build_joint_graph(const Graph& forward, const std::vector<std::string
     return e;
   });
   return joint;
+}
+
+GradientMemory joint_memory(const JointGraph& joint) {
+  GradientMemory m;
+  auto peak = [](const std::shared_ptr<const MemoryPlan>& p) { return p && p->planned ? p->planned_peak_bytes : 0; };
+  m.planned_peak_bytes = peak(joint.memory_plan);
+  m.without_checkpointing_bytes = joint.plain_memory_plan ? peak(joint.plain_memory_plan) : m.planned_peak_bytes;
+  m.recomputed_nodes = joint.checkpoint.recomputed_nodes;
+  return m;
 }
 
 PhysicalModel compile(const Model& model, const Backend& backend, const CompileOptions& options) {

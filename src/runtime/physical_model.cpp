@@ -214,7 +214,7 @@ const JointGraph& PhysicalModel::joint_graph(const std::vector<std::string>& see
   return *joint;
 }
 
-const Graph& PhysicalModel::gradient_graph(const std::vector<std::string>& seeded_outputs) const {
+const JointGraph& PhysicalModel::checked_joint_graph(const std::vector<std::string>& seeded_outputs) const {
   std::vector<std::string> seeded = seeded_outputs;
   std::sort(seeded.begin(), seeded.end());
   seeded.erase(std::unique(seeded.begin(), seeded.end()), seeded.end());
@@ -226,7 +226,15 @@ const Graph& PhysicalModel::gradient_graph(const std::vector<std::string>& seede
                   return s;
                 }(),
                 ")");
-  return joint_graph(seeded).graph;
+  return joint_graph(seeded);
+}
+
+const Graph& PhysicalModel::gradient_graph(const std::vector<std::string>& seeded_outputs) const {
+  return checked_joint_graph(seeded_outputs).graph;
+}
+
+GradientMemory PhysicalModel::gradient_memory(const std::vector<std::string>& seeded_outputs) const {
+  return joint_memory(checked_joint_graph(seeded_outputs));
 }
 
 Evaluation PhysicalModel::evaluate(const TensorMap& params, const TensorMap& inputs,

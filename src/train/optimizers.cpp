@@ -4,7 +4,7 @@
 
 #include "ingot/error.h"
 #include "ingot/train.h"
-#include "train/write_back.h"
+#include "runtime/write_back.h"
 
 namespace ingot {
 
@@ -42,10 +42,10 @@ void Optimizer::update(TensorMap& params, const TensorMap& grads, OptimizerState
     }
     for (Tensor& t : slots64) slot_ptrs.push_back(t.data<double>());
     update_one(p64.data<double>(), g64.data<double>(), slot_ptrs, p64.numel(), step);
-    train::write_back(p, p64.astype(p.dtype()));
+    write_back(p, p64.astype(p.dtype()));
     for (size_t k = 0; k < slots64.size(); ++k) {
       Tensor& s = state.slots.at(slot_names()[k] + ":" + name);
-      train::write_back(s, slots64[k].astype(s.dtype()));
+      write_back(s, slots64[k].astype(s.dtype()));
     }
   }
   state.step = step;

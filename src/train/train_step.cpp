@@ -8,7 +8,6 @@
 #include "ingot/error.h"
 #include "ingot/train.h"
 #include "train/graph_builder.h"
-#include "train/write_back.h"
 
 namespace ingot {
 
@@ -17,7 +16,8 @@ constexpr const char* kScalarPrefix = "optimizer.";
 constexpr const char* kUpdated = "updated:";
 constexpr const char* kState = "state:";  // non-trainable state's next value (BatchNorm2d running statistics)
 std::string slot_input(const std::string& slot, const std::string& param) { return "optimizer." + slot + ":" + param; }
-std::string slot_output(const std::string& slot, const std::string& param) { return "updated." + slot + ":" + param; }
+constexpr const char* kUpdatedSlot = "updated.";  // an optimizer slot's next value
+std::string slot_output(const std::string& slot, const std::string& param) { return kUpdatedSlot + slot + ":" + param; }
 }  // namespace
 
 struct TrainStep::Compiled {
@@ -32,10 +32,9 @@ TrainStep::TrainStep(PhysicalModel forward, std::shared_ptr<const Compiled> step
 
 const Graph& TrainStep::graph() const { return step_->joint.graph; }
 
-int64_t TrainStep::planned_peak_bytes() const {
-  const auto& plan = step_->joint.memory_plan;
-  return plan && plan->planned ? plan->planned_peak_bytes : 0;
-}
+int64_t TrainStep::planned_peak_bytes() const { return gradient_memory().planned_peak_bytes; }
+
+GradientMemory TrainStep::gradient_memory() const { return joint_memory(step_->joint); }
 
 TrainStep compile_train_step(const TrainModel& model, const Backend& backend, const Optimizer& optimizer,
                              const CompileOptions& options) {
@@ -130,16 +129,23 @@ StepResult TrainStep::run(TensorMap& params, OptimizerState& state, const Tensor
                 dtype_name(v.dtype), to_string(v.shape));
     args.push_back(t);
   }
-  std::vector<Tensor> results = step_->joint.executable->run(args);
+  // Updated parameters, slots and state are written into the caller's tensors: straight into
+  // their buffers where the backend's schedule allows (they are read before they are written).
+  std::vector<Tensor> results(g.outputs().size());
+  auto destination = [&](const std::string& name) -> Tensor* {
+    if (name.rfind(kUpdated, 0) == 0) return &params.at(name.substr(std::string(kUpdated).size()));
+    if (name.rfind(kState, 0) == 0) return &params.at(name.substr(std::string(kState).size()));
+    if (name.rfind(kUpdatedSlot, 0) == 0) return &state.slots.at(name.substr(std::string(kUpdatedSlot).size()));
+    return nullptr;
+  };
+  for (size_t i = 0; i < results.size(); ++i)
+    if (Tensor* dest = destination(g.outputs()[i].first)) results[i] = *dest;
+  step_->joint.executable->run_into(args, results);
   StepResult r;
   for (size_t i = 0; i < results.size(); ++i) {
     const std::string& name = g.outputs()[i].first;
-    if (name.rfind(kUpdated, 0) == 0) {
-      train::write_back(params.at(name.substr(std::string(kUpdated).size())), results[i]);
-    } else if (name.rfind(kState, 0) == 0) {
-      train::write_back(params.at(name.substr(std::string(kState).size())), results[i]);
-    } else if (name.rfind("updated.", 0) == 0) {
-      train::write_back(state.slots.at(name.substr(std::string("updated.").size())), results[i]);
+    if (Tensor* dest = destination(name)) {
+      *dest = results[i];  // the same buffer, unless the layout made run_into replace the handle
     } else if (step_->metric_names.count(name)) {
       r.metrics.emplace(name, results[i]);
     } else {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "backends/cpu/abi.h"
+#include "backends/cpu/codegen_reduce.h"
 #include "backends/cpu/prelude.h"
 #include "ingot/error.h"
 #include "ir/op_registry.h"
@@ -157,7 +158,15 @@ bool reduce_block(const Node& n, int rank, int* first, int* last) {
   return true;
 }
 
+// Whether the reduced axes form one contiguous block (ig_reduce), not just any valid set (ig_reduce_axes).
+bool contiguous_reduction(const Node& n, int rank) {
+  int first = 0, last = 0;
+  return reduce_block(n, rank, &first, &last);
+}
+
 int norm_axis(int64_t a, int rank) { return static_cast<int>(a < 0 ? a + rank : a); }
+
+bool is_float_dtype(DType t) { return t == DType::Float32 || t == DType::Float64; }
 
 // ---- the generator -----------------------------------------------------------------------------
 struct Segment {
@@ -173,10 +182,12 @@ class Generator {
 
   GeneratedCode run() {
     index_leaves_and_symbols();
+    fold_transposes();
     build_segments();
     plan_buffers();
     choose_layouts();
     plan_arena();
+    plan_output_aliases();
     std::ostringstream entry;
     emit_entry(entry);
     std::ostringstream src;
@@ -218,6 +229,37 @@ class Generator {
     }
   }
 
+  // -- transposes folded into gemm
+  // A float `transpose` swapping the last two axes whose every reader is a native matmul (and
+  // that is no graph output) is never materialized: the matmul passes BLAS the transpose flag
+  // and the transpose's input (matmul's gradient rule makes one per operand).
+  void fold_transposes() {
+    folded_.assign(g_.values().size(), -1);
+    std::vector<int> matmul_reads(g_.values().size(), 0), reads(g_.values().size(), 0);
+    for (const Node& n : g_.nodes())
+      for (ValueId v : n.inputs) {
+        ++reads[v];
+        if (n.op == "matmul" && is_native(g_, n)) ++matmul_reads[v];
+      }
+    for (const auto& [name, v] : g_.outputs()) ++reads[v];
+    for (const Node& n : g_.nodes()) {
+      if (n.op != "transpose" || n.outputs.size() != 1) continue;
+      const ValueId y = n.outputs[0];
+      const Value& yv = g_.value(y);
+      const int rank = static_cast<int>(yv.shape.size());
+      if (rank < 2 || !is_float_dtype(yv.dtype) || reads[y] == 0 || reads[y] != matmul_reads[y]) continue;
+      std::vector<int64_t> swap_last2(static_cast<size_t>(rank));
+      for (int i = 0; i < rank; ++i) swap_last2[static_cast<size_t>(i)] = i;
+      std::swap(swap_last2[static_cast<size_t>(rank - 1)], swap_last2[static_cast<size_t>(rank - 2)]);
+      std::vector<int64_t> perm = n.attrs.get_ints("perm", {});
+      if (perm.empty()) perm.assign(swap_last2.rbegin(), swap_last2.rend());  // default: reversed
+      for (int64_t& p : perm) p = p < 0 ? p + rank : p;
+      if (perm == swap_last2) folded_[y] = n.inputs[0];
+    }
+  }
+  // The buffer a read of `v` uses: a folded transpose's input, else v itself.
+  ValueId stored(ValueId v) const { return folded_[v] >= 0 ? folded_[v] : v; }
+
   // -- segments
   void build_segments() {
     for (size_t gi = 0; gi < plan_.groups.size(); ++gi) {
@@ -229,7 +271,11 @@ class Generator {
       };
       for (NodeId n : grp.nodes) {
         const Node& node = g_.node(n);
-        const bool native = is_native(g_, node);
+        if (folded_[node.outputs[0]] >= 0) {  // read by its matmuls through the transpose flag
+          out_.native_nodes.push_back(n);
+          continue;
+        }
+        const bool native = is_native(g_, node) || use_dnnl_grad(node);
         if (native && n != grp.anchor && get_op(node.op).fusion == FusionClass::Elementwise) {
           run.push_back(n);
           continue;
@@ -259,6 +305,7 @@ class Generator {
   bool prologue_fuses(const std::vector<NodeId>& run, const Node& red) const {
     static const std::set<std::string> kReductions = {"sum", "mean", "max", "min"};
     if (run.empty() || !kReductions.count(red.op)) return false;
+    if (!contiguous_reduction(red, static_cast<int>(g_.value(red.inputs[0]).shape.size()))) return false;
     const ValueId x = red.inputs[0];
     if (g_.node(run.back()).outputs[0] != x) return false;
     std::set<ValueId> inside;
@@ -293,7 +340,8 @@ class Generator {
         }
     for (size_t s = 0; s < segs_.size(); ++s)
       for (NodeId n : segs_[s].nodes)
-        for (ValueId v : g_.node(n).inputs) {
+        for (ValueId read : g_.node(n).inputs) {
+          const ValueId v = stored(read);
           if (seg_of_[v] != static_cast<int>(s)) {
             needs_buffer_[v] = true;
             last_use_[v] = std::max(last_use_[v], static_cast<int>(s));
@@ -310,8 +358,21 @@ class Generator {
   // negative; the rest keeps the generated im2col + gemm.
   bool use_dnnl(const Node& n) const {
     if (!opt_.dnnl || n.op != "conv2d" || g_.value(n.outputs[0]).dtype != DType::Float32) return false;
-    const SymShape &xs = g_.value(n.inputs[0]).shape, &ws = g_.value(n.inputs[1]).shape,
-                   &ys = g_.value(n.outputs[0]).shape;
+    return dnnl_geometry(n, n.inputs[0], n.inputs[1], n.outputs[0]);
+  }
+  // conv2d_input_grad / conv2d_weight_grad through oneDNN's backward primitives: float32, the
+  // forward convolution's geometry as use_dnnl requires it.
+  bool use_dnnl_grad(const Node& n) const {
+    if (!opt_.dnnl || (n.op != "conv2d_input_grad" && n.op != "conv2d_weight_grad")) return false;
+    for (ValueId v : {n.inputs[0], n.inputs[1], n.inputs[2], n.outputs[0]})
+      if (g_.value(v).dtype != DType::Float32) return false;
+    const bool input_grad = n.op == "conv2d_input_grad";  // inputs (dy, w, like x), else (x, dy, like w)
+    return input_grad ? dnnl_geometry(n, n.inputs[2], n.inputs[1], n.inputs[0])
+                      : dnnl_geometry(n, n.inputs[0], n.inputs[2], n.inputs[1]);
+  }
+  // Known spatial sizes, and oneDNN's right padding (what yields exactly y's size) not negative.
+  bool dnnl_geometry(const Node& n, ValueId x, ValueId w, ValueId y) const {
+    const SymShape &xs = g_.value(x).shape, &ws = g_.value(w).shape, &ys = g_.value(y).shape;
     const std::vector<int64_t> st = n.attrs.get_ints("stride", {1, 1}), pad = n.attrs.get_ints("padding", {0, 0}),
                                dil = n.attrs.get_ints("dilation", {1, 1});
     for (size_t d = 0; d < 2; ++d) {
@@ -328,8 +389,10 @@ class Generator {
     for (NodeId n : segs_[s].nodes) in_seg.insert(g_.node(n).outputs.begin(), g_.node(n).outputs.end());
     std::vector<ValueId> r;
     for (NodeId n : segs_[s].nodes)
-      for (ValueId v : g_.node(n).inputs)
+      for (ValueId read : g_.node(n).inputs) {
+        const ValueId v = stored(read);
         if (!in_seg.count(v) && std::find(r.begin(), r.end(), v) == r.end()) r.push_back(v);
+      }
     return r;
   }
   std::vector<ValueId> seg_stores(size_t s) const {
@@ -443,6 +506,32 @@ class Generator {
           inplace_seg_[s] = true;
           free_reads.erase(it);
           break;
+        }
+      }
+    }
+  }
+
+  // Which inputs' buffers each graph output may be written into (the caller passing an input's
+  // buffer to receive an output, as a training step does with its parameters): every read of
+  // the input comes before the output's segment, or in it, when that segment is one elementwise
+  // nest reading the input at the index it writes (emitted without __restrict).
+  void plan_output_aliases() {
+    out_.output_may_alias.assign(g_.outputs().size(), {});
+    std::set<ValueId> outputs;
+    for (const auto& [name, v] : g_.outputs()) outputs.insert(v);
+    for (size_t j = 0; j < g_.outputs().size(); ++j) {
+      const Value& v = g_.value(g_.outputs()[j].second);
+      if (v.producer < 0 || nhwc_[v.id]) continue;
+      const int s = seg_of_[v.id];
+      const std::vector<ValueId> stores = seg_stores(static_cast<size_t>(s));
+      bool one_nest = segs_[s].kind == Segment::Elementwise;
+      for (ValueId st : stores) one_nest = one_nest && g_.value(st).shape == v.shape;
+      for (size_t i = 0; i < out_.inputs.size(); ++i) {
+        const Value& in = g_.value(out_.inputs[i]);
+        if (in.shape != v.shape || in.dtype != v.dtype || outputs.count(in.id)) continue;
+        if (last_use_[in.id] < s || (last_use_[in.id] == s && one_nest)) {
+          out_.output_may_alias[j].push_back(static_cast<int>(i));
+          if (last_use_[in.id] == s) inplace_seg_[static_cast<size_t>(s)] = true;
         }
       }
     }
@@ -697,6 +786,11 @@ class Generator {
       k << "  std::memset(y, 0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
     } else if (op == "reshape" || op == "identity" || op == "reshape_like" || op == "expand_dims") {
       k << "  std::memcpy(y, x0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
+    } else if ((op == "sum" || op == "mean" || op == "max" || op == "min") && !contiguous_reduction(n, rank)) {
+      std::vector<std::string> sizes;
+      for (const Mono& d : xd) sizes.push_back(str(d));
+      k << reduce_axes_body(op == "sum" ? 0 : op == "mean" ? 1 : op == "max" ? 2 : 3, op, tx, ty, sizes,
+                            *reduced_axes(n, rank));
     } else if (op == "sum" || op == "mean" || op == "max" || op == "min") {
       int a = 0, b = -1;
       reduce_block(n, rank, &a, &b);
@@ -737,6 +831,10 @@ class Generator {
           << str(product(xd, 2)) << ", " << eps << ");\n";
     } else if (op == "matmul") {
       emit_matmul(n, k);
+    } else if (use_dnnl_grad(n)) {
+      k << "  // oneDNN backward primitive, created by the host at load\n  return ctx->host->conv2d_grad(ctx->host->ctx, "
+        << out_.dnnl_conv_grads.size() << ", x0, x1, y, ctx->error, ctx->error_size);\n";
+      out_.dnnl_conv_grads.push_back({n.id, false, false});
     } else if (op == "conv2d" && use_dnnl(n)) {
       k << "  // oneDNN primitive, created by the host at load (x " << (nhwc_[x] ? "NHWC" : "NCHW") << ", y "
         << (nhwc_[y] ? "NHWC" : "NCHW") << ")\n  return ctx->host->conv2d(ctx->host->ctx, " << out_.dnnl_convs.size()
@@ -757,7 +855,7 @@ class Generator {
     k << "  return 0;\n}\n\n";
     kernels_ << k.str();
     call << "  if (" << name << "(ctx";
-    for (ValueId v : n.inputs) call << ", " << ptr(v);
+    for (ValueId v : n.inputs) call << ", " << ptr(stored(v));
     call << ", " << ptr(y) << ") != 0) return 1;\n";
   }
 
@@ -821,12 +919,16 @@ class Generator {
     const Mono M = ra == 1 ? kOne : ad[ra - 2], K = ad[ra - 1], N = rb == 1 ? kOne : bd[rb - 1];
     const size_t ab = ra >= 2 ? ra - 2 : 0, bb = rb >= 2 ? rb - 2 : 0;
     const size_t ob = yd.size() - (ra > 1) - (rb > 1);
+    // An operand that is a folded transpose is read in its stored (untransposed) layout.
+    const bool ta = folded_[n.inputs[0]] >= 0, tb = folded_[n.inputs[1]] >= 0;
+    const std::string gemm = std::string("ig_gemm(") + (ta ? "true" : "false") + ", " + (tb ? "true" : "false") + ", ";
+    const char *lda = ta ? "M" : "K", *ldb = tb ? "K" : "N";
     k << "  const int64_t M = " << str(M) << ", N = " << str(N) << ", K = " << str(K) << ";\n";
     // b without batch dims and a with the full batch: one gemm over batch * M rows.
-    bool fold = bb == 0 && ab == ob;
+    bool fold = bb == 0 && ab == ob && !ta;
     for (size_t i = 0; fold && i < ob; ++i) fold = g_.value(n.inputs[0]).shape[i] == g_.value(n.outputs[0]).shape[i];
     if (fold) {
-      k << "  ig_gemm(" << str(product(yd, 0, ob)) << " * M, N, K, x0, K, x1, N, y, N);\n";
+      k << "  " << gemm << str(product(yd, 0, ob)) << " * M, N, K, x0, K, x1, " << ldb << ", y, N);\n";
       return;
     }
     auto batch_strides = [&](const std::vector<Mono>& d, size_t nb) {
@@ -842,7 +944,8 @@ class Generator {
       k << "    { const int64_t j = rest % " << str(yd[d]) << "; rest /= " << str(yd[d]) << "; oa += j * "
         << str(sa[d]) << "; ob += j * " << str(sb[d]) << "; }\n";
     }
-    k << "    (void)rest;\n    ig_gemm(M, N, K, x0 + oa, K, x1 + ob, N, y + bi * M * N, N);\n  }\n";
+    k << "    (void)rest;\n    " << gemm << "M, N, K, x0 + oa, " << lda << ", x1 + ob, " << ldb
+      << ", y + bi * M * N, N);\n  }\n";
   }
 
   void emit_fallback(const Segment& seg, std::ostream& call) {
@@ -939,14 +1042,13 @@ class Generator {
   std::vector<int> seg_of_, last_use_;
   std::vector<bool> needs_buffer_, is_output_;
   std::vector<bool> nhwc_;         // per value: buffer stored channels-last
+  std::vector<ValueId> folded_;    // per value: a folded transpose's input, or -1
   std::vector<int> slot_;          // per value: arena slot, or -1
   std::vector<bool> inplace_seg_;  // per segment: some store overwrites a read
   std::vector<std::string> step_kernels_;  // kernels emitted for the current segment
 
   std::ostringstream kernels_;
 };
-
-bool is_float_dtype(DType t) { return t == DType::Float32 || t == DType::Float64; }
 
 }  // namespace
 
@@ -982,10 +1084,8 @@ bool is_native(const Graph& g, const Node& n) {
   if (op == "reshape" || op == "identity" || op == "reshape_like" || op == "expand_dims")
     return dt(n.inputs[0]) == dt(n.outputs[0]);
   if (op == "zeros_like") return true;
-  if (op == "sum" || op == "mean" || op == "max" || op == "min") {
-    int a, b;
-    return reduce_block(n, rank(n.inputs[0]), &a, &b);
-  }
+  if (op == "sum" || op == "mean" || op == "max" || op == "min")
+    return rank(n.inputs[0]) <= 16 && reduced_axes(n, rank(n.inputs[0])).has_value();
   if (op == "global_avg_pool2d") return rank(n.inputs[0]) == 4 && is_floating(dt(n.inputs[0]));
   if (op == "softmax" || op == "log_softmax") {
     const int64_t a = n.attrs.get_int("axis", -1);

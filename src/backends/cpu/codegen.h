@@ -35,18 +35,29 @@ struct DnnlConvCall {
   bool src_nhwc = false, dst_nhwc = false;  // layouts of x and y in the generated code's buffers
 };
 
+// A conv2d_input_grad / conv2d_weight_grad the generated code hands to the host's oneDNN
+// backward primitive (ingot_host::conv2d_grad).
+struct DnnlConvGradCall {
+  NodeId node = -1;
+  bool x_nhwc = false, dy_nhwc = false;  // layouts of the activations x (or dx) and dy
+};
+
 struct GeneratedCode {
   std::string source;
   std::vector<std::string> symbols;     // dims[i] is the run-time size of symbols[i]
   std::vector<ValueId> inputs;          // inputs[i]: the non-constant leaves, graph.leaves() order
   std::vector<ValueId> constants;       // host->constants[i]
   std::vector<bool> output_written;     // per graph output: written by ingot_entry
+  // Per graph output: indexes into `inputs` whose buffer may also be that output's buffer
+  // (the schedule reads the input before, or at the same index as, it writes the output).
+  std::vector<std::vector<int>> output_may_alias;
   std::vector<NodeId> fallback_nodes;   // run through the host's reference kernels
   std::vector<NodeId> native_nodes;
   int kernels = 0;                      // native kernels generated
   int segments = 0;                     // steps of the schedule (ArenaSlot::first/last)
   std::vector<ArenaSlot> arena_slots;   // offsets[i] of the host's plan is slot i's
   std::vector<DnnlConvCall> dnnl_convs; // ingot_host::conv2d's `conv` indexes this
+  std::vector<DnnlConvGradCall> dnnl_conv_grads;  // ingot_host::conv2d_grad's `grad` indexes this
   std::vector<ValueId> nhwc_values;     // buffers kept channels-last (backend-internal layout)
   // Per profiled step (ig_profile id): its kernels' names and the ops / scopes it computes.
   std::vector<std::string> profile_names, profile_details;

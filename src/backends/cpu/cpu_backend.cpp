@@ -2,6 +2,7 @@
 // the generated ingot_entry, and serves its callbacks into reference kernels.
 #include "ingot/cpu_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -11,6 +12,7 @@
 #include "backends/cpu/cache.h"
 #include "backends/cpu/codegen.h"
 #include "backends/cpu/dnnl_conv.h"
+#include "backends/cpu/dnnl_conv_backward.h"
 #include "backends/cpu/executable.h"
 #include "backends/cpu/toolchain.h"
 #include "compiler/fusion_plan.h"
@@ -21,6 +23,7 @@
 #include "ingot/error.h"
 #include "ingot/profile.h"
 #include "ir/op_registry.h"
+#include "runtime/write_back.h"
 
 namespace ingot {
 namespace {
@@ -33,6 +36,7 @@ struct Binding {
   std::vector<BufferRequest> requests;  // per arena slot
   BufferPlacement placement;
   std::vector<std::unique_ptr<cpu::DnnlConv>> convs;  // per GeneratedCode::dnnl_convs
+  std::vector<std::unique_ptr<cpu::DnnlConvGrad>> conv_grads;  // per GeneratedCode::dnnl_conv_grads
 };
 
 // One arena: reused across calls; a call holds one for its duration, so concurrent calls each
@@ -75,8 +79,18 @@ class CpuExecutable final : public Executable {
   const cpu::GeneratedCode& code() const { return code_; }
 
   std::vector<Tensor> run(std::span<const Tensor> inputs) const override {
+    std::vector<Tensor> outs(graph_.outputs().size());
+    run_into(inputs, outs);
+    return outs;
+  }
+
+  // Outputs go straight into the given buffers, also into an input's buffer where the generated
+  // schedule allows (code_.output_may_alias); any other overlap gets a fresh buffer, copied in.
+  void run_into(std::span<const Tensor> inputs, std::span<Tensor> given) const override {
     INGOT_CHECK(inputs.size() == code_.inputs.size(), "cpu executable: expected ", code_.inputs.size(),
                 " inputs, got ", inputs.size());
+    INGOT_CHECK(given.size() == graph_.outputs().size(), "cpu executable: expected ", graph_.outputs().size(),
+                " output tensors, got ", given.size());
     std::vector<Tensor> ins;
     std::vector<Shape> in_shapes;
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -91,11 +105,18 @@ class CpuExecutable final : public Executable {
     for (const Tensor& t : ins) in_ptrs.push_back(t.raw_data());
     std::vector<Tensor> outs(graph_.outputs().size());
     std::vector<void*> out_ptrs(outs.size(), nullptr);
+    std::vector<bool> direct(outs.size(), false);
     for (size_t j = 0; j < outs.size(); ++j) {
       if (!code_.output_written[j]) continue;
       const ValueId v = graph_.outputs()[j].second;
-      // The generated code writes every element, so the output needs no zero-filling pass.
-      outs[j] = Tensor::uninitialized(graph_.value(v).dtype, b->shapes[static_cast<size_t>(v)]);
+      const Shape& shape = b->shapes[static_cast<size_t>(v)];
+      if (writable_in_place(given[j], graph_.value(v).dtype, shape) && may_write_into(j, given[j], ins, given, direct)) {
+        outs[j] = given[j];
+        direct[j] = true;
+      } else {
+        // The generated code writes every element, so the output needs no zero-filling pass.
+        outs[j] = Tensor::uninitialized(graph_.value(v).dtype, shape);
+      }
       out_ptrs[j] = outs[j].raw_data();
     }
     HostCall call{this, b.get()};
@@ -107,7 +128,7 @@ class CpuExecutable final : public Executable {
     } give_back{this, arena};
     ingot_host host{&call, const_ptrs_.data(), &CpuExecutable::run_node, arena->data,
                     b->placement.offsets.data(), &CpuExecutable::run_conv,
-                    profile::active() ? &CpuExecutable::profile_step : nullptr};
+                    profile::active() ? &CpuExecutable::profile_step : nullptr, &CpuExecutable::run_conv_grad};
     char error[2048] = {0};
     if (in_ptrs.empty()) in_ptrs.push_back(nullptr);
     if (out_ptrs.empty()) out_ptrs.push_back(nullptr);
@@ -125,13 +146,39 @@ class CpuExecutable final : public Executable {
         if (code_.inputs[i] == v) outs[j] = ins[i].clone();
       if (!outs[j].defined()) outs[j] = graph_.value(v).constant.clone();
     }
-    return outs;
+    for (size_t j = 0; j < outs.size(); ++j) {
+      if (direct[j]) continue;
+      if (given[j].defined()) write_back(given[j], outs[j]);
+      else given[j] = std::move(outs[j]);
+    }
   }
 
   std::string source() const override { return code_.source; }
   const Binding* static_plan() const { return static_binding_.get(); }
 
  private:
+  // Whether output j can be written straight into `dest`: its bytes overlap no other given
+  // output already written directly, and no input unless it is that input's whole buffer and
+  // the schedule allows it.
+  bool may_write_into(size_t j, const Tensor& dest, const std::vector<Tensor>& ins, std::span<Tensor> given,
+                      const std::vector<bool>& direct) const {
+    const char* d = static_cast<const char*>(dest.raw_data());
+    const size_t n = dest.nbytes();
+    auto overlaps = [&](const Tensor& t) {
+      const char* p = static_cast<const char*>(t.raw_data());
+      return n > 0 && t.nbytes() > 0 && p < d + n && d < p + t.nbytes();
+    };
+    for (size_t k = 0; k < j; ++k)
+      if (direct[k] && overlaps(given[k])) return false;
+    const std::vector<int>& allowed = code_.output_may_alias[j];
+    for (size_t i = 0; i < ins.size(); ++i) {
+      if (!overlaps(ins[i])) continue;
+      const bool same = ins[i].raw_data() == dest.raw_data() && ins[i].nbytes() == n;
+      if (!same || std::find(allowed.begin(), allowed.end(), static_cast<int>(i)) == allowed.end()) return false;
+    }
+    return true;
+  }
+
   static int run_node(void* ctx, int32_t node, const void* const* inputs, void* const* outputs,
                       char* error, size_t error_size) {
     const HostCall& call = *static_cast<const HostCall*>(ctx);
@@ -190,6 +237,19 @@ class CpuExecutable final : public Executable {
     }
   }
 
+  static int run_conv_grad(void* ctx, int32_t grad, const void* a, const void* b, void* out, char* error,
+                           size_t error_size) {
+    const HostCall& call = *static_cast<const HostCall*>(ctx);
+    try {
+      call.binding->conv_grads.at(static_cast<size_t>(grad))
+          ->run(static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(out));
+      return 0;
+    } catch (const std::exception& e) {
+      std::snprintf(error, error_size, "%s", e.what());
+      return 1;
+    }
+  }
+
   std::unique_ptr<Arena> take_arena(size_t bytes) const {
     std::unique_ptr<Arena> a;
     {
@@ -231,6 +291,13 @@ class CpuExecutable final : public Executable {
                          dil.at(0), dil.at(1), n.attrs.get_int("groups", 1), n.inputs.size() > 2, c.src_nhwc, c.dst_nhwc,
                          false};
       b.convs.push_back(std::make_unique<cpu::DnnlConv>(spec));
+    }
+    for (const cpu::DnnlConvGradCall& c : code_.dnnl_conv_grads) {
+      const Node& n = graph_.node(c.node);
+      const bool input_grad = n.op == "conv2d_input_grad";  // (dy, w, like x), else (x, dy, like w)
+      auto shape = [&](size_t i) { return b.shapes[static_cast<size_t>(n.inputs[i])]; };
+      b.conv_grads.push_back(input_grad ? std::make_unique<cpu::DnnlConvGrad>(n, shape(2), shape(1), shape(0))
+                                        : std::make_unique<cpu::DnnlConvGrad>(n, shape(0), shape(2), shape(1)));
     }
   }
 
@@ -357,6 +424,9 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
     for (size_t i = 0; i < b.convs.size(); ++i)
       std::cerr << "[cpu] conv2d node " << exe->code().dnnl_convs[i].node << ": oneDNN " << b.convs[i]->implementation()
                 << "\n";
+    for (size_t i = 0; i < b.conv_grads.size(); ++i)
+      std::cerr << "[cpu] " << graph.node(exe->code().dnnl_conv_grads[i].node).op << " node "
+                << exe->code().dnnl_conv_grads[i].node << ": oneDNN " << b.conv_grads[i]->implementation() << "\n";
   }
   return exe;
 }

@@ -26,6 +26,8 @@ struct ingot_host {
   int (*conv2d)(void* ctx, int32_t conv, const void* x, const void* w, const void* b, void* y,
                 char* error, size_t error_size);
   void (*profile)(void* ctx, int32_t kernel, int32_t phase);
+  int (*conv2d_grad)(void* ctx, int32_t grad, const void* a, const void* b, void* out, char* error,
+                     size_t error_size);
 };
 }
 
@@ -337,17 +339,18 @@ inline bool ig_big(int64_t work) { return work > 65536; }
 // uint64_t (wrapping); max/min propagate NaN, as the reference kernels do.
 // `load(i)`: element i (flat, row-major) of the reduced input, of type T; a fused elementwise
 // prologue computes it there instead of reading a buffer.
-template <int kKind, class T, class O, class Load>
-void ig_reduce_fn(Load load, O* __restrict y, int64_t outer, int64_t n, int64_t inner) {
+// One reduction's accumulator: init, step (one element), finish (count: elements reduced).
+template <int kKind, class T, class O>
+struct ig_reducer {
   using C = ig_c<T>;
   using A = typename std::conditional<kKind >= 2, C,
       typename std::conditional<ig_is_float<T> || kKind == 1, double, uint64_t>::type>::type;
-  auto init = []() -> A {
+  static A init() {
     if constexpr (kKind == 2) { return std::numeric_limits<A>::has_infinity ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest(); }
     else if constexpr (kKind == 3) { return std::numeric_limits<A>::has_infinity ? std::numeric_limits<A>::infinity() : std::numeric_limits<A>::max(); }
     else return A(0);
-  };
-  auto step = [](A& a, T t) {
+  }
+  static void step(A& a, T t) {
     if constexpr (kKind >= 2) {
       const C v = static_cast<C>(t);
       if constexpr (std::is_floating_point<C>::value) { if (std::isnan(v)) a = v; }
@@ -355,18 +358,23 @@ void ig_reduce_fn(Load load, O* __restrict y, int64_t outer, int64_t n, int64_t 
     } else {
       a += static_cast<A>(static_cast<C>(t));
     }
-  };
-  auto finish = [n](A a) -> O {
-    if constexpr (kKind == 1) return static_cast<O>(a / static_cast<double>(n));
+  }
+  static O finish(A a, int64_t count) {
+    if constexpr (kKind == 1) return static_cast<O>(a / static_cast<double>(count));
     else return static_cast<O>(a);
-  };
+  }
+};
+
+template <int kKind, class T, class O, class Load>
+void ig_reduce_fn(Load load, O* __restrict y, int64_t outer, int64_t n, int64_t inner) {
+  using R = ig_reducer<kKind, T, O>;
   #pragma omp parallel for if(ig_big(outer * n * inner) && outer * inner > 1)
   for (int64_t oi = 0; oi < outer * inner; ++oi) {
     const int64_t o = oi / inner, i = oi % inner;
     const int64_t base = o * n * inner + i;
-    A a = init();
-    for (int64_t k = 0; k < n; ++k) step(a, load(base + k * inner));
-    y[oi] = finish(a);
+    typename R::A a = R::init();
+    for (int64_t k = 0; k < n; ++k) R::step(a, load(base + k * inner));
+    y[oi] = R::finish(a, n);
   }
 }
 
@@ -500,42 +508,83 @@ void ig_avg_pool_nhwc(const T* __restrict x, O* __restrict y, int64_t n, int64_t
 )IGPRELUDE";
 
 const char* const kGemmBlas = R"IGPRELUDE(
-// ---- gemm: OpenBLAS (declared here, so no header is needed) ----
+// ---- gemm: OpenBLAS on the OpenMP threads (declared here, so no header is needed) ----
 extern "C" void cblas_sgemm(int, int, int, int, int, int, float, const float*, int, const float*,
                             int, float, float*, int);
 extern "C" void cblas_dgemm(int, int, int, int, int, int, double, const double*, int,
                             const double*, int, double, double*, int);
-// C[M,N] = A[M,K] (row stride lda) * B[K,N] (row stride ldb); row-major.
-inline void ig_gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-                    int64_t ldb, float* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  if (K == 0) { for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f); return; }
-  cblas_sgemm(101, 111, 111, int(M), int(N), int(K), 1.0f, A, int(lda), B, int(ldb), 0.0f, C, int(ldc));
+extern "C" void openblas_set_num_threads(int);
+extern "C" int omp_get_max_threads();
+// OpenBLAS's own (pthread) pool and the OpenMP pool that the other kernels and oneDNN use spin
+// against each other when both want every core: a training step alternating them ran up to 10x
+// slower on 2 cores. So OpenBLAS runs single-threaded (process-wide, set when this library
+// loads) and ig_gemm splits a product into blocks over the OpenMP threads.
+static const bool ig_blas_single_threaded = (openblas_set_num_threads(1), true);
+
+inline void ig_blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                    const float* B, int64_t ldb, float* C, int64_t ldc) {
+  cblas_sgemm(101, ta ? 112 : 111, tb ? 112 : 111, int(M), int(N), int(K), 1.0f, A, int(lda), B,
+              int(ldb), 0.0f, C, int(ldc));
 }
-inline void ig_gemm(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
-                    int64_t ldb, double* C, int64_t ldc) {
+inline void ig_blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
+                    const double* B, int64_t ldb, double* C, int64_t ldc) {
+  cblas_dgemm(101, ta ? 112 : 111, tb ? 112 : 111, int(M), int(N), int(K), 1.0, A, int(lda), B,
+              int(ldb), 0.0, C, int(ldc));
+}
+
+// C[M,N] = op(A) op(B), row-major. op(A) is A [M,K] with row stride lda or, with ta, the
+// transpose of A stored [K,M]; likewise op(B) from B [K,N] or, with tb, B stored [N,K].
+template <class T>
+inline void ig_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+                    const T* B, int64_t ldb, T* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-  if (K == 0) { for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0); return; }
-  cblas_dgemm(101, 111, 111, int(M), int(N), int(K), 1.0, A, int(lda), B, int(ldb), 0.0, C, int(ldc));
+  if (K == 0) { for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0)); return; }
+  // Blocks of the longer side, whole multiples of 16 rows/columns (the library's micro-tiles).
+  const bool by_rows = M >= N;
+  const int64_t len = by_rows ? M : N;
+  const int64_t parts = ig_big(M * N * K / 16) ? std::min<int64_t>(omp_get_max_threads(), (len + 15) / 16) : 1;
+  if (parts <= 1) { ig_blas(ta, tb, M, N, K, A, lda, B, ldb, C, ldc); return; }
+  const int64_t block = ((len + parts - 1) / parts + 15) / 16 * 16;
+  #pragma omp parallel for num_threads(int(parts))
+  for (int64_t p = 0; p < parts; ++p) {
+    const int64_t s = p * block, e = std::min(len, s + block);
+    if (s >= e) continue;
+    if (by_rows) ig_blas(ta, tb, e - s, N, K, ta ? A + s : A + s * lda, lda, B, ldb, C + s * ldc, ldc);
+    else ig_blas(ta, tb, M, e - s, K, A, lda, tb ? B + s * ldb : B + s, ldb, C + s, ldc);
+  }
 }
 )IGPRELUDE";
 
 const char* const kGemmLoops = R"IGPRELUDE(
 // ---- gemm: plain loops (no BLAS library was found when this file was generated) ----
+// C[M,N] = op(A) op(B), row-major, with ig_gemm's (BLAS form) operand conventions.
 template <class T>
-inline void ig_gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
-                    int64_t ldb, T* C, int64_t ldc) {
+inline void ig_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+                    const T* B, int64_t ldb, T* C, int64_t ldc) {
   #pragma omp parallel for if(ig_big(M * N * K) && M > 1)
   for (int64_t i = 0; i < M; ++i) {
     T* c = C + i * ldc;
     for (int64_t j = 0; j < N; ++j) c[j] = T(0);
     for (int64_t k = 0; k < K; ++k) {
-      const T a = A[i * lda + k];
-      const T* b = B + k * ldb;
-      #pragma omp simd
-      for (int64_t j = 0; j < N; ++j) c[j] += a * b[j];
+      const T a = ta ? A[k * lda + i] : A[i * lda + k];
+      if (tb) {
+        for (int64_t j = 0; j < N; ++j) c[j] += a * B[j * ldb + k];
+      } else {
+        const T* b = B + k * ldb;
+        #pragma omp simd
+        for (int64_t j = 0; j < N; ++j) c[j] += a * b[j];
+      }
     }
   }
+}
+)IGPRELUDE";
+
+const char* const kGemmPlain = R"IGPRELUDE(
+// C[M,N] = A[M,K] (row stride lda) * B[K,N] (row stride ldb); row-major.
+template <class T>
+inline void ig_gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
+                    int64_t ldb, T* C, int64_t ldc) {
+  ig_gemm(false, false, M, N, K, A, lda, B, ldb, C, ldc);
 }
 )IGPRELUDE";
 
@@ -592,7 +641,9 @@ std::string prelude(bool blas) {
   std::string s = "// ---- ingot CPU runtime prelude -------------------------------------------------\n";
   s += kCore;
   s += blas ? kGemmBlas : kGemmLoops;
+  s += kGemmPlain;
   s += kConv;
+  s += kReduceAxesPrelude;
   s += "\n}  // namespace\n";
   return s;
 }

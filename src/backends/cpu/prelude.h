@@ -10,4 +10,7 @@ namespace ingot::cpu {
 // `blas`: declare and call cblas_sgemm/cblas_dgemm (linked with OpenBLAS); else plain loops.
 std::string prelude(bool blas);
 
+// Reductions over any set of axes (prelude_reduce.cpp), part of prelude().
+extern const char* const kReduceAxesPrelude;
+
 }  // namespace ingot::cpu

@@ -1,0 +1,206 @@
+#include "backends/cpu/dnnl_conv_backward.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+#include <optional>
+#include <unordered_map>
+
+#include "ingot/error.h"
+
+#ifdef INGOT_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace ingot::cpu {
+
+namespace {
+const char* op_name(ConvGradKind kind) { return kind == ConvGradKind::Input ? "conv2d_input_grad" : "conv2d_weight_grad"; }
+
+ConvSpec forward_spec(const Node& n, const Shape& x, const Shape& w, const Shape& y) {
+  const std::vector<int64_t> st = n.attrs.get_ints("stride", {1, 1}), pad = n.attrs.get_ints("padding", {0, 0}),
+                             dil = n.attrs.get_ints("dilation", {1, 1});
+  ConvSpec s;
+  s.n = x[0], s.cin = x[1], s.h = x[2], s.w = x[3];
+  s.cout = y[1], s.kh = w[2], s.kw = w[3], s.oh = y[2], s.ow = y[3];
+  s.sh = st.at(0), s.sw = st.at(1), s.ph = pad.at(0), s.pw = pad.at(1), s.dh = dil.at(0), s.dw = dil.at(1);
+  s.groups = n.attrs.get_int("groups", 1);
+  return s;
+}
+}  // namespace
+
+DnnlConvGrad::DnnlConvGrad(const Node& grad, const Shape& x, const Shape& w, const Shape& dy)
+    : DnnlConvGrad(forward_spec(grad, x, w, dy),
+                   grad.op == "conv2d_input_grad" ? ConvGradKind::Input : ConvGradKind::Weight) {}
+
+#ifdef INGOT_HAVE_DNNL
+
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+using Dt = memory::data_type;
+
+const dnnl::engine& engine() {
+  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// A 64-byte aligned temporary for one call (empty when bytes == 0).
+struct Temporary {
+  void* p = nullptr;
+  explicit Temporary(size_t bytes) {
+    if (bytes == 0) return;
+    p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (p == nullptr) throw std::bad_alloc();
+  }
+  ~Temporary() { std::free(p); }
+  Temporary(const Temporary&) = delete;
+  Temporary& operator=(const Temporary&) = delete;
+};
+
+}  // namespace
+
+struct DnnlConvGrad::Impl {
+  ConvGradKind kind = ConvGradKind::Input;
+  int64_t out_elements = 0;
+  bool zeros = false;  // an empty operand: nothing flows, the gradient is zero
+  std::string name;
+  dnnl::primitive prim;
+  int a_arg = 0, b_arg = 0, out_arg = 0;  // DNNL_ARG_* of a, b and out
+  memory::desc a_user, a_md, b_user, b_md, out_user, out_md, scratch_md;
+};
+
+DnnlConvGrad::DnnlConvGrad(const ConvSpec& s, ConvGradKind kind) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.kind = kind;
+  const int64_t g = s.groups;
+  m.out_elements = kind == ConvGradKind::Input ? s.n * s.cin * s.h * s.w : s.cout * (g > 0 ? s.cin / g : 0) * s.kh * s.kw;
+  m.zeros = s.n == 0 || s.cin == 0 || s.cout == 0 || s.oh == 0 || s.ow == 0 || s.h == 0 || s.w == 0;
+  if (m.zeros) {
+    m.name = "none (zeros)";
+    return;
+  }
+  const memory::dims src{s.n, s.cin, s.h, s.w}, dst{s.n, s.cout, s.oh, s.ow};
+  const memory::dims wei = g > 1 ? memory::dims{g, s.cout / g, s.cin / g, s.kh, s.kw}
+                                 : memory::dims{s.cout, s.cin, s.kh, s.kw};
+  // oneDNN counts dilation from 0 and wants the right padding that yields exactly oh x ow.
+  const memory::dims strides{s.sh, s.sw}, dilates{s.dh - 1, s.dw - 1}, pad_l{s.ph, s.pw};
+  const memory::dims pad_r{(s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1 - s.h - s.ph,
+                           (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1 - s.w - s.pw};
+  const memory::desc x_user(src, Dt::f32, s.src_nhwc ? Tag::nhwc : Tag::nchw);
+  const memory::desc dy_user(dst, Dt::f32, s.dst_nhwc ? Tag::nhwc : Tag::nchw);
+  const memory::desc w_user(wei, Dt::f32, g > 1 ? Tag::goihw : Tag::oihw);
+  // a and b: the operands run() takes; out: what it writes.
+  const bool input_grad = kind == ConvGradKind::Input;
+  m.a_user = input_grad ? dy_user : x_user, m.a_arg = input_grad ? DNNL_ARG_DIFF_DST : DNNL_ARG_SRC;
+  m.b_user = input_grad ? w_user : dy_user, m.b_arg = input_grad ? DNNL_ARG_WEIGHTS : DNNL_ARG_DIFF_DST;
+  m.out_user = input_grad ? x_user : w_user, m.out_arg = input_grad ? DNNL_ARG_DIFF_SRC : DNNL_ARG_DIFF_WEIGHTS;
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // thread-safe execution
+  // As for the forward convolution: channels-last activations with the library's blocked weights
+  // run its direct kernels; plain NCHW its im2col + GEMM. The first that is not the reference.
+  struct Config {
+    Tag activations;
+    bool any_weights;
+  };
+  const Config configs[] = {{Tag::any, true}, {Tag::nhwc, true}, {Tag::nchw, false}};
+  std::string errors;
+  bool have = false;
+  for (const Config& c : configs) {
+    try {
+      const memory::desc src_md(src, Dt::f32, c.activations), dst_md(dst, Dt::f32, c.activations);
+      const memory::desc wei_md = c.any_weights ? memory::desc(wei, Dt::f32, Tag::any) : w_user;
+      const dnnl::convolution_forward::primitive_desc hint(
+          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                          src_md, wei_md, dst_md, strides, dilates, pad_l, pad_r),
+          engine());
+      // Both primitive descriptors name their operands' layouts by execution argument.
+      auto adopt = [&](const dnnl::primitive_desc& pd, dnnl::primitive prim) {
+        m.prim = std::move(prim);
+        m.a_md = pd.query_md(dnnl::query::exec_arg_md, m.a_arg);
+        m.b_md = pd.query_md(dnnl::query::exec_arg_md, m.b_arg);
+        m.out_md = pd.query_md(dnnl::query::exec_arg_md, m.out_arg);
+        m.scratch_md = pd.scratchpad_desc();
+      };
+      std::string name;
+      if (input_grad) {
+        const dnnl::convolution_backward_data::primitive_desc pd(
+            dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src_md, wei_md, dst_md, strides,
+                                                  dilates, pad_l, pad_r),
+            attr, engine(), hint);
+        name = pd.impl_info_str();
+        if (have && name.rfind("ref", 0) == 0) continue;
+        adopt(pd, dnnl::convolution_backward_data(pd));
+      } else {
+        const dnnl::convolution_backward_weights::primitive_desc pd(
+            dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_md, wei_md, dst_md,
+                                                     strides, dilates, pad_l, pad_r),
+            attr, engine(), hint);
+        name = pd.impl_info_str();
+        if (have && name.rfind("ref", 0) == 0) continue;
+        adopt(pd, dnnl::convolution_backward_weights(pd));
+      }
+      m.name = name;
+      have = true;
+      if (name.rfind("ref", 0) != 0) break;
+    } catch (const dnnl::error& e) {
+      errors += std::string(errors.empty() ? "" : "; ") + e.what();
+    }
+  }
+  INGOT_CHECK(have, "CpuBackend: oneDNN cannot run ", op_name(kind),
+              " for conv2d [", s.n, ", ", s.cin, ", ", s.h, ", ", s.w, "] -> [", s.n, ", ", s.cout, ", ", s.oh, ", ", s.ow,
+              "]: ", errors);
+}
+
+DnnlConvGrad::~DnnlConvGrad() = default;
+
+const std::string& DnnlConvGrad::implementation() const { return impl_->name; }
+
+void DnnlConvGrad::run(const float* a, const float* b, float* out) const {
+  const Impl& m = *impl_;
+  if (m.zeros) {
+    std::fill(out, out + m.out_elements, 0.0f);
+    return;
+  }
+  try {
+    dnnl::stream st(engine());
+    // Operands in the caller's layout are reordered into per-call temporaries where the
+    // primitive wants another one; the result likewise back into the caller's layout.
+    auto operand = [&](const memory::desc& user, const memory::desc& want, const float* p, std::optional<Temporary>& tmp) {
+      memory u(user, engine(), const_cast<float*>(p));
+      if (user == want) return u;
+      tmp.emplace(want.get_size());
+      memory t(want, engine(), tmp->p);
+      dnnl::reorder(u, t).execute(st, u, t);
+      return t;
+    };
+    std::optional<Temporary> a_tmp, b_tmp;
+    const memory a_m = operand(m.a_user, m.a_md, a, a_tmp), b_m = operand(m.b_user, m.b_md, b, b_tmp);
+    memory out_u(m.out_user, engine(), out);
+    Temporary out_tmp(m.out_user == m.out_md ? 0 : m.out_md.get_size());
+    memory out_m = m.out_user == m.out_md ? out_u : memory(m.out_md, engine(), out_tmp.p);
+    Temporary pad(m.scratch_md.get_size());
+    m.prim.execute(st, {{m.a_arg, a_m}, {m.b_arg, b_m}, {m.out_arg, out_m},
+                        {DNNL_ARG_SCRATCHPAD, memory(m.scratch_md, engine(), pad.p)}});
+    if (!(m.out_user == m.out_md)) dnnl::reorder(out_m, out_u).execute(st, out_m, out_u);
+    st.wait();
+  } catch (const dnnl::error& e) {
+    INGOT_FAIL("CpuBackend: oneDNN ", op_name(m.kind),
+               " failed: ", e.what());
+  }
+}
+
+#else  // no oneDNN: the conv gradients stay on their reference kernels
+
+struct DnnlConvGrad::Impl {
+  std::string name = "unavailable";
+};
+DnnlConvGrad::DnnlConvGrad(const ConvSpec&, ConvGradKind) { INGOT_FAIL("CpuBackend: ingot was built without oneDNN"); }
+DnnlConvGrad::~DnnlConvGrad() = default;
+const std::string& DnnlConvGrad::implementation() const { return impl_->name; }
+void DnnlConvGrad::run(const float*, const float*, float*) const { INGOT_FAIL("CpuBackend: ingot was built without oneDNN"); }
+
+#endif
+
+}  // namespace ingot::cpu
