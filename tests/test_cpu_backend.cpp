@@ -18,127 +18,15 @@
 #include "compiler/memory_plan.h"
 #include "compiler/shape_inference.h"
 #include "ingot/ingot.h"
+#include "cpu_test_util.h"
 #include "ir/op_registry.h"
 #include "op_test_util.h"
 
 using namespace ingot;
+using namespace ingot::cpu_test;
 using ingot::testing::random_tensor;
 
 namespace {
-
-// One cache directory for this test process: libraries are reused within it, never across runs.
-const std::string& suite_cache_dir() {
-  static ingot::testing::TempDir d("ingot-cpu-test");
-  return d.path;
-}
-
-CpuBackend::CpuOptions cpu_options() {
-  CpuBackend::CpuOptions o;
-  o.cache_dir = suite_cache_dir();
-  return o;
-}
-
-using PlanFn = std::function<FusionPlan(const Graph&)>;
-
-FusionPlan unfused(const Graph& g) { return unfused_plan(g); }
-
-// Groups given as lists of node ids (kinds and anchors from the ops); the rest one per node.
-PlanFn grouped(std::vector<std::vector<NodeId>> groups) {
-  return [groups](const Graph& g) {
-    FusionPlan p;
-    std::vector<bool> taken(g.nodes().size(), false);
-    std::vector<std::vector<NodeId>> all;
-    for (const auto& grp : groups) {
-      for (NodeId n : grp) taken[static_cast<size_t>(n)] = true;
-    }
-    // Keep execution order: emit a group when its last node comes up.
-    for (const Node& n : g.nodes()) {
-      for (const auto& grp : groups)
-        if (grp.back() == n.id) all.push_back(grp);
-      if (!taken[static_cast<size_t>(n.id)]) all.push_back({n.id});
-    }
-    for (const auto& nodes : all) {
-      FusionGroup fg;
-      fg.nodes = nodes;
-      fg.kind = GroupKind::Elementwise;
-      for (NodeId id : nodes) {
-        switch (get_op(g.node(id).op).fusion) {
-          case FusionClass::Reduction: fg.kind = GroupKind::Reduction; fg.anchor = id; break;
-          case FusionClass::RowKernel: fg.kind = GroupKind::RowKernel; fg.anchor = id; break;
-          case FusionClass::Dense: fg.kind = GroupKind::Dense; fg.anchor = id; break;
-          case FusionClass::Elementwise: break;
-          default: fg.kind = GroupKind::Opaque; fg.anchor = id; break;
-        }
-      }
-      p.groups.push_back(fg);
-    }
-    compute_group_io(g, p);
-    return p;
-  };
-}
-
-void expect_same(const Tensor& got, const Tensor& want, const std::string& what, double rtol, double atol) {
-  ASSERT_EQ(dtype_name(got.dtype()), dtype_name(want.dtype())) << what;
-  ASSERT_EQ(to_string(got.shape()), to_string(want.shape())) << what;
-  if (is_floating(want.dtype())) {
-    EXPECT_TRUE(allclose(got.astype(DType::Float64), want.astype(DType::Float64), rtol, atol))
-        << what << ": max |diff| " << max_abs_diff(got.astype(DType::Float64), want.astype(DType::Float64))
-        << "\n got " << got.str() << "\nwant " << want.str();
-  } else {
-    EXPECT_TRUE(equal(got, want)) << what << "\n got " << got.str() << "\nwant " << want.str();
-  }
-}
-
-struct Input {
-  std::string name;
-  ShapeTemplate shape;
-  DType dtype = DType::Float32;
-};
-
-// Builds a graph with `inputs`, lets `body` add nodes and outputs, infers, and returns it.
-Graph make_graph(const std::vector<Input>& inputs, const std::function<void(Graph&, std::vector<ValueId>&)>& body) {
-  Graph g;
-  std::vector<ValueId> ids;
-  std::vector<ShapeConstraint> cs;
-  for (const Input& in : inputs) {
-    ValueId id = g.add_input(in.name);
-    g.value(id).dtype = in.dtype;
-    ids.push_back(id);
-    cs.push_back({id, in.shape, "", "test input"});
-  }
-  body(g, ids);
-  infer_shapes(g, cs);
-  infer_types(g);
-  verify(g);
-  return g;
-}
-
-ValueId scalar(Graph& g, double v, DType t = DType::Float32) {
-  return g.add_constant("c" + std::to_string(g.values().size()), Tensor::full(t, {}, v));
-}
-
-// Runs `g` on each input set with CpuBackend (plan from `plan`) and ReferenceBackend.
-std::string check(const Graph& g, const std::vector<std::vector<Tensor>>& input_sets, const PlanFn& plan = unfused,
-                  double rtol = 1e-5, double atol = 1e-6) {
-  std::unique_ptr<Executable> ref = ReferenceBackend().lower(g, {});
-  std::unique_ptr<Executable> cpu = cpu::lower_with_plan(g, plan(g), cpu_options(), false);
-  for (size_t s = 0; s < input_sets.size(); ++s) {
-    std::vector<Tensor> want = ref->run(input_sets[s]);
-    std::vector<Tensor> got = cpu->run(input_sets[s]);
-    EXPECT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < want.size() && i < got.size(); ++i)
-      expect_same(got[i], want[i], "set " + std::to_string(s) + " output '" + g.outputs()[i].first + "'", rtol, atol);
-  }
-  return cpu->source();
-}
-
-int count(const std::string& s, const std::string& needle) {
-  int n = 0;
-  for (size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + 1)) ++n;
-  return n;
-}
-
-// ---------------------------------------------------------------------------------------------
 
 TEST(CpuBackend, UnaryOpsAllNative) {
   const std::vector<std::string> ops = {"exp",  "log",  "sqrt", "rsqrt", "sin",  "cos",  "tanh",  "sigmoid",

@@ -31,13 +31,15 @@ struct ingot_host {
   // Null unless a profile session records (ingot/profile.h); then called with phase 0 before and
   // phase 1 after generated kernel `kernel` (GeneratedCode::profile_names[kernel]).
   void (*profile)(void* ctx, int32_t kernel, int32_t phase);
+  // conv2d with binary post-op operands: args = {x, w, b (or null), operand 0, operand 1, ...}.
+  int (*conv2d_args)(void* ctx, int32_t conv, const void* const* args, void* y, char* error, size_t error_size);
 };
 }
 
 namespace ingot::cpu {
-// 2: arena, offsets and conv2d in ingot_host; 3: profile. Part of the cache key; the library
-// reports it.
-inline constexpr int kAbiVersion = 3;
+// 2: arena, offsets and conv2d in ingot_host; 3: profile; 4: conv2d_args. Part of the cache key;
+// the library reports it.
+inline constexpr int kAbiVersion = 4;
 }  // namespace ingot::cpu
 
 extern "C" {

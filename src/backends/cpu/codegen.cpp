@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "backends/cpu/abi.h"
+#include "backends/cpu/conv_epilogue.h"
 #include "backends/cpu/prelude.h"
 #include "ingot/error.h"
 #include "ir/op_registry.h"
@@ -227,9 +228,22 @@ class Generator {
         if (!run.empty()) segs_.push_back({Segment::Elementwise, run, static_cast<int>(gi)});
         run.clear();
       };
-      for (NodeId n : grp.nodes) {
+      for (size_t i = 0; i < grp.nodes.size(); ++i) {
+        const NodeId n = grp.nodes[i];
         const Node& node = g_.node(n);
         const bool native = is_native(g_, node);
+        if (native && n == grp.anchor && use_dnnl(node)) {  // conv2d with its epilogue as post-ops
+          flush();
+          ConvEpilogue epi = fold_conv_epilogue(g_, n, {grp.nodes.begin() + static_cast<long>(i) + 1, grp.nodes.end()},
+                                                [&](const std::vector<ConvPostOp>& ops) { return dnnl_accepts(node, ops); });
+          std::vector<NodeId> nodes{n};
+          nodes.insert(nodes.end(), epi.nodes.begin(), epi.nodes.end());
+          conv_epilogue_[segs_.size()] = std::move(epi);
+          segs_.push_back({Segment::Native, nodes, static_cast<int>(gi)});
+          out_.native_nodes.insert(out_.native_nodes.end(), nodes.begin(), nodes.end());
+          i += nodes.size() - 1;
+          continue;
+        }
         if (native && n != grp.anchor && get_op(node.op).fusion == FusionClass::Elementwise) {
           run.push_back(n);
           continue;
@@ -289,7 +303,9 @@ class Generator {
         for (ValueId v : g_.node(n).outputs) {
           seg_of_[v] = static_cast<int>(s);
           const bool fused_prologue = segs_[s].kind == Segment::Reduce && n != segs_[s].nodes.back();
-          if (segs_[s].kind != Segment::Elementwise && !fused_prologue) needs_buffer_[v] = true;
+          const auto epi = conv_epilogue_.find(s);
+          const bool inside_primitive = epi != conv_epilogue_.end() && v != epi->second.result;
+          if (segs_[s].kind != Segment::Elementwise && !fused_prologue && !inside_primitive) needs_buffer_[v] = true;
         }
     for (size_t s = 0; s < segs_.size(); ++s)
       for (NodeId n : segs_[s].nodes)
@@ -321,6 +337,22 @@ class Generator {
       if (right < 0) return false;
     }
     return true;
+  }
+
+  // Whether oneDNN runs conv `n` with `post_ops` on an optimized kernel, probed with its channel
+  // counts and spatial sizes (batch 1 when symbolic), channels-last.
+  bool dnnl_accepts(const Node& n, const std::vector<ConvPostOp>& post_ops) const {
+    const SymShape &xs = g_.value(n.inputs[0]).shape, &ws = g_.value(n.inputs[1]).shape, &ys = g_.value(n.outputs[0]).shape;
+    if (!is_static(ws) || !xs[1].known() || !ys[1].known()) return false;
+    auto concrete = [](const SymShape& s) {
+      Shape r;
+      for (const SymDim& d : s) r.push_back(d.known() ? d.value : 1);
+      return r;
+    };
+    ConvSpec spec = conv_spec(n, concrete(xs), concrete(ws), concrete(ys));
+    spec.src_nhwc = spec.dst_nhwc = true;
+    spec.post_ops = post_ops;
+    return dnnl_conv_is_fast(spec);
   }
 
   std::vector<ValueId> seg_reads(size_t s) const {
@@ -382,6 +414,10 @@ class Generator {
             for (ValueId v : stores[s]) unmark(v);
         } else if (segs_[s].kind == Segment::Native && a.op == "batch_norm" && !nhwc_[a.inputs[0]]) {
           unmark(a.outputs[0]);
+        } else if (const auto epi = conv_epilogue_.find(s); epi != conv_epilogue_.end()) {
+          // A residual operand is read in the layout of the primitive's output.
+          for (ValueId o : epi->second.operands)
+            if (same_shape(o, epi->second.result) && !nhwc_[o]) unmark(epi->second.result);
         }
       }
       for (size_t v = 0; v < nhwc_.size(); ++v) {
@@ -394,9 +430,13 @@ class Generator {
           if (segs_[s].kind == Segment::Elementwise) {
             ok = true;
             for (ValueId st : stores[s]) ok = ok && nhwc_[st];
+          } else if (const auto epi = conv_epilogue_.find(s); epi != conv_epilogue_.end()) {
+            // x in any layout; post-op operands: per channel in any, a residual in the output's.
+            ok = std::find(a.inputs.begin() + 1, a.inputs.end(), static_cast<ValueId>(v)) == a.inputs.end();
+            for (ValueId o : epi->second.operands)
+              if (o == static_cast<ValueId>(v) && same_shape(o, epi->second.result)) ok = ok && nhwc_[epi->second.result];
           } else if (segs_[s].kind == Segment::Native) {
-            ok = only_x && (use_dnnl(a) || a.op == "global_avg_pool2d" ||
-                            (a.op == "batch_norm" && nhwc_[a.outputs[0]]));
+            ok = only_x && (a.op == "global_avg_pool2d" || (a.op == "batch_norm" && nhwc_[a.outputs[0]]));
           }
           if (!ok) unmark(static_cast<ValueId>(v));
         }
@@ -737,11 +777,6 @@ class Generator {
           << str(product(xd, 2)) << ", " << eps << ");\n";
     } else if (op == "matmul") {
       emit_matmul(n, k);
-    } else if (op == "conv2d" && use_dnnl(n)) {
-      k << "  // oneDNN primitive, created by the host at load (x " << (nhwc_[x] ? "NHWC" : "NCHW") << ", y "
-        << (nhwc_[y] ? "NHWC" : "NCHW") << ")\n  return ctx->host->conv2d(ctx->host->ctx, " << out_.dnnl_convs.size()
-        << ", x0, x1, " << (n.inputs.size() > 2 ? "x2" : "nullptr") << ", y, ctx->error, ctx->error_size);\n";
-      out_.dnnl_convs.push_back({n.id, nhwc_[x], nhwc_[y]});
     } else if (op == "conv2d") {
       const std::vector<Mono> wd = dims(n.inputs[1]), yd = dims(y);
       auto pair = [&](const char* key, int64_t dflt) {
@@ -758,6 +793,38 @@ class Generator {
     kernels_ << k.str();
     call << "  if (" << name << "(ctx";
     for (ValueId v : n.inputs) call << ", " << ptr(v);
+    call << ", " << ptr(y) << ") != 0) return 1;\n";
+  }
+
+  // conv2d through the host's oneDNN primitive, its folded epilogue computed inside (post-ops).
+  void emit_dnnl_conv(const Segment& seg, const ConvEpilogue& epi, std::ostream& call) {
+    const Node& n = g_.node(seg.nodes[0]);
+    const ValueId x = n.inputs[0], y = epi.result;
+    std::vector<ValueId> args(n.inputs.begin(), n.inputs.end());
+    args.insert(args.end(), epi.operands.begin(), epi.operands.end());
+    const std::string name = kernel_name(seg.nodes, true);
+    std::ostringstream k;
+    k << "// group " << seg.group << " [dense]: " << describe(seg.nodes) << "\n";
+    k << "static int " << name << "(const ig_ctx* ctx";
+    for (size_t i = 0; i < args.size(); ++i) k << ", const float* x" << i;
+    k << ", float* y) {\n";
+    k << "  // oneDNN primitive, created by the host at load (x " << (nhwc_[x] ? "NHWC" : "NCHW") << ", y "
+      << (nhwc_[y] ? "NHWC" : "NCHW") << ", " << epi.post_ops.size() << " post-ops)\n";
+    const std::string bias = n.inputs.size() > 2 ? "x2" : "nullptr";
+    if (epi.operands.empty()) {
+      k << "  return ctx->host->conv2d(ctx->host->ctx, " << out_.dnnl_convs.size() << ", x0, x1, " << bias
+        << ", y, ctx->error, ctx->error_size);\n";
+    } else {
+      k << "  const void* args[] = {x0, x1, " << bias;
+      for (size_t i = n.inputs.size(); i < args.size(); ++i) k << ", x" << i;
+      k << "};\n  return ctx->host->conv2d_args(ctx->host->ctx, " << out_.dnnl_convs.size()
+        << ", args, y, ctx->error, ctx->error_size);\n";
+    }
+    k << "}\n\n";
+    kernels_ << k.str();
+    out_.dnnl_convs.push_back({n.id, nhwc_[x], nhwc_[y], epi.post_ops});
+    call << "  if (" << name << "(ctx";
+    for (ValueId v : args) call << ", " << ptr(v);
     call << ", " << ptr(y) << ") != 0) return 1;\n";
   }
 
@@ -901,6 +968,8 @@ class Generator {
         emit_fallback(seg, e);
       } else if (seg.kind == Segment::Reduce) {
         emit_fused_reduction(seg, e);
+      } else if (const auto epi = conv_epilogue_.find(s); epi != conv_epilogue_.end()) {
+        emit_dnnl_conv(seg, epi->second, e);
       } else if (seg.kind == Segment::Native) {
         emit_native(seg, e);
       } else {
@@ -942,6 +1011,7 @@ class Generator {
   std::vector<int> slot_;          // per value: arena slot, or -1
   std::vector<bool> inplace_seg_;  // per segment: some store overwrites a read
   std::vector<std::string> step_kernels_;  // kernels emitted for the current segment
+  std::map<size_t, ConvEpilogue> conv_epilogue_;  // per oneDNN conv2d segment: its post-ops
 
   std::ostringstream kernels_;
 };

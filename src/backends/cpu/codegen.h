@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/dnnl_conv.h"
 #include "compiler/fusion_plan.h"
 #include "ingot/graph.h"
 
@@ -29,10 +30,12 @@ struct ArenaSlot {
   int reuses = -1;
 };
 
-// A conv2d the generated code hands to the host's oneDNN primitive (ingot_host::conv2d).
+// A conv2d the generated code hands to the host's oneDNN primitive (ingot_host::conv2d, or
+// conv2d_args when post-ops take operands).
 struct DnnlConvCall {
   NodeId node = -1;
   bool src_nhwc = false, dst_nhwc = false;  // layouts of x and y in the generated code's buffers
+  std::vector<ConvPostOp> post_ops;         // the folded epilogue (conv_epilogue.h)
 };
 
 struct GeneratedCode {

@@ -107,7 +107,7 @@ class CpuExecutable final : public Executable {
     } give_back{this, arena};
     ingot_host host{&call, const_ptrs_.data(), &CpuExecutable::run_node, arena->data,
                     b->placement.offsets.data(), &CpuExecutable::run_conv,
-                    profile::active() ? &CpuExecutable::profile_step : nullptr};
+                    profile::active() ? &CpuExecutable::profile_step : nullptr, &CpuExecutable::run_conv_args};
     char error[2048] = {0};
     if (in_ptrs.empty()) in_ptrs.push_back(nullptr);
     if (out_ptrs.empty()) out_ptrs.push_back(nullptr);
@@ -178,10 +178,16 @@ class CpuExecutable final : public Executable {
 
   static int run_conv(void* ctx, int32_t conv, const void* x, const void* w, const void* b, void* y, char* error,
                       size_t error_size) {
+    const void* args[] = {x, w, b};
+    return run_conv_args(ctx, conv, args, y, error, error_size);
+  }
+  // args: x, w, b (or null), then one operand per binary post-op.
+  static int run_conv_args(void* ctx, int32_t conv, const void* const* args, void* y, char* error, size_t error_size) {
     const HostCall& call = *static_cast<const HostCall*>(ctx);
     try {
       call.binding->convs.at(static_cast<size_t>(conv))
-          ->run(static_cast<const float*>(x), static_cast<const float*>(w), static_cast<const float*>(b),
+          ->run(static_cast<const float*>(args[0]), static_cast<const float*>(args[1]),
+                static_cast<const float*>(args[2]), args + 3,
                 static_cast<float*>(y));
       return 0;
     } catch (const std::exception& e) {
@@ -225,11 +231,10 @@ class CpuExecutable final : public Executable {
       const Node& n = graph_.node(c.node);
       const Shape &x = b.shapes[static_cast<size_t>(n.inputs[0])], &w = b.shapes[static_cast<size_t>(n.inputs[1])],
                   &y = b.shapes[static_cast<size_t>(n.outputs[0])];
-      const std::vector<int64_t> st = n.attrs.get_ints("stride", {1, 1}), pad = n.attrs.get_ints("padding", {0, 0}),
-                                 dil = n.attrs.get_ints("dilation", {1, 1});
-      cpu::ConvSpec spec{x[0], x[1], x[2], x[3], y[1], w[2], w[3], y[2], y[3], st.at(0), st.at(1), pad.at(0), pad.at(1),
-                         dil.at(0), dil.at(1), n.attrs.get_int("groups", 1), n.inputs.size() > 2, c.src_nhwc, c.dst_nhwc,
-                         false};
+      cpu::ConvSpec spec = cpu::conv_spec(n, x, w, y);
+      spec.src_nhwc = c.src_nhwc;
+      spec.dst_nhwc = c.dst_nhwc;
+      spec.post_ops = c.post_ops;
       b.convs.push_back(std::make_unique<cpu::DnnlConv>(spec));
     }
   }

@@ -26,6 +26,7 @@ struct ingot_host {
   int (*conv2d)(void* ctx, int32_t conv, const void* x, const void* w, const void* b, void* y,
                 char* error, size_t error_size);
   void (*profile)(void* ctx, int32_t kernel, int32_t phase);
+  int (*conv2d_args)(void* ctx, int32_t conv, const void* const* args, void* y, char* error, size_t error_size);
 };
 }
 
