@@ -266,15 +266,99 @@ TEST(ConvBnFolding, FoldsConstantBatchNormIntoConv) {
   EXPECT_TRUE(allclose(after[0], before[0], 1e-4, 1e-5)) << max_abs_diff(after[0], before[0]);
 }
 
-TEST(ConvBnFolding, LeavesParameterStatisticsAlone) {
+// conv2d(x, w, [b]) -> batch_norm with every weight and statistic a Parameter; `reader`: the conv
+// output is also a graph output.
+struct ConvBn {
+  Graph g;
+  std::map<std::string, Tensor> inputs;
+};
+ConvBn conv_bn_graph(bool bias, bool reader) {
+  ConvBn r;
+  Graph& g = r.g;
+  ValueId x = g.add_input("x");
+  auto param = [&](const std::string& name, Shape shape, double lo, double hi) {
+    ValueId v = g.add_input(name, ValueKind::Parameter);
+    r.inputs[name] = random_tensor(shape, r.inputs.size() + 20, lo, hi);
+    return v;
+  };
+  ValueId w = param("w", {4, 3, 3, 3}, -1, 1);
+  std::vector<ValueId> conv_in = {x, w};
+  if (bias) conv_in.push_back(param("b", {4}, -1, 1));
+  ValueId gamma = param("gamma", {4}, 0.5, 1.5), beta = param("beta", {4}, -1, 1), mean = param("mean", {4}, -1, 1),
+          var = param("var", {4}, 0.5, 2);
+  ValueId c = g.add_op("conv2d", conv_in, {{"padding", std::vector<int64_t>{1, 1}}});
+  g.set_output("y", g.add_op("relu", {g.add_op("batch_norm", {c, gamma, beta, mean, var}, {{"eps", 1e-3}})}));
+  if (reader) g.set_output("conv", c);
+  std::map<ValueId, Shape> shapes = {{x, {2, 3, 5, 7}}};
+  for (ValueId id : g.leaves())
+    if (g.value(id).kind == ValueKind::Parameter) shapes[id] = r.inputs.at(g.value(id).name).shape();
+  annotate(g, shapes);
+  r.inputs["x"] = random_tensor({2, 3, 5, 7}, 7);
+  return r;
+}
+
+TEST(ConvBnFolding, FoldsRunTimeParametersInInference) {
+  for (bool bias : {true, false}) {
+    ConvBn cb = conv_bn_graph(bias, false);
+    const auto before = run_graph(cb.g, cb.inputs);
+    PassContext ctx;
+    ctx.inference = true;
+    PassReport r = fold_conv_batch_norm(cb.g, ctx);
+    EXPECT_EQ(r.changes, 1);
+    ASSERT_EQ(r.notes.size(), 1u);
+    EXPECT_EQ(r.notes[0], "folded batch_norm into conv2d (weights and bias rescaled per call from run-time parameters)");
+    EXPECT_EQ(count_op(cb.g, "batch_norm"), 0);
+    check_annotated(cb.g, "test");
+    // the weight-sized ops come before the conv, which reads them
+    const Node& conv = cb.g.nodes()[cb.g.nodes().size() - 2];
+    ASSERT_EQ(conv.op, "conv2d");
+    ASSERT_EQ(conv.inputs.size(), 3u);
+    EXPECT_EQ(cb.g.node(cb.g.value(conv.inputs[1]).producer).op, "mul");
+    const auto after = run_graph(cb.g, cb.inputs);
+    EXPECT_TRUE(allclose(after[0], before[0], 1e-5, 1e-5)) << max_abs_diff(after[0], before[0]);
+  }
+}
+
+TEST(ConvBnFolding, LeavesTrainingModeAndOtherReadersAlone) {
+  ConvBn training = conv_bn_graph(true, false);
+  PassReport r = fold_conv_batch_norm(training.g, PassContext{});
+  EXPECT_EQ(r.changes, 0);
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_EQ(r.notes[0], "conv2d + batch_norm left as is: training mode (batch statistics, gradients)");
+  EXPECT_EQ(count_op(training.g, "batch_norm"), 1);
+  ConvBn read = conv_bn_graph(true, true);
+  PassContext ctx;
+  ctx.inference = true;
+  EXPECT_EQ(fold_conv_batch_norm(read.g, ctx).changes, 0);
+  EXPECT_EQ(count_op(read.g, "batch_norm"), 1);
+}
+
+TEST(ConvBnFolding, ZooBatchNormFoldsInInferenceOnly) {
   Model m;
   m += Conv2d(4, 3);
   m += BatchNorm2d();
   CompileOptions o;
+  o.shapes["input"] = {2, 3, 6, 6};
   o.inference = true;
-  o.shapes["input"] = {1, 3, 6, 6};
-  PhysicalModel pm = compile(m, ReferenceBackend(), o);
-  EXPECT_EQ(count_op(pm.graph(), "batch_norm"), 1);
+  PhysicalModel folded = compile(m, ReferenceBackend(), o);
+  EXPECT_EQ(count_op(folded.graph(), "batch_norm"), 0);
+  o.optimizations["conv_bn_folding"] = false;
+  PhysicalModel plain = compile(m, ReferenceBackend(), o);
+  EXPECT_EQ(count_op(plain.graph(), "batch_norm"), 1);
+  TensorMap params = plain.randomize_params(5);
+  params.at("batch_norm2d_0.running_var") = random_tensor({4}, 9, 0.5, 2);
+  params.at("batch_norm2d_0.running_mean") = random_tensor({4}, 10);
+  params.at("batch_norm2d_0.weight") = random_tensor({4}, 11, 0.5, 1.5);
+  const Tensor xin = random_tensor({2, 3, 6, 6}, 12);
+  const Tensor a = plain.evaluate(params, {{"input", xin}}).at("output");
+  const Tensor b = folded.evaluate(params, {{"input", xin}}).at("output");
+  EXPECT_TRUE(allclose(a, b, 1e-5, 1e-5)) << max_abs_diff(a, b);
+  CompileOptions train = o;
+  train.inference = false;
+  train.optimizations.clear();
+  const Graph trained = compile(m, ReferenceBackend(), train).graph();
+  EXPECT_EQ(count_op(trained, "batch_norm"), 1);  // normalizes with the batch's moments: not folded
+  EXPECT_EQ(count_op(trained, "moments"), 1);
 }
 
 TEST(ConvBnFolding, ExampleCNNWithConstantWeightsThroughCompile) {
