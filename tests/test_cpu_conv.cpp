@@ -33,6 +33,14 @@ std::vector<Tensor> random_inputs(const Graph& g, int64_t n, uint64_t seed) {
   return ins;
 }
 
+// The code the CPU backend generates for `g` with oneDNN: the fusion pass's plan and the layout
+// plan for this backend.
+cpu::GeneratedCode generated_with_dnnl(const Graph& g) {
+  cpu::CodegenOptions o;
+  o.dnnl = true;
+  return cpu::generate_cpp(g, plan_fusion(g), plan_layouts(g, cpu::cpu_layout_target(true)), o);
+}
+
 }  // namespace
 
 TEST(CpuConvPostOps, EveryFoldablePatternMatchesReference) {
@@ -73,9 +81,7 @@ TEST(CpuConvPostOps, EveryFoldablePatternMatchesReference) {
   };
   const std::string src = check(g, {inputs(2, 10), inputs(1, 20), inputs(0, 30), inputs(3, 40)}, plan_fusion, 1e-4, 1e-5);
   if (!cpu::dnnl_available()) return;
-  cpu::CodegenOptions o;
-  o.dnnl = true;
-  const cpu::GeneratedCode code = cpu::generate_cpp(g, plan_fusion(g), o);
+  const cpu::GeneratedCode code = generated_with_dnnl(g);
   ASSERT_EQ(code.dnnl_convs.size(), 5u);
   EXPECT_EQ(kinds(code.dnnl_convs[0]), (std::vector<Kind>{Kind::Relu}));
   // one linear post-op per chain (oneDNN 2.6): 1 - y and the negation run after
@@ -114,9 +120,7 @@ TEST(CpuConvPostOps, WhatCannotBeFoldedRunsAfter) {
                        });
   check(g, {random_inputs(g, 2, 60), random_inputs(g, 1, 70)}, plan_fusion, 1e-4, 1e-5);
   if (!cpu::dnnl_available()) return;
-  cpu::CodegenOptions o;
-  o.dnnl = true;
-  const cpu::GeneratedCode code = cpu::generate_cpp(g, plan_fusion(g), o);
+  const cpu::GeneratedCode code = generated_with_dnnl(g);
   ASSERT_EQ(code.dnnl_convs.size(), 3u);
   EXPECT_TRUE(code.dnnl_convs[0].post_ops.empty());
   EXPECT_TRUE(code.dnnl_convs[1].post_ops.empty());
@@ -134,7 +138,7 @@ TEST(CpuConvPostOps, ChainIsCutToWhatOneDnnAccepts) {
   const std::vector<NodeId> after = {1, 2, 3};
   for (size_t limit = 0; limit <= 3; ++limit) {
     const cpu::ConvEpilogue e =
-        cpu::fold_conv_epilogue(g, 0, after, [&](const std::vector<cpu::ConvPostOp>& ops) { return ops.size() <= limit; });
+        cpu::fold_conv_epilogue(g, 0, after, [&](const cpu::ConvEpilogue& c) { return c.post_ops.size() <= limit; });
     EXPECT_EQ(e.nodes.size(), limit);
     EXPECT_EQ(e.post_ops.size(), limit);
     EXPECT_EQ(e.operands.size(), limit >= 1 ? 1u : 0u);
@@ -154,11 +158,9 @@ TEST(CpuConvPostOps, ResidualFromAnotherConvSharesItsLayout) {
                        });
   check(g, {random_inputs(g, 2, 80), random_inputs(g, 1, 90)}, plan_fusion, 1e-4, 1e-5);
   if (!cpu::dnnl_available()) return;
-  cpu::CodegenOptions o;
-  o.dnnl = true;
-  const cpu::GeneratedCode code = cpu::generate_cpp(g, plan_fusion(g), o);
+  const cpu::GeneratedCode code = generated_with_dnnl(g);
   ASSERT_EQ(code.dnnl_convs.size(), 3u);
   EXPECT_EQ(kinds(code.dnnl_convs[1]), (std::vector<Kind>{Kind::Add, Kind::Relu}));
-  EXPECT_EQ(code.dnnl_convs[0].dst_nhwc, code.dnnl_convs[1].dst_nhwc);
-  EXPECT_TRUE(code.dnnl_convs[1].dst_nhwc) << "the chain between convs stays channels-last";
+  EXPECT_EQ(code.dnnl_convs[0].dst_layout, Layout::Nchw8c);
+  EXPECT_EQ(code.dnnl_convs[1].dst_layout, Layout::Nchw8c) << "the residual and the result share the layout";
 }

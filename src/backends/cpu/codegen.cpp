@@ -11,6 +11,7 @@
 #include "backends/cpu/abi.h"
 #include "backends/cpu/conv_epilogue.h"
 #include "backends/cpu/prelude.h"
+#include "backends/cpu/toolchain.h"
 #include "ingot/error.h"
 #include "ir/op_registry.h"
 
@@ -170,13 +171,15 @@ struct Segment {
 
 class Generator {
  public:
-  Generator(const Graph& g, const FusionPlan& plan, const CodegenOptions& o) : g_(g), plan_(plan), opt_(o) {}
+  Generator(const Graph& g, const FusionPlan& plan, const LayoutPlan& layouts, const CodegenOptions& o)
+      : g_(g), plan_(plan), layouts_(layouts), opt_(o) {}
 
   GeneratedCode run() {
     index_leaves_and_symbols();
     build_segments();
     plan_buffers();
-    choose_layouts();
+    for (size_t v = 0; v < g_.values().size(); ++v)
+      if (layout(static_cast<ValueId>(v)) != Layout::Nchw) out_.channels_last_values.push_back(static_cast<ValueId>(v));
     plan_arena();
     std::ostringstream entry;
     emit_entry(entry);
@@ -235,7 +238,7 @@ class Generator {
         if (native && n == grp.anchor && use_dnnl(node)) {  // conv2d with its epilogue as post-ops
           flush();
           ConvEpilogue epi = fold_conv_epilogue(g_, n, {grp.nodes.begin() + static_cast<long>(i) + 1, grp.nodes.end()},
-                                                [&](const std::vector<ConvPostOp>& ops) { return dnnl_accepts(node, ops); });
+                                                [&](const ConvEpilogue& e) { return dnnl_accepts(node, e); });
           std::vector<NodeId> nodes{n};
           nodes.insert(nodes.end(), epi.nodes.begin(), epi.nodes.end());
           conv_epilogue_[segs_.size()] = std::move(epi);
@@ -321,37 +324,25 @@ class Generator {
     }
   }
 
-  // -- oneDNN conv2d and the channels-last layout around it
-  // float32 conv2d with known spatial sizes whose right padding (oneDNN's convention) is not
-  // negative; the rest keeps the generated im2col + gemm.
-  bool use_dnnl(const Node& n) const {
-    if (!opt_.dnnl || n.op != "conv2d" || g_.value(n.outputs[0]).dtype != DType::Float32) return false;
-    const SymShape &xs = g_.value(n.inputs[0]).shape, &ws = g_.value(n.inputs[1]).shape,
-                   &ys = g_.value(n.outputs[0]).shape;
-    const std::vector<int64_t> st = n.attrs.get_ints("stride", {1, 1}), pad = n.attrs.get_ints("padding", {0, 0}),
-                               dil = n.attrs.get_ints("dilation", {1, 1});
-    for (size_t d = 0; d < 2; ++d) {
-      if (!xs[d + 2].known() || !ws[d + 2].known() || !ys[d + 2].known()) return false;
-      const int64_t right = (ys[d + 2].value - 1) * st.at(d) + (ws[d + 2].value - 1) * dil.at(d) + 1 -
-                            xs[d + 2].value - pad.at(d);
-      if (right < 0) return false;
-    }
-    return true;
-  }
+  // -- oneDNN conv2d: float32 convs with static sizes whose padding covers the output exactly;
+  // the rest keeps the generated im2col + gemm.
+  bool use_dnnl(const Node& n) const { return opt_.dnnl && conv_runs_channels_last(g_, n); }
 
-  // Whether oneDNN runs conv `n` with `post_ops` on an optimized kernel, probed with its channel
-  // counts and spatial sizes (batch 1 when symbolic), channels-last.
-  bool dnnl_accepts(const Node& n, const std::vector<ConvPostOp>& post_ops) const {
+  Layout layout(ValueId v) const { return layouts_.at(v); }
+
+  // Whether oneDNN runs conv `n` with epilogue `e` on an optimized kernel, probed with its channel
+  // counts, spatial sizes and layouts (batch 1 when symbolic).
+  bool dnnl_accepts(const Node& n, const ConvEpilogue& e) const {
     const SymShape &xs = g_.value(n.inputs[0]).shape, &ws = g_.value(n.inputs[1]).shape, &ys = g_.value(n.outputs[0]).shape;
-    if (!is_static(ws) || !xs[1].known() || !ys[1].known()) return false;
     auto concrete = [](const SymShape& s) {
       Shape r;
       for (const SymDim& d : s) r.push_back(d.known() ? d.value : 1);
       return r;
     };
     ConvSpec spec = conv_spec(n, concrete(xs), concrete(ws), concrete(ys));
-    spec.src_nhwc = spec.dst_nhwc = true;
-    spec.post_ops = post_ops;
+    spec.src_layout = layout(n.inputs[0]);
+    spec.dst_layout = layout(e.result);
+    spec.post_ops = e.post_ops;
     return dnnl_conv_is_fast(spec);
   }
 
@@ -370,80 +361,6 @@ class Generator {
       for (ValueId v : g_.node(n).outputs)
         if (needs_buffer_[v]) r.push_back(v);
     return r;
-  }
-
-  // Which rank-4 buffers stay channels-last (NHWC), so oneDNN's fast conv needs no layout
-  // conversion. A buffer is NHWC only when its producer and every reader handle that layout:
-  // dnnl convs (x), batch_norm, global_avg_pool2d, and elementwise segments whose every buffer is
-  // NHWC of one shape (then the loop is layout-blind). Graph outputs stay NCHW. Starts from all
-  // candidates and removes the ones that break a rule, to a fixpoint.
-  void choose_layouts() {
-    nhwc_.assign(g_.values().size(), false);
-    bool any_conv = false;
-    for (const Segment& seg : segs_)
-      any_conv = any_conv || (seg.kind == Segment::Native && use_dnnl(g_.node(seg.nodes[0])));
-    if (!any_conv) return;
-    std::vector<std::vector<ValueId>> reads(segs_.size()), stores(segs_.size());
-    std::vector<std::vector<size_t>> readers(g_.values().size());
-    auto rank4 = [&](ValueId v) { return g_.value(v).shape.size() == 4; };
-    for (size_t s = 0; s < segs_.size(); ++s) {
-      reads[s] = seg_reads(s);
-      stores[s] = seg_stores(s);
-      for (ValueId v : reads[s]) readers[v].push_back(s);
-      const Node& a = g_.node(segs_[s].nodes[0]);
-      if (segs_[s].kind == Segment::Elementwise || (segs_[s].kind == Segment::Native && (use_dnnl(a) || a.op == "batch_norm")))
-        for (ValueId v : stores[s]) nhwc_[v] = rank4(v);
-    }
-    bool changed = true;
-    auto unmark = [&](ValueId v) {
-      changed = changed || nhwc_[v];
-      nhwc_[v] = false;
-    };
-    auto same_shape = [&](ValueId a, ValueId b) { return g_.value(a).shape == g_.value(b).shape; };
-    while (changed) {
-      changed = false;
-      for (const auto& [name, v] : g_.outputs()) unmark(v);
-      for (size_t s = 0; s < segs_.size(); ++s) {
-        const Node& a = g_.node(segs_[s].nodes[0]);
-        if (segs_[s].kind == Segment::Elementwise) {
-          bool ok = !stores[s].empty();
-          for (ValueId v : stores[s]) ok = ok && nhwc_[v] && same_shape(v, stores[s][0]);
-          for (ValueId r : reads[s])
-            if (!is_scalar_constant(g_.value(r))) ok = ok && nhwc_[r] && same_shape(r, stores[s][0]);
-          if (!ok)
-            for (ValueId v : stores[s]) unmark(v);
-        } else if (segs_[s].kind == Segment::Native && a.op == "batch_norm" && !nhwc_[a.inputs[0]]) {
-          unmark(a.outputs[0]);
-        } else if (const auto epi = conv_epilogue_.find(s); epi != conv_epilogue_.end()) {
-          // A residual operand is read in the layout of the primitive's output.
-          for (ValueId o : epi->second.operands)
-            if (same_shape(o, epi->second.result) && !nhwc_[o]) unmark(epi->second.result);
-        }
-      }
-      for (size_t v = 0; v < nhwc_.size(); ++v) {
-        if (!nhwc_[v]) continue;
-        for (size_t s : readers[v]) {
-          const Node& a = g_.node(segs_[s].nodes[0]);
-          const bool only_x = std::count(a.inputs.begin(), a.inputs.end(), static_cast<ValueId>(v)) == 1 &&
-                              a.inputs[0] == static_cast<ValueId>(v);
-          bool ok = false;
-          if (segs_[s].kind == Segment::Elementwise) {
-            ok = true;
-            for (ValueId st : stores[s]) ok = ok && nhwc_[st];
-          } else if (const auto epi = conv_epilogue_.find(s); epi != conv_epilogue_.end()) {
-            // x in any layout; post-op operands: per channel in any, a residual in the output's.
-            ok = std::find(a.inputs.begin() + 1, a.inputs.end(), static_cast<ValueId>(v)) == a.inputs.end();
-            for (ValueId o : epi->second.operands)
-              if (o == static_cast<ValueId>(v) && same_shape(o, epi->second.result)) ok = ok && nhwc_[epi->second.result];
-          } else if (segs_[s].kind == Segment::Native) {
-            ok = only_x && (a.op == "global_avg_pool2d" || (a.op == "batch_norm" && nhwc_[a.outputs[0]]));
-          }
-          if (!ok) unmark(static_cast<ValueId>(v));
-        }
-      }
-    }
-    for (size_t v = 0; v < nhwc_.size(); ++v)
-      if (nhwc_[v]) out_.nhwc_values.push_back(static_cast<ValueId>(v));
   }
 
   // Arena slots for the intermediates that need memory (graph outputs go straight to the
@@ -478,7 +395,7 @@ class Generator {
         if (slot_[v] < 0) continue;
         for (auto it = free_reads.begin(); it != free_reads.end(); ++it) {
           const Value &rv = g_.value(*it), &vv = g_.value(v);
-          if (rv.shape != vv.shape || dtype_size(rv.dtype) != dtype_size(vv.dtype) || nhwc_[*it] != nhwc_[v]) continue;
+          if (rv.shape != vv.shape || dtype_size(rv.dtype) != dtype_size(vv.dtype) || layout(*it) != layout(v)) continue;
           out_.arena_slots[static_cast<size_t>(slot_[v])].reuses = slot_[*it];
           inplace_seg_[s] = true;
           free_reads.erase(it);
@@ -575,6 +492,78 @@ class Generator {
     return "";
   }
 
+  // The loops of an elementwise kernel over `domain`'s shape, in the memory order of its layout
+  // (so its stores are contiguous), and each operand's stride along each loop (0: broadcast).
+  // The channel axis splits into [blocks, lanes] when any operand is channel-blocked, so that
+  // every operand's offset stays linear in the loop indices.
+  struct LoopNest {
+    std::vector<Mono> extents;
+    std::vector<std::vector<Mono>> strides;  // per operand, per loop
+  };
+  LoopNest loop_nest(ValueId domain, const std::vector<ValueId>& operands) {
+    const std::vector<Mono> dom = dims(domain);
+    const size_t r = dom.size();
+    int64_t block = 0;
+    for (ValueId v : operands) block = std::max<int64_t>(block, layout_channel_block(layout(v)));
+    INGOT_CHECK(block == 0 || (r == 4 && dom[1].is_const() && dom[1].c % block == 0),
+                "CpuBackend: channel-blocked operands need a [N, C, H, W] loop with C a multiple of ", block);
+    enum Part { Whole, Blocks, Lanes };
+    struct Loop {
+      size_t axis;
+      Part part;
+    };
+    std::vector<Loop> loops;
+    auto push_channel = [&](bool lanes_inner) {
+      if (!block) return loops.push_back({1, Whole});
+      loops.push_back({1, Blocks});
+      if (!lanes_inner) loops.push_back({1, Lanes});
+    };
+    const Layout dl = layout(domain);
+    if (dl == Layout::Nhwc) {
+      loops = {{0, Whole}, {2, Whole}, {3, Whole}};
+      push_channel(false);
+    } else if (layout_channel_block(dl) > 0) {
+      loops = {{0, Whole}};
+      push_channel(true);
+      loops.insert(loops.end(), {{2, Whole}, {3, Whole}, {1, Lanes}});
+    } else {
+      for (size_t a = 0; a < r; ++a) {
+        if (r == 4 && a == 1) push_channel(false);
+        else loops.push_back({a, Whole});
+      }
+    }
+    LoopNest nest;
+    for (const Loop& l : loops)
+      nest.extents.push_back(l.part == Whole ? dom[l.axis] : l.part == Blocks ? Mono{dom[1].c / block, {}} : Mono{block, {}});
+    for (ValueId v : operands) {
+      const std::vector<Mono> vd = dims(v);
+      const size_t off = r - vd.size();
+      const Layout vl = layout(v);
+      const int64_t vb = layout_channel_block(vl);
+      std::vector<Mono> st;
+      for (const Loop& l : loops) {
+        const size_t k = l.axis - off;
+        if (l.axis < off || (vd[k].is_const() && vd[k].c == 1)) {
+          st.push_back(kZero);
+        } else if (vb > 0) {  // [N, C / vb, H, W, vb]
+          const Mono lane{vb, {}};
+          const Mono s = k == 0 ? vd[1] * vd[2] * vd[3] : k == 2 ? vd[3] * lane : k == 3 ? lane
+                         : l.part == Blocks ? vd[2] * vd[3] * lane : kOne;
+          st.push_back(s);
+        } else {
+          const Mono s = vl != Layout::Nhwc ? product(vd, k + 1)
+                         : k == 0          ? vd[1] * vd[2] * vd[3]
+                         : k == 1          ? kOne
+                         : k == 2          ? vd[3] * vd[1]
+                                           : vd[1];
+          st.push_back(l.part == Blocks ? s * Mono{block, {}} : s);
+        }
+      }
+      nest.strides.push_back(std::move(st));
+    }
+    return nest;
+  }
+
   // -- one elementwise loop nest computing `stores` (all of one shape) from the segment's nodes
   // `alias`: a store may be the same buffer as a read (in place), so no __restrict.
   void emit_elementwise(const Segment& seg, const std::vector<ValueId>& stores, bool alias, std::ostream& call) {
@@ -597,22 +586,12 @@ class Generator {
             std::find(reads.begin(), reads.end(), v) == reads.end())
           reads.push_back(v);
 
-    const std::vector<Mono> dom = dims(stores[0]);
+    std::vector<ValueId> operands = reads;
+    operands.insert(operands.end(), stores.begin(), stores.end());
+    const LoopNest nest = loop_nest(stores[0], operands);
+    const std::vector<Mono>& dom = nest.extents;
+    const std::vector<std::vector<Mono>>& strides = nest.strides;
     const size_t r = dom.size();
-    // Per operand (reads, then stores) strides over the domain; broadcast dims get 0.
-    std::vector<std::vector<Mono>> strides;
-    for (ValueId v : reads) {
-      std::vector<Mono> s(r, kZero), vd = dims(v);
-      const size_t off = r - vd.size();
-      for (size_t k = 0; k < vd.size(); ++k)
-        if (!(vd[k].is_const() && vd[k].c == 1)) s[off + k] = product(vd, k + 1);
-      strides.push_back(s);
-    }
-    for (size_t i = 0; i < stores.size(); ++i) {
-      std::vector<Mono> s(r);
-      for (size_t k = 0; k < r; ++k) s[k] = product(dom, k + 1);
-      strides.push_back(s);
-    }
     // Coalesce: drop size-1 dims, merge neighbours that are contiguous for every operand.
     std::vector<Mono> md;
     std::vector<std::vector<Mono>> ms(strides.size());
@@ -747,8 +726,11 @@ class Generator {
         k << "  if (n == 0 && outer * inner > 0) return ig_fail(ctx, \"" << op
           << ": cannot reduce over a zero-size dimension (no identity)\");\n";
       k << "  ig_reduce<" << kind << ", " << tx << ", " << ty << ">(x0, y, outer, n, inner);\n";
-    } else if (op == "global_avg_pool2d" && nhwc_[x]) {
-      k << "  ig_avg_pool_nhwc(x0, y, " << str(xd[0]) << ", " << str(xd[2] * xd[3]) << ", " << str(xd[1]) << ");\n";
+    } else if (op == "global_avg_pool2d" && layout(x) != Layout::Nchw) {
+      // [images, pixels, channels] (NHWC) or [images * blocks, pixels, block]: y's order either way
+      const int64_t block = layout_channel_block(layout(x));
+      const Mono outer = block ? xd[0] * Mono{xd[1].c / block, {}} : xd[0], inner = block ? Mono{block, {}} : xd[1];
+      k << "  ig_avg_pool_cl(x0, y, " << str(outer) << ", " << str(xd[2] * xd[3]) << ", " << str(inner) << ");\n";
     } else if (op == "global_avg_pool2d") {
       k << "  ig_reduce<1, " << tx << ", " << ty << ">(x0, y, " << str(xd[0] * xd[1]) << ", "
         << str(xd[2] * xd[3]) << ", 1);\n";
@@ -769,9 +751,12 @@ class Generator {
     } else if (op == "batch_norm") {
       char eps[64];
       std::snprintf(eps, sizeof eps, "%a", n.attrs.get_float("eps", 1e-5));
-      if (nhwc_[y])  // channels-last: per-channel scale and shift along the contiguous axis
-        k << "  ig_batch_norm_nhwc(x0, x1, x2, x3, x4, y, " << str(product(xd, 0, 1) * product(xd, 2)) << ", "
-          << str(xd[1]) << ", " << eps << ");\n";
+      if (const int64_t block = layout_channel_block(layout(y)); block > 0)  // [N, C / block, H * W, block]
+        k << "  ig_batch_norm_cl(x0, x1, x2, x3, x4, y, " << str(xd[0]) << ", " << xd[1].c / block << ", "
+          << str(xd[2] * xd[3]) << ", " << block << ", " << eps << ");\n";
+      else if (layout(y) == Layout::Nhwc)  // [N * H * W, 1, 1, C]
+        k << "  ig_batch_norm_cl(x0, x1, x2, x3, x4, y, " << str(xd[0] * xd[2] * xd[3]) << ", 1, 1, " << str(xd[1])
+          << ", " << eps << ");\n";
       else
         k << "  ig_batch_norm(x0, x1, x2, x3, x4, y, " << str(xd[0]) << ", " << str(xd[1]) << ", "
           << str(product(xd, 2)) << ", " << eps << ");\n";
@@ -808,8 +793,8 @@ class Generator {
     k << "static int " << name << "(const ig_ctx* ctx";
     for (size_t i = 0; i < args.size(); ++i) k << ", const float* x" << i;
     k << ", float* y) {\n";
-    k << "  // oneDNN primitive, created by the host at load (x " << (nhwc_[x] ? "NHWC" : "NCHW") << ", y "
-      << (nhwc_[y] ? "NHWC" : "NCHW") << ", " << epi.post_ops.size() << " post-ops)\n";
+    k << "  // oneDNN primitive, created by the host at load (x " << layout_name(layout(x)) << ", y "
+      << layout_name(layout(y)) << ", " << epi.post_ops.size() << " post-ops)\n";
     const std::string bias = n.inputs.size() > 2 ? "x2" : "nullptr";
     if (epi.operands.empty()) {
       k << "  return ctx->host->conv2d(ctx->host->ctx, " << out_.dnnl_convs.size() << ", x0, x1, " << bias
@@ -822,7 +807,7 @@ class Generator {
     }
     k << "}\n\n";
     kernels_ << k.str();
-    out_.dnnl_convs.push_back({n.id, nhwc_[x], nhwc_[y], epi.post_ops});
+    out_.dnnl_convs.push_back({n.id, layout(x), layout(y), epi.post_ops});
     call << "  if (" << name << "(ctx";
     for (ValueId v : args) call << ", " << ptr(v);
     call << ", " << ptr(y) << ") != 0) return 1;\n";
@@ -955,7 +940,7 @@ class Generator {
       e << "  " << t << "* " << ptr(a.value) << " = reinterpret_cast<" << t << "*>(ctx->host->arena + ctx->host->offsets["
         << i << "]);  // steps " << a.first << ".." << a.last
         << (a.reuses >= 0 ? ", in place over " + ptr(out_.arena_slots[static_cast<size_t>(a.reuses)].value) : "")
-        << (nhwc_[a.value] ? ", NHWC" : "") << "\n";
+        << (layout(a.value) != Layout::Nchw ? ", " + std::string(layout_name(layout(a.value))) : "") << "\n";
     }
     for (size_t s = 0; s < segs_.size(); ++s) {
       const Segment& seg = segs_[s];
@@ -1001,13 +986,13 @@ class Generator {
 
   const Graph& g_;
   const FusionPlan& plan_;
+  const LayoutPlan& layouts_;
   CodegenOptions opt_;
   GeneratedCode out_;
   std::map<std::string, int> sym_;
   std::vector<Segment> segs_;
   std::vector<int> seg_of_, last_use_;
   std::vector<bool> needs_buffer_, is_output_;
-  std::vector<bool> nhwc_;         // per value: buffer stored channels-last
   std::vector<int> slot_;          // per value: arena slot, or -1
   std::vector<bool> inplace_seg_;  // per segment: some store overwrites a read
   std::vector<std::string> step_kernels_;  // kernels emitted for the current segment
@@ -1079,8 +1064,17 @@ bool is_native(const Graph& g, const Node& n) {
   return false;
 }
 
-GeneratedCode generate_cpp(const Graph& g, const FusionPlan& plan, const CodegenOptions& options) {
-  return Generator(g, plan, options).run();
+LayoutTarget cpu_layout_target(bool dnnl) {
+  LayoutTarget t;
+  // oneDNN's AVX-512 kernels block channels by 16, its AVX2 ones by 8.
+  t.channel_block = host_cpu_signature().find(" avx512f") != std::string::npos ? 16 : 8;
+  t.handles_layouts = [dnnl](const Graph& g, const Node& n) { return is_native(g, n) && (n.op != "conv2d" || dnnl); };
+  return t;
+}
+
+GeneratedCode generate_cpp(const Graph& g, const FusionPlan& plan, const LayoutPlan& layouts,
+                           const CodegenOptions& options) {
+  return Generator(g, plan, layouts, options).run();
 }
 
 }  // namespace ingot::cpu

@@ -11,6 +11,7 @@
 
 #include "backends/cpu/dnnl_conv.h"
 #include "compiler/fusion_plan.h"
+#include "compiler/layout_plan.h"
 #include "ingot/graph.h"
 
 namespace ingot::cpu {
@@ -34,7 +35,7 @@ struct ArenaSlot {
 // conv2d_args when post-ops take operands).
 struct DnnlConvCall {
   NodeId node = -1;
-  bool src_nhwc = false, dst_nhwc = false;  // layouts of x and y in the generated code's buffers
+  Layout src_layout = Layout::Nchw, dst_layout = Layout::Nchw;  // of x's and y's buffers
   std::vector<ConvPostOp> post_ops;         // the folded epilogue (conv_epilogue.h)
 };
 
@@ -50,12 +51,19 @@ struct GeneratedCode {
   int segments = 0;                     // steps of the schedule (ArenaSlot::first/last)
   std::vector<ArenaSlot> arena_slots;   // offsets[i] of the host's plan is slot i's
   std::vector<DnnlConvCall> dnnl_convs; // ingot_host::conv2d's `conv` indexes this
-  std::vector<ValueId> nhwc_values;     // buffers kept channels-last (backend-internal layout)
+  std::vector<ValueId> channels_last_values;  // buffers not stored NCHW (the layout plan's)
   // Per profiled step (ig_profile id): its kernels' names and the ops / scopes it computes.
   std::vector<std::string> profile_names, profile_details;
 };
 
-GeneratedCode generate_cpp(const Graph& g, const FusionPlan& plan, const CodegenOptions& options);
+// `layouts`: how each buffer is stored (layout_plan.h; conv2d, batch_norm, global_avg_pool2d and
+// elementwise kernels handle every layout, the rest need NCHW).
+GeneratedCode generate_cpp(const Graph& g, const FusionPlan& plan, const LayoutPlan& layouts,
+                           const CodegenOptions& options);
+
+// What the generated code handles in every layout (LayoutTarget for plan_layouts): native nodes,
+// and conv2d only through oneDNN.
+LayoutTarget cpu_layout_target(bool dnnl);
 
 // True when `op` (with this node's dtypes and attributes) has native code.
 bool is_native(const Graph& g, const Node& n);

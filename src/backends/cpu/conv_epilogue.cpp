@@ -96,7 +96,7 @@ std::optional<Step> step_for(const Graph& g, const Node& n, ValueId y) {
 }  // namespace
 
 ConvEpilogue fold_conv_epilogue(const Graph& g, NodeId conv, const std::vector<NodeId>& after,
-                                const std::function<bool(const std::vector<ConvPostOp>&)>& accepts) {
+                                const std::function<bool(const ConvEpilogue&)>& accepts) {
   const std::vector<int> uses = g.use_counts();
   // Candidate chain, then its longest accepted prefix (probing the whole chain first: usually
   // oneDNN takes it all).
@@ -126,7 +126,7 @@ ConvEpilogue fold_conv_epilogue(const Graph& g, NodeId conv, const std::vector<N
     prefixes.push_back(std::move(next));
   }
   for (size_t k = prefixes.size(); k-- > 1;)
-    if (accepts(prefixes[k].post_ops)) return prefixes[k];
+    if (accepts(prefixes[k])) return prefixes[k];
   return prefixes[0];
 }
 

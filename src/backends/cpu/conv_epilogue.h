@@ -32,6 +32,6 @@ struct ConvEpilogue {
 
 // `after`: the nodes of the conv's fusion group that follow it, in group order.
 ConvEpilogue fold_conv_epilogue(const Graph& g, NodeId conv, const std::vector<NodeId>& after,
-                                const std::function<bool(const std::vector<ConvPostOp>&)>& accepts);
+                                const std::function<bool(const ConvEpilogue&)>& accepts);
 
 }  // namespace ingot::cpu

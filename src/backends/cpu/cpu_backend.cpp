@@ -232,8 +232,8 @@ class CpuExecutable final : public Executable {
       const Shape &x = b.shapes[static_cast<size_t>(n.inputs[0])], &w = b.shapes[static_cast<size_t>(n.inputs[1])],
                   &y = b.shapes[static_cast<size_t>(n.outputs[0])];
       cpu::ConvSpec spec = cpu::conv_spec(n, x, w, y);
-      spec.src_nhwc = c.src_nhwc;
-      spec.dst_nhwc = c.dst_nhwc;
+      spec.src_layout = c.src_layout;
+      spec.dst_layout = c.dst_layout;
       spec.post_ops = c.post_ops;
       b.convs.push_back(std::make_unique<cpu::DnnlConv>(spec));
     }
@@ -318,19 +318,20 @@ int CpuBackend::compile_count() { return cpu::compiler_invocations().load(); }
 
 std::unique_ptr<Executable> CpuBackend::lower(const Graph& graph, const CompileOptions& options) const {
   return cpu::lower_with_plan(graph, fusion_plan_for(graph, options), options_, options.verbose,
-                              options.memory_planning);
+                              options.memory_planning, pass_enabled(options, "layout"));
 }
 
 std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const FusionPlan& plan,
                                                  const CpuBackend::CpuOptions& options_, bool verbose,
-                                                 const std::string& memory_planning) {
+                                                 const std::string& memory_planning, bool channels_last) {
   const cpu::Toolchain tc = cpu::find_toolchain(options_.compiler);
   cpu::CodegenOptions co;
   co.blas = !tc.openblas.empty();
   co.dnnl = cpu::dnnl_available();
   co.inplace = memory_planning != "none";
   co.num_threads = options_.num_threads;
-  cpu::GeneratedCode code = cpu::generate_cpp(graph, plan, co);
+  const LayoutPlan layouts = channels_last ? plan_layouts(graph, cpu::cpu_layout_target(co.dnnl)) : nchw_plan(graph);
+  cpu::GeneratedCode code = cpu::generate_cpp(graph, plan, layouts, co);
   cpu::BuildRequest req;
   req.source = code.source;
   req.flags = cpu::compile_flags(options_.extra_flags);
@@ -358,7 +359,7 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
     for (const BufferRequest& r : b.requests) inplace += r.reuses >= 0;
     std::cerr << "[cpu] arena: " << b.requests.size() << " buffers in " << b.placement.arena_bytes << " bytes (lower bound "
               << b.placement.lower_bound_bytes << ", " << inplace << " in place, memory_planning " << memory_planning
-              << "), " << exe->code().nhwc_values.size() << " kept channels-last\n";
+              << "), " << exe->code().channels_last_values.size() << " stored channels-last\n";
     for (size_t i = 0; i < b.convs.size(); ++i)
       std::cerr << "[cpu] conv2d node " << exe->code().dnnl_convs[i].node << ": oneDNN " << b.convs[i]->implementation()
                 << "\n";
@@ -374,7 +375,7 @@ cpu::ExecutionPlan cpu::execution_plan(const Executable& exe, const std::vector<
   p.requests = b->requests;
   p.placement = b->placement;
   for (const auto& c : b->convs) p.conv_implementations.push_back(c->implementation());
-  p.nhwc_values = cpu->code().nhwc_values;
+  p.channels_last_values = cpu->code().channels_last_values;
   return p;
 }
 

@@ -161,7 +161,15 @@ std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, co
   return best;
 }
 
-memory::desc plain(const memory::dims& dims, bool nhwc) { return memory::desc(dims, Dt::f32, nhwc ? Tag::nhwc : Tag::nchw); }
+memory::desc user_desc(const memory::dims& dims, Layout l) {
+  switch (l) {
+    case Layout::Nhwc: return memory::desc(dims, Dt::f32, Tag::nhwc);
+    case Layout::Nchw8c: return memory::desc(dims, Dt::f32, Tag::nChw8c);
+    case Layout::Nchw16c: return memory::desc(dims, Dt::f32, Tag::nChw16c);
+    case Layout::Nchw: break;
+  }
+  return memory::desc(dims, Dt::f32, Tag::nchw);
+}
 
 memory::desc weights_user(const ConvSpec& s) {
   const int64_t g = s.groups;
@@ -174,7 +182,7 @@ memory::desc weights_user(const ConvSpec& s) {
 bool dnnl_conv_is_fast(const ConvSpec& s) {
   if (s.n == 0 || s.cout == 0 || s.oh == 0 || s.ow == 0 || s.cin == 0) return false;
   std::string errors;
-  std::optional<Choice> c = choose(s, plain({s.n, s.cin, s.h, s.w}, s.src_nhwc), plain({s.n, s.cout, s.oh, s.ow}, s.dst_nhwc),
+  std::optional<Choice> c = choose(s, user_desc({s.n, s.cin, s.h, s.w}, s.src_layout), user_desc({s.n, s.cout, s.oh, s.ow}, s.dst_layout),
                                    weights_user(s), memory::desc({s.cout}, Dt::f32, Tag::x), &errors);
   return c && !is_reference_impl(c->name);
 }
@@ -200,8 +208,8 @@ DnnlConv::DnnlConv(const ConvSpec& s) : impl_(std::make_unique<Impl>()) {
     m.name = "none (empty)";
     return;
   }
-  m.src_user = plain({s.n, s.cin, s.h, s.w}, s.src_nhwc);
-  m.dst_user = plain({s.n, s.cout, s.oh, s.ow}, s.dst_nhwc);
+  m.src_user = user_desc({s.n, s.cin, s.h, s.w}, s.src_layout);
+  m.dst_user = user_desc({s.n, s.cout, s.oh, s.ow}, s.dst_layout);
   m.wei_user = weights_user(s);
   m.bias_md = memory::desc({s.cout}, Dt::f32, Tag::x);
   std::string errors;
@@ -226,13 +234,15 @@ void DnnlConv::run(const float* x, const float* w, const float* b, const void* c
   const ConvSpec& s = m.spec;
   if (m.empty_output) return;
   if (m.no_input) {  // an empty sum: the bias everywhere
-    const int64_t pixels = s.n * s.oh * s.ow;
-    for (int64_t p = 0; p < pixels; ++p)
-      for (int64_t c = 0; c < s.cout; ++c) {
-        const float v = b != nullptr ? b[c] : 0.0f;
-        const int64_t img = p / (s.oh * s.ow), pix = p % (s.oh * s.ow);
-        y[s.dst_nhwc ? p * s.cout + c : (img * s.cout + c) * s.oh * s.ow + pix] = v;
-      }
+    const int64_t pixels = s.oh * s.ow, block = layout_channel_block(s.dst_layout);
+    for (int64_t img = 0; img < s.n; ++img)
+      for (int64_t c = 0; c < s.cout; ++c)
+        for (int64_t p = 0; p < pixels; ++p) {
+          const int64_t at = s.dst_layout == Layout::Nhwc ? (img * pixels + p) * s.cout + c
+                             : block > 0 ? ((img * (s.cout / block) + c / block) * pixels + p) * block + c % block
+                                         : (img * s.cout + c) * pixels + p;
+          y[at] = b != nullptr ? b[c] : 0.0f;
+        }
     return;
   }
   try {

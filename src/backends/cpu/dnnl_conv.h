@@ -1,7 +1,7 @@
 // conv2d through oneDNN (Debian libdnnl-dev), run by the host on behalf of the generated code.
 //
 // A DnnlConv is built once per concrete shape: at load for static shapes, on the first call with
-// new input shapes otherwise. It holds the convolution primitive (channels-last src/dst,
+// new input shapes otherwise. It holds the convolution primitive (src/dst in the caller's layouts,
 // weights in the library's preferred blocked layout, bias, and the elementwise epilogue the code
 // generator folded into it as post-ops) and the reorders between the caller's layouts and the
 // primitive's. `run` is safe to call from several threads at once: temporaries (weight reorder,
@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/layout_plan.h"
 #include "ingot/graph.h"
 
 namespace ingot::cpu {
@@ -38,8 +39,8 @@ struct ConvSpec {
   int64_t n = 0, cin = 0, h = 0, w = 0, cout = 0, kh = 0, kw = 0, oh = 0, ow = 0;
   int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, groups = 1;
   bool has_bias = false;
-  bool src_nhwc = false;  // the caller's x is stored channels-last (else NCHW)
-  bool dst_nhwc = false;  // the caller wants y channels-last (else NCHW)
+  Layout src_layout = Layout::Nchw;  // how the caller stores x
+  Layout dst_layout = Layout::Nchw;  // how the caller wants y
   std::vector<ConvPostOp> post_ops;  // binary ones take run()'s operands, in order
 };
 

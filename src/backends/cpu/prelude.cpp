@@ -451,12 +451,15 @@ void ig_batch_norm(const T* __restrict x, const P1* w, const P2* b, const P3* me
   }
 }
 
-// ---- channels-last (NHWC) variants, for buffers the code generator keeps in oneDNN's layout ----
-// batch_norm over rows of `channels` contiguous values (the same arithmetic as ig_batch_norm).
+// ---- channels-last variants, for buffers the layout plan stores NHWC or channel-blocked ----
+// batch_norm of a buffer viewed as [outer, blocks, pixels, block] with channel = b * block + lane
+// (NHWC: [N * H * W, 1, 1, C]; blocked: [N, C / block, H * W, block]); the arithmetic of
+// ig_batch_norm.
 template <class T, class P1, class P2, class P3, class P4>
-void ig_batch_norm_nhwc(const T* __restrict x, const P1* w, const P2* b, const P3* mean, const P4* var,
-                        T* __restrict y, int64_t rows, int64_t channels, double eps) {
+void ig_batch_norm_cl(const T* __restrict x, const P1* w, const P2* b, const P3* mean, const P4* var,
+                      T* __restrict y, int64_t outer, int64_t blocks, int64_t pixels, int64_t block, double eps) {
   using C = ig_c<T>;
+  const int64_t channels = blocks * block;
   C* sc = static_cast<C*>(std::malloc(sizeof(C) * size_t(channels > 0 ? 2 * channels : 1)));
   if (sc == nullptr) throw std::bad_alloc();
   C* sh = sc + channels;
@@ -467,35 +470,41 @@ void ig_batch_norm_nhwc(const T* __restrict x, const P1* w, const P2* b, const P
     sh[c] = static_cast<C>(static_cast<double>(static_cast<ig_c<P2>>(b[c])) -
                            static_cast<double>(static_cast<ig_c<P3>>(mean[c])) * scale);
   }
-  #pragma omp parallel for if(ig_big(rows * channels) && rows > 1)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * channels;
-    T* yr = y + r * channels;
-    #pragma omp simd
-    for (int64_t c = 0; c < channels; ++c) yr[c] = static_cast<T>(static_cast<C>(xr[c]) * sc[c] + sh[c]);
+  #pragma omp parallel for if(ig_big(outer * channels * pixels) && outer * blocks > 1)
+  for (int64_t ob = 0; ob < outer * blocks; ++ob) {
+    const C* scb = sc + (ob % blocks) * block;
+    const C* shb = sh + (ob % blocks) * block;
+    for (int64_t p = 0; p < pixels; ++p) {
+      const T* xr = x + (ob * pixels + p) * block;
+      T* yr = y + (ob * pixels + p) * block;
+      #pragma omp simd
+      for (int64_t l = 0; l < block; ++l) yr[l] = static_cast<T>(static_cast<C>(xr[l]) * scb[l] + shb[l]);
+    }
   }
   std::free(sc);
 }
 
-// global_avg_pool2d of [n, pixels, channels] into [n, channels]: a double sum per channel, the
-// pixels streamed once (the NCHW reduction would stride through the image once per channel).
+// global_avg_pool2d of a buffer viewed as [outer, pixels, inner] into [outer, inner] (NHWC:
+// [N, H * W, C]; blocked: [N * C / block, H * W, block], whose [outer, inner] order is y's): a
+// double sum per channel, the pixels streamed once (the NCHW reduction strides through the
+// image once per channel).
 template <class T, class O>
-void ig_avg_pool_nhwc(const T* __restrict x, O* __restrict y, int64_t n, int64_t pixels, int64_t channels) {
+void ig_avg_pool_cl(const T* __restrict x, O* __restrict y, int64_t outer, int64_t pixels, int64_t inner) {
   const int64_t chunk = 256;  // channels per task: a few KiB of accumulators
-  const int64_t tasks_per_image = (channels + chunk - 1) / chunk;
-  #pragma omp parallel for if(ig_big(n * pixels * channels) && n * tasks_per_image > 1)
-  for (int64_t t = 0; t < n * tasks_per_image; ++t) {
-    const int64_t img = t / tasks_per_image, c0 = (t % tasks_per_image) * chunk;
-    const int64_t m = std::min(chunk, channels - c0);
+  const int64_t tasks_per_row = (inner + chunk - 1) / chunk;
+  #pragma omp parallel for if(ig_big(outer * pixels * inner) && outer * tasks_per_row > 1)
+  for (int64_t t = 0; t < outer * tasks_per_row; ++t) {
+    const int64_t o = t / tasks_per_row, c0 = (t % tasks_per_row) * chunk;
+    const int64_t m = std::min(chunk, inner - c0);
     double acc[256];
     for (int64_t c = 0; c < m; ++c) acc[c] = 0.0;
-    const T* xi = x + img * pixels * channels + c0;
+    const T* xo = x + o * pixels * inner + c0;
     for (int64_t p = 0; p < pixels; ++p) {
-      const T* xp = xi + p * channels;
+      const T* xp = xo + p * inner;
       #pragma omp simd
       for (int64_t c = 0; c < m; ++c) acc[c] += static_cast<double>(static_cast<ig_c<T>>(xp[c]));
     }
-    for (int64_t c = 0; c < m; ++c) y[img * channels + c0 + c] = static_cast<O>(acc[c] / static_cast<double>(pixels));
+    for (int64_t c = 0; c < m; ++c) y[o * inner + c0 + c] = static_cast<O>(acc[c] / static_cast<double>(pixels));
   }
 }
 )IGPRELUDE";
