@@ -93,6 +93,12 @@ std::string ctype(DType t) {
   }
   return "float";
 }
+// float16 / bfloat16 elements: computed as ig_half / ig_bf16 (float arithmetic), but elementwise
+// kernels load and store their raw uint16_t bits (GCC 12 vectorizes no loop that loads or stores
+// the structs themselves).
+bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+std::string storage_type(DType t) { return is_half(t) ? "uint16_t" : ctype(t); }
+
 std::string comptype(DType t) {
   return t == DType::Float16 || t == DType::BFloat16 ? "float" : ctype(t);
 }
@@ -618,9 +624,9 @@ class Generator {
     std::map<ValueId, std::string> names;
     const char* restrict_ = alias ? "" : " __restrict";
     for (size_t i = 0; i < reads.size(); ++i)
-      k << ", const " << ctype(g_.value(reads[i]).dtype) << "*" << restrict_ << " p" << i;
+      k << ", const " << storage_type(g_.value(reads[i]).dtype) << "*" << restrict_ << " p" << i;
     for (size_t i = 0; i < stores.size(); ++i)
-      k << ", " << ctype(g_.value(stores[i]).dtype) << "*" << restrict_ << " q" << i;
+      k << ", " << storage_type(g_.value(stores[i]).dtype) << "*" << restrict_ << " q" << i;
     k << ") {\n" << dims_prologue();
     // Offsets: outer index o (dims 0..R-2), inner index i (dim R-1).
     auto offset = [&](size_t o, const std::string& base) {
@@ -635,8 +641,10 @@ class Generator {
       std::ostringstream b;
       for (size_t i = 0; i < reads.size(); ++i) {
         names[reads[i]] = "a" + std::to_string(i);
-        b << indent << "const " << ctype(g_.value(reads[i]).dtype) << " a" << i << " = p" << i << "["
-          << offset(i, bases[i]) << "];\n";
+        const DType dt = g_.value(reads[i]).dtype;
+        const std::string element = "p" + std::to_string(i) + "[" + offset(i, bases[i]) + "]";
+        b << indent << "const " << ctype(dt) << " a" << i << " = "
+          << (is_half(dt) ? ctype(dt) + "::from_bits(" + element + ")" : element) << ";\n";
       }
       for (NodeId nid : nodes) {
         const Node& n = g_.node(nid);
@@ -647,7 +655,7 @@ class Generator {
       }
       for (size_t i = 0; i < stores.size(); ++i)
         b << indent << "q" << i << "[" << offset(reads.size() + i, bases[reads.size() + i]) << "] = t"
-          << stores[i] << ";\n";
+          << stores[i] << (is_half(g_.value(stores[i]).dtype) ? ".bits" : "") << ";\n";
       return b.str();
     };
     std::vector<std::string> bases(strides.size());
@@ -686,8 +694,8 @@ class Generator {
     k << "  return 0;\n}\n\n";
     kernels_ << k.str();
     call << "  if (" << name << "(ctx";
-    for (ValueId v : reads) call << ", " << ptr(v);
-    for (ValueId v : stores) call << ", " << ptr(v);
+    for (ValueId v : reads) call << ", " << (is_half(g_.value(v).dtype) ? "ig_raw(" + ptr(v) + ")" : ptr(v));
+    for (ValueId v : stores) call << ", " << (is_half(g_.value(v).dtype) ? "ig_raw(" + ptr(v) + ")" : ptr(v));
     call << ") != 0) return 1;\n";
   }
 

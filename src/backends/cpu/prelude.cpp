@@ -72,6 +72,13 @@ struct ig_bf16 {
   static ig_bf16 from_bits(uint16_t b) { ig_bf16 h; h.bits = b; return h; }
 };
 
+// The raw bits of float16 / bfloat16 buffers, for kernels that move uint16_t (both structs are
+// standard-layout with the bits as their only member).
+inline const uint16_t* ig_raw(const ig_half* p) { return reinterpret_cast<const uint16_t*>(p); }
+inline uint16_t* ig_raw(ig_half* p) { return reinterpret_cast<uint16_t*>(p); }
+inline const uint16_t* ig_raw(const ig_bf16* p) { return reinterpret_cast<const uint16_t*>(p); }
+inline uint16_t* ig_raw(ig_bf16* p) { return reinterpret_cast<uint16_t*>(p); }
+
 template <class T> struct ig_compute { using type = T; };
 template <> struct ig_compute<ig_half> { using type = float; };
 template <> struct ig_compute<ig_bf16> { using type = float; };
