@@ -579,7 +579,7 @@ TEST(OptimizationControls, VerboseReportsAndDumpsAfterEachPass) {
   EXPECT_NE(err.find("memory planning"), std::string::npos);
   EXPECT_TRUE(fs::exists(dir / "g"));
   EXPECT_TRUE(fs::exists(dir / "g.1.constant_folding.txt"));
-  EXPECT_TRUE(fs::exists(dir / "g.7.fusion.txt"));
+  EXPECT_TRUE(fs::exists(dir / "g.8.fusion.txt"));
   fs::remove_all(dir);
 }
 

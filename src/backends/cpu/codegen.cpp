@@ -724,6 +724,17 @@ class Generator {
       k << "  std::memset(y, 0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
     } else if (op == "reshape" || op == "identity" || op == "reshape_like" || op == "expand_dims") {
       k << "  std::memcpy(y, x0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
+    } else if (op == "slice") {  // rows [start, start + y's rows) of x: one contiguous block
+      const int64_t start = std::min(n.attrs.get_ints("starts").at(0), xd[0].c);
+      k << "  std::memcpy(y, x0 + " << str(Mono{start, {}} * product(xd, 1)) << ", static_cast<size_t>("
+        << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
+    } else if (op == "concat") {  // along axis 0: the inputs' blocks (static sizes) one after the other
+      int64_t at = 0;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const int64_t part = numel_of(n.inputs[i]).c;
+        k << "  std::memcpy(y + " << at << ", x" << i << ", static_cast<size_t>(" << part << ") * sizeof(" << ty << "));\n";
+        at += part;
+      }
     } else if (op == "sum" || op == "mean" || op == "max" || op == "min") {
       int a = 0, b = -1;
       reduce_block(n, rank, &a, &b);
@@ -1045,6 +1056,22 @@ bool is_native(const Graph& g, const Node& n) {
   if (op == "reshape" || op == "identity" || op == "reshape_like" || op == "expand_dims")
     return dt(n.inputs[0]) == dt(n.outputs[0]);
   if (op == "zeros_like") return true;
+  // Contiguous blocks: a slice of leading rows (start >= 0, step 1, the row count known) and a
+  // concat along axis 0 of inputs with the output's dtype.
+  if (op == "slice") {
+    const std::vector<int64_t> axes = n.attrs.get_ints("axes", {0}), steps = n.attrs.get_ints("steps", {1});
+    const SymShape& xs = g.value(n.inputs[0]).shape;
+    return axes == std::vector<int64_t>{0} && steps == std::vector<int64_t>{1} && !xs.empty() && xs[0].known() &&
+           n.attrs.get_ints("starts").size() == 1 && n.attrs.get_ints("starts")[0] >= 0 &&
+           dt(n.inputs[0]) == dt(n.outputs[0]);
+  }
+  if (op == "concat") {
+    const int r = rank(n.outputs[0]);
+    const int64_t axis = n.attrs.get_int("axis", 0);
+    bool ok = r >= 1 && (axis == 0 || axis == -r);
+    for (ValueId v : n.inputs) ok = ok && dt(v) == dt(n.outputs[0]) && is_static(g.value(v).shape);
+    return ok;
+  }
   if (op == "sum" || op == "mean" || op == "max" || op == "min") {
     int a, b;
     return reduce_block(n, rank(n.inputs[0]), &a, &b);

@@ -32,7 +32,8 @@ struct Binding {
   std::vector<int64_t> dims;
   std::vector<BufferRequest> requests;  // per arena slot
   BufferPlacement placement;
-  std::vector<std::unique_ptr<cpu::DnnlConv>> convs;  // per GeneratedCode::dnnl_convs
+  std::vector<std::shared_ptr<const cpu::DnnlConv>> convs;  // per GeneratedCode::dnnl_convs
+  std::vector<cpu::ConvSpec> conv_specs;                     // what each was made for
 };
 
 // One arena: reused across calls; a call holds one for its duration, so concurrent calls each
@@ -235,7 +236,12 @@ class CpuExecutable final : public Executable {
       spec.src_layout = c.src_layout;
       spec.dst_layout = c.dst_layout;
       spec.post_ops = c.post_ops;
-      b.convs.push_back(std::make_unique<cpu::DnnlConv>(spec));
+      // Convs of one spec share a primitive (batch chunks repeat the same convs).
+      std::shared_ptr<const cpu::DnnlConv> conv;
+      for (size_t i = 0; i < b.convs.size() && !conv; ++i)
+        if (b.conv_specs[i] == spec) conv = b.convs[i];
+      b.convs.push_back(conv ? conv : std::make_shared<const cpu::DnnlConv>(spec));
+      b.conv_specs.push_back(std::move(spec));
     }
   }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <unordered_map>
@@ -181,10 +182,21 @@ memory::desc weights_user(const ConvSpec& s) {
 
 bool dnnl_conv_is_fast(const ConvSpec& s) {
   if (s.n == 0 || s.cout == 0 || s.oh == 0 || s.ow == 0 || s.cin == 0) return false;
+  static std::mutex mu;
+  static std::vector<std::pair<ConvSpec, bool>> known;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& [spec, fast] : known)
+      if (spec == s) return fast;
+  }
   std::string errors;
   std::optional<Choice> c = choose(s, user_desc({s.n, s.cin, s.h, s.w}, s.src_layout), user_desc({s.n, s.cout, s.oh, s.ow}, s.dst_layout),
                                    weights_user(s), memory::desc({s.cout}, Dt::f32, Tag::x), &errors);
-  return c && !is_reference_impl(c->name);
+  const bool fast = c && !is_reference_impl(c->name);
+  std::lock_guard<std::mutex> lock(mu);
+  if (known.size() > 4096) known.clear();
+  known.emplace_back(s, fast);
+  return fast;
 }
 
 struct DnnlConv::Impl {

@@ -33,6 +33,7 @@ struct ConvPostOp {
   float alpha = 1.0f, beta = 0.0f;  // Linear
   bool per_channel = false;         // binary: operand has C values (else y's shape)
   bool binary() const { return kind >= Kind::Add; }
+  bool operator==(const ConvPostOp&) const = default;
 };
 
 struct ConvSpec {
@@ -42,6 +43,7 @@ struct ConvSpec {
   Layout src_layout = Layout::Nchw;  // how the caller stores x
   Layout dst_layout = Layout::Nchw;  // how the caller wants y
   std::vector<ConvPostOp> post_ops;  // binary ones take run()'s operands, in order
+  bool operator==(const ConvSpec&) const = default;
 };
 
 // The spec of conv2d node `conv` for concrete shapes of x, w and y (layouts NCHW, no post-ops).
@@ -49,6 +51,7 @@ ConvSpec conv_spec(const Node& conv, const Shape& x, const Shape& w, const Shape
 
 // Whether oneDNN runs `spec` (post-ops included) with one of its optimized kernels, not only the
 // slow reference implementation (the code generator folds an epilogue only when it does).
+// Remembered per spec for the process: code generation asks again for every compile.
 bool dnnl_conv_is_fast(const ConvSpec& spec);
 
 class DnnlConv {

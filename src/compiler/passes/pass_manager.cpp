@@ -27,6 +27,7 @@ const std::vector<PassInfo>& builtin_passes() {
       {"cse", 2, eliminate_common_subexpressions, "merges nodes with the same op, attrs and inputs"},
       {"conv_bn_folding", 2, fold_conv_batch_norm, "folds batch_norm into conv2d: constant statistics, or run-time parameters in inference"},
       {"mixed_precision", 99, apply_mixed_precision, "matmul/conv2d in bfloat16/float16 (option mixed_precision)"},
+      {"batch_chunking", 2, chunk_batch, "inference: the per-sample region (conv, pooling, elementwise) in batch chunks"},
       {"layout", 2, choose_layout, "channels-last buffers around convolutions (plan_layouts) for backends; does not rewrite"},
       {"dce", 1, eliminate_dead_code, "removes nodes that reach no output"},
       {"fusion", 2, fusion_pass, "fusion decisions (plan_fusion) for backends; does not rewrite"},

@@ -8,7 +8,7 @@
 //   level   passes
 //   none    (nothing)
 //   low     constant_folding, simplify, dce
-//   medium  + cse, conv_bn_folding, layout, fusion    (the default)
+//   medium  + cse, conv_bn_folding, batch_chunking, layout, fusion    (the default)
 //   high    (the same)
 //   mixed_precision runs when the option `mixed_precision` is not "none".
 #pragma once
@@ -37,6 +37,8 @@ struct PassContext {
   // Constant folding leaves results with more elements than this unfolded (a broadcast of a
   // scalar to a huge shape would otherwise bloat the graph).
   int64_t max_fold_elements = int64_t{1} << 22;
+  // Batch chunking: the most bytes of per-sample activations one chunk may keep live at a node.
+  int64_t chunk_bytes = int64_t{64} << 20;
 };
 PassContext pass_context(const CompileOptions& options);
 
@@ -69,6 +71,7 @@ PassReport eliminate_common_subexpressions(Graph& g, const PassContext& ctx = {}
 PassReport eliminate_dead_code(Graph& g, const PassContext& ctx = {});
 PassReport fold_conv_batch_norm(Graph& g, const PassContext& ctx = {});
 PassReport apply_mixed_precision(Graph& g, const PassContext& ctx);
+PassReport chunk_batch(Graph& g, const PassContext& ctx);
 PassReport choose_layout(Graph& g, const PassContext& ctx = {});  // reports plan_layouts(g)
 PassReport fusion_pass(Graph& g, const PassContext& ctx = {});  // reports plan_fusion(g)
 
