@@ -164,3 +164,26 @@ TEST(CpuConvPostOps, ResidualFromAnotherConvSharesItsLayout) {
   EXPECT_EQ(code.dnnl_convs[0].dst_layout, Layout::Nchw8c);
   EXPECT_EQ(code.dnnl_convs[1].dst_layout, Layout::Nchw8c) << "the residual and the result share the layout";
 }
+
+TEST(CpuConvPostOps, ReorderedWeightsAreKeptPerValueNotPerAddress) {
+  // w * 2 dies at the first conv, so w * 3 may take its arena slot: the second conv must not
+  // reuse the weights reordered for the first (the host keeps reordered weights for a call, for
+  // batch chunks, keyed by graph value).
+  Graph g = make_graph({{"x", {"N", 8, 7, 7}}, {"w", {8, 8, 3, 3}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    ValueId c1 = g.add_op("conv2d", {in[0], g.add_op("mul", {in[1], scalar(g, 2.0)})}, {{"padding", V{1, 1}}});
+    ValueId c2 = g.add_op("conv2d", {c1, g.add_op("mul", {in[1], scalar(g, 3.0)})}, {{"padding", V{1, 1}}});
+    g.set_output("y", c2);
+  });
+  check(g, {random_inputs(g, 2, 100), random_inputs(g, 3, 110)}, plan_fusion, 1e-4, 1e-4);
+  if (!cpu::dnnl_available()) return;
+  std::unique_ptr<Executable> exe = cpu::lower_with_plan(g, plan_fusion(g), cpu_options(), false);
+  const cpu::ExecutionPlan p = cpu::execution_plan(*exe, {{2, 8, 7, 7}, {8, 8, 3, 3}});
+  const Node& conv2 = g.nodes()[3];
+  ASSERT_EQ(conv2.op, "conv2d");
+  // The two scaled weights share memory (else this test would not test the key).
+  std::vector<int64_t> weight_offsets;
+  for (size_t i = 0; i < p.requests.size(); ++i)
+    if (p.requests[i].bytes == 8 * 8 * 9 * 4) weight_offsets.push_back(p.placement.offsets[i]);
+  ASSERT_EQ(weight_offsets.size(), 2u);
+  EXPECT_EQ(weight_offsets[0], weight_offsets[1]);
+}

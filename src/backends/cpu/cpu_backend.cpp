@@ -50,6 +50,7 @@ struct HostCall {
   const CpuExecutable* exe;
   const Binding* binding;
   int64_t step_start_ns = 0;  // profiling: when the running step began
+  cpu::WeightCache conv_weights;  // weights reordered for oneDNN during this call
 };
 
 class CpuExecutable final : public Executable {
@@ -99,7 +100,7 @@ class CpuExecutable final : public Executable {
       outs[j] = Tensor::uninitialized(graph_.value(v).dtype, b->shapes[static_cast<size_t>(v)]);
       out_ptrs[j] = outs[j].raw_data();
     }
-    HostCall call{this, b.get()};
+    HostCall call{this, b.get(), 0, {}};
     std::unique_ptr<Arena> arena = take_arena(static_cast<size_t>(b->placement.arena_bytes));
     struct GiveBack {
       const CpuExecutable* exe;
@@ -184,12 +185,13 @@ class CpuExecutable final : public Executable {
   }
   // args: x, w, b (or null), then one operand per binary post-op.
   static int run_conv_args(void* ctx, int32_t conv, const void* const* args, void* y, char* error, size_t error_size) {
-    const HostCall& call = *static_cast<const HostCall*>(ctx);
+    HostCall& call = *static_cast<HostCall*>(ctx);
     try {
+      const NodeId node = call.exe->code_.dnnl_convs.at(static_cast<size_t>(conv)).node;
       call.binding->convs.at(static_cast<size_t>(conv))
           ->run(static_cast<const float*>(args[0]), static_cast<const float*>(args[1]),
-                static_cast<const float*>(args[2]), args + 3,
-                static_cast<float*>(y));
+                static_cast<const float*>(args[2]), args + 3, static_cast<float*>(y), &call.conv_weights,
+                call.exe->graph_.node(node).inputs[1]);
       return 0;
     } catch (const std::exception& e) {
       std::snprintf(error, error_size, "%s", e.what());

@@ -241,7 +241,19 @@ DnnlConv::~DnnlConv() = default;
 
 const std::string& DnnlConv::implementation() const { return impl_->name; }
 
-void DnnlConv::run(const float* x, const float* w, const float* b, const void* const* operands, float* y) const {
+struct WeightCache::Entries {
+  struct Entry {
+    memory::desc layout;
+    int64_t value;
+    std::unique_ptr<Scratch> reordered;
+  };
+  std::vector<Entry> list;
+};
+WeightCache::WeightCache() : entries_(std::make_unique<Entries>()) {}
+WeightCache::~WeightCache() = default;
+
+void DnnlConv::run(const float* x, const float* w, const float* b, const void* const* operands, float* y,
+                   WeightCache* weights, int64_t weights_value) const {
   const Impl& m = *impl_;
   const ConvSpec& s = m.spec;
   if (m.empty_output) return;
@@ -272,7 +284,18 @@ void DnnlConv::run(const float* x, const float* w, const float* b, const void* c
     };
     std::optional<Scratch> src_tmp, wei_tmp;
     memory src_m = input(m.src_user, m.src_md, x, src_tmp);
-    memory wei_m = input(m.wei_user, m.wei_md, w, wei_tmp);
+    auto cached_weights = [&]() -> memory {
+      for (const WeightCache::Entries::Entry& e : weights->entries_->list)
+        if (e.value == weights_value && e.layout == m.wei_md) return memory(m.wei_md, eng, e.reordered->p);
+      auto scratch = std::make_unique<Scratch>(m.wei_md.get_size());
+      memory u(m.wei_user, eng, const_cast<float*>(w)), t(m.wei_md, eng, scratch->p);
+      dnnl::reorder(u, t).execute(st, u, t);
+      weights->entries_->list.push_back({m.wei_md, weights_value, std::move(scratch)});
+      return t;
+    };
+    memory wei_m = weights != nullptr && weights_value >= 0 && !(m.wei_user == m.wei_md)
+                       ? cached_weights()
+                       : input(m.wei_user, m.wei_md, w, wei_tmp);
     memory dst_u(m.dst_user, eng, y);
     Scratch dst_tmp(m.dst_user == m.dst_md ? 0 : m.dst_md.get_size());
     memory dst_m = m.dst_user == m.dst_md ? dst_u : memory(m.dst_md, eng, dst_tmp.p);
@@ -300,11 +323,14 @@ bool dnnl_available() { return false; }
 struct DnnlConv::Impl {
   std::string name = "unavailable";
 };
+struct WeightCache::Entries {};
+WeightCache::WeightCache() = default;
+WeightCache::~WeightCache() = default;
 DnnlConv::DnnlConv(const ConvSpec&) { INGOT_FAIL("CpuBackend: ingot was built without oneDNN"); }
 DnnlConv::~DnnlConv() = default;
 const std::string& DnnlConv::implementation() const { return impl_->name; }
 bool dnnl_conv_is_fast(const ConvSpec&) { return false; }
-void DnnlConv::run(const float*, const float*, const float*, const void* const*, float*) const {
+void DnnlConv::run(const float*, const float*, const float*, const void* const*, float*, WeightCache*, int64_t) const {
   INGOT_FAIL("CpuBackend: ingot was built without oneDNN");
 }
 

@@ -54,13 +54,33 @@ ConvSpec conv_spec(const Node& conv, const Shape& x, const Shape& w, const Shape
 // Remembered per spec for the process: code generation asks again for every compile.
 bool dnnl_conv_is_fast(const ConvSpec& spec);
 
+// Weights reordered into primitives' layouts, kept for the rest of one evaluation: batch chunks
+// run the same convolution on the same weights many times. Entries are keyed by the weights'
+// value in the graph (not their address: an arena slot may hold another value later in the
+// call). Used from one thread at a time.
+class WeightCache {
+ public:
+  WeightCache();
+  ~WeightCache();
+  WeightCache(const WeightCache&) = delete;
+  WeightCache& operator=(const WeightCache&) = delete;
+
+ private:
+  friend class DnnlConv;
+  struct Entries;
+  std::unique_ptr<Entries> entries_;
+};
+
 class DnnlConv {
  public:
   explicit DnnlConv(const ConvSpec& spec);  // throws ingot::Error when oneDNN cannot run it
   ~DnnlConv();
   // x, w ([cout, cin/groups, kh, kw]), b ([cout] or null), y: float32; `operands`: float32, one
-  // per binary post-op, in order (null when there are none). Throws ingot::Error.
-  void run(const float* x, const float* w, const float* b, const void* const* operands, float* y) const;
+  // per binary post-op, in order (null when there are none). `weights`: where w, the graph value
+  // `weights_value`, stays reordered for later calls during one evaluation (null: reorder each
+  // call). Throws ingot::Error.
+  void run(const float* x, const float* w, const float* b, const void* const* operands, float* y,
+           WeightCache* weights = nullptr, int64_t weights_value = -1) const;
   const std::string& implementation() const;  // oneDNN's name for the kernel it chose
 
  private:
