@@ -11,42 +11,25 @@
 namespace ingot {
 namespace {
 
-using testing::annotate;
-using testing::random_tensor;
+using testing::count_op;
+using testing::GraphWithInputs;
 using testing::run_graph;
 using V = std::vector<int64_t>;
-
-int count_op(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes()) n += node.op == op;
-  return n;
-}
 
 // x [batch, 3, 10, 10] -> conv(8) -> relu -> conv(16) -> global_avg_pool2d -> matmul -> y; the
 // weights are parameters. `feedback`: y also scales relu's output by a full reduction of it (a
 // node that depends on the region through one outside it).
-struct Cnn {
-  Graph g;
-  std::map<std::string, Tensor> inputs;
-};
-Cnn small_cnn(int64_t batch, bool feedback) {
-  Cnn c;
+GraphWithInputs small_cnn(int64_t batch, bool feedback) {
+  GraphWithInputs c;
   Graph& g = c.g;
-  const ValueId x = g.add_input("x");
-  auto param = [&](const std::string& name, Shape s) {
-    c.inputs[name] = random_tensor(s, c.inputs.size() + 3);
-    return g.add_input(name, ValueKind::Parameter);
-  };
-  const ValueId w1 = param("w1", {8, 3, 3, 3}), w2 = param("w2", {16, 8, 3, 3}), fc = param("fc", {16, 4});
+  const ValueId x = c.leaf("x", ValueKind::Input, {batch, 3, 10, 10});
+  const ValueId w1 = c.leaf("w1", ValueKind::Parameter, {8, 3, 3, 3}), w2 = c.leaf("w2", ValueKind::Parameter, {16, 8, 3, 3}),
+                fc = c.leaf("fc", ValueKind::Parameter, {16, 4});
   const ValueId r = g.add_op("relu", {g.add_op("conv2d", {x, w1}, {{"padding", V{1, 1}}})});
   const ValueId pool = g.add_op("global_avg_pool2d", {g.add_op("conv2d", {r, w2})});
   g.set_output("y", g.add_op("matmul", {pool, fc}));
   if (feedback) g.set_output("scaled", g.add_op("mul", {r, g.add_op("sum", {r})}));
-  std::map<ValueId, Shape> shapes = {{x, {batch, 3, 10, 10}}};
-  for (ValueId id : g.leaves())
-    if (g.value(id).kind == ValueKind::Parameter) shapes[id] = c.inputs.at(g.value(id).name).shape();
-  annotate(g, shapes);
-  c.inputs["x"] = random_tensor({batch, 3, 10, 10}, 1);
+  c.annotate_from_inputs();
   return c;
 }
 
@@ -61,7 +44,7 @@ PassContext inference(int64_t chunk_bytes) {
 constexpr int64_t kSampleBytes = (8 * 10 * 10 + 16 * 8 * 8) * 4;
 
 TEST(BatchChunking, SplitsThePerSampleRegion) {
-  Cnn c = small_cnn(8, false);
+  GraphWithInputs c = small_cnn(8, false);
   const auto before = run_graph(c.g, c.inputs);
   const MemoryPlan plan_before = plan_memory(c.g);
   const PassReport r = chunk_batch(c.g, inference(2 * kSampleBytes));  // chunks of 2 samples
@@ -84,7 +67,7 @@ TEST(BatchChunking, SplitsThePerSampleRegion) {
 }
 
 TEST(BatchChunking, LeavesTrainingSmallAndSymbolicBatchesAlone) {
-  Cnn c = small_cnn(8, false);
+  GraphWithInputs c = small_cnn(8, false);
   EXPECT_EQ(chunk_batch(c.g, PassContext{}).changes, 0) << "training mode";
   EXPECT_EQ(chunk_batch(c.g, inference(8 * kSampleBytes)).changes, 0) << "the whole batch fits";
   EXPECT_EQ(chunk_batch(c.g, inference(4 * kSampleBytes)).changes, 0) << "less than twice the budget";
@@ -99,7 +82,7 @@ TEST(BatchChunking, LeavesTrainingSmallAndSymbolicBatchesAlone) {
 TEST(BatchChunking, ANodeReadingTheRegionThroughAnotherStaysWhole) {
   // scaled = relu_out * sum(relu_out): sum reduces over the batch, so the mul cannot run per
   // chunk; relu's output is concatenated for it.
-  Cnn c = small_cnn(4, true);
+  GraphWithInputs c = small_cnn(4, true);
   const auto before = run_graph(c.g, c.inputs);
   EXPECT_GT(chunk_batch(c.g, inference(kSampleBytes)).changes, 0);
   check_annotated(c.g, "test");
@@ -111,7 +94,7 @@ TEST(BatchChunking, ANodeReadingTheRegionThroughAnotherStaysWhole) {
 }
 
 TEST(BatchChunking, CpuBackendRunsTheChunkedGraph) {
-  Cnn c = small_cnn(6, false);
+  GraphWithInputs c = small_cnn(6, false);
   const auto want = run_graph(c.g, c.inputs);
   ASSERT_GT(chunk_batch(c.g, inference(3 * kSampleBytes / 2)).changes, 0);  // 6 chunks of 1
   std::vector<Tensor> ins;

@@ -21,11 +21,7 @@ using testing::annotate;
 using testing::random_tensor;
 using testing::run_graph;
 
-int count_op(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes()) n += node.op == op;
-  return n;
-}
+using testing::count_op;
 
 Tensor scalar_f32(double x) { return Tensor::full(DType::Float32, {}, x); }
 
@@ -270,38 +266,27 @@ TEST(ConvBnFolding, FoldsConstantBatchNormIntoConv) {
 
 // conv2d(x, w, [b]) -> batch_norm with every weight and statistic a Parameter; `reader`: the conv
 // output is also a graph output.
-struct ConvBn {
-  Graph g;
-  std::map<std::string, Tensor> inputs;
-};
-ConvBn conv_bn_graph(bool bias, bool reader) {
-  ConvBn r;
+testing::GraphWithInputs conv_bn_graph(bool bias, bool reader) {
+  testing::GraphWithInputs r;
   Graph& g = r.g;
-  ValueId x = g.add_input("x");
   auto param = [&](const std::string& name, Shape shape, double lo, double hi) {
-    ValueId v = g.add_input(name, ValueKind::Parameter);
-    r.inputs[name] = random_tensor(shape, r.inputs.size() + 20, lo, hi);
-    return v;
+    return r.leaf(name, ValueKind::Parameter, shape, lo, hi);
   };
-  ValueId w = param("w", {4, 3, 3, 3}, -1, 1);
-  std::vector<ValueId> conv_in = {x, w};
+  const ValueId x = r.leaf("x", ValueKind::Input, {2, 3, 5, 7});
+  std::vector<ValueId> conv_in = {x, param("w", {4, 3, 3, 3}, -1, 1)};
   if (bias) conv_in.push_back(param("b", {4}, -1, 1));
   ValueId gamma = param("gamma", {4}, 0.5, 1.5), beta = param("beta", {4}, -1, 1), mean = param("mean", {4}, -1, 1),
           var = param("var", {4}, 0.5, 2);
   ValueId c = g.add_op("conv2d", conv_in, {{"padding", std::vector<int64_t>{1, 1}}});
   g.set_output("y", g.add_op("relu", {g.add_op("batch_norm", {c, gamma, beta, mean, var}, {{"eps", 1e-3}})}));
   if (reader) g.set_output("conv", c);
-  std::map<ValueId, Shape> shapes = {{x, {2, 3, 5, 7}}};
-  for (ValueId id : g.leaves())
-    if (g.value(id).kind == ValueKind::Parameter) shapes[id] = r.inputs.at(g.value(id).name).shape();
-  annotate(g, shapes);
-  r.inputs["x"] = random_tensor({2, 3, 5, 7}, 7);
+  r.annotate_from_inputs();
   return r;
 }
 
 TEST(ConvBnFolding, FoldsRunTimeParametersInInference) {
   for (bool bias : {true, false}) {
-    ConvBn cb = conv_bn_graph(bias, false);
+    testing::GraphWithInputs cb = conv_bn_graph(bias, false);
     const auto before = run_graph(cb.g, cb.inputs);
     PassContext ctx;
     ctx.inference = true;
@@ -322,13 +307,13 @@ TEST(ConvBnFolding, FoldsRunTimeParametersInInference) {
 }
 
 TEST(ConvBnFolding, LeavesTrainingModeAndOtherReadersAlone) {
-  ConvBn training = conv_bn_graph(true, false);
+  testing::GraphWithInputs training = conv_bn_graph(true, false);
   PassReport r = fold_conv_batch_norm(training.g, PassContext{});
   EXPECT_EQ(r.changes, 0);
   ASSERT_EQ(r.notes.size(), 1u);
   EXPECT_EQ(r.notes[0], "conv2d + batch_norm left as is: training mode (batch statistics, gradients)");
   EXPECT_EQ(count_op(training.g, "batch_norm"), 1);
-  ConvBn read = conv_bn_graph(true, true);
+  testing::GraphWithInputs read = conv_bn_graph(true, true);
   PassContext ctx;
   ctx.inference = true;
   EXPECT_EQ(fold_conv_batch_norm(read.g, ctx).changes, 0);
