@@ -124,12 +124,12 @@ struct ig_times { template <class U> U operator()(U a, U b) const { return a * b
 
 // exp: Cody-Waite reduction x = n ln2 + r, degree-7 polynomial (Cephes expf), scale by 2^n as
 // two exact power-of-two factors (one rounding, also for subnormal results). Max error 1.01 ulp.
-IG_VMATH float ig_vexp(float x) {
-  x = x > 89.0f ? 89.0f : x;        // e^89 > FLT_MAX: the scaling below gives +inf
-  x = x < -104.0f ? -104.0f : x;    // e^-104 < 2^-150: the scaling below gives +0 (NaN passes)
+// ig_vexp_reduced returns e^r and sets n; ig_vexp_normal is exp for arguments whose result is a
+// normal float (one scale factor, no clamps: erf's tail uses it).
+IG_VMATH float ig_vexp_reduced(float x, int32_t& ni) {
   const float t = x * 1.44269504088896341f + 12582912.0f;  // round(x / ln2) + 1.5 * 2^23
   const float n = t - 12582912.0f;
-  const int32_t ni = static_cast<int32_t>(ig_fbits(t) - 0x4b400000u);
+  ni = static_cast<int32_t>(ig_fbits(t) - 0x4b400000u);
   float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   const float z = r * r;
@@ -139,7 +139,18 @@ IG_VMATH float ig_vexp(float x) {
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  p = p * z + r + 1.0f;
+  return p * z + r + 1.0f;
+}
+IG_VMATH float ig_vexp_normal(float x) {
+  int32_t ni;
+  const float p = ig_vexp_reduced(x, ni);
+  return p * ig_bitsf(static_cast<uint32_t>(ni + 127) << 23);
+}
+IG_VMATH float ig_vexp(float x) {
+  x = x > 89.0f ? 89.0f : x;        // e^89 > FLT_MAX: the scaling below gives +inf
+  x = x < -104.0f ? -104.0f : x;    // e^-104 < 2^-150: the scaling below gives +0 (NaN passes)
+  int32_t ni;
+  const float p = ig_vexp_reduced(x, ni);
   const int32_t n1 = ni >> 1, n2 = ni - n1;
   const float s1 = ig_bitsf(static_cast<uint32_t>(n1 + 127) << 23);
   const float s2 = ig_bitsf(static_cast<uint32_t>(n2 + 127) << 23);
@@ -224,7 +235,7 @@ IG_VMATH float ig_verf(float x) {
   r = r * t - 6.34846687e-1f;
   r = r * t - 1.28717512e-1f;
   r = r * t - t;
-  const float large = 1.0f - ig_vexp(r);
+  const float large = 1.0f - ig_vexp_normal(r);  // r = log(erfc(t)) in about [-18, -1.7]: e^r is normal
   const float res = t > 0.927734375f ? large : small;
   return ig_bitsf(ig_fbits(res) | sign);
 }
