@@ -1,10 +1,10 @@
 // conv2d through oneDNN with its elementwise epilogue folded into the primitive as post-ops
-// (conv_epilogue.h): every foldable pattern against the reference backend, what is folded and
+// (codegen_conv.h): every foldable pattern against the reference backend, what is folded and
 // what is left to the pass after, and the cut to what oneDNN accepts.
 #include <gtest/gtest.h>
 
 #include "backends/cpu/codegen.h"
-#include "backends/cpu/conv_epilogue.h"
+#include "backends/cpu/codegen_conv.h"
 #include "backends/cpu/dnnl_conv.h"
 #include "cpu_test_util.h"
 

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "backends/cpu/abi.h"
-#include "backends/cpu/conv_epilogue.h"
+#include "backends/cpu/codegen_conv.h"
 #include "backends/cpu/prelude.h"
 #include "backends/cpu/toolchain.h"
 #include "ingot/error.h"
@@ -244,7 +244,9 @@ class Generator {
         if (native && n == grp.anchor && use_dnnl(node)) {  // conv2d with its epilogue as post-ops
           flush();
           ConvEpilogue epi = fold_conv_epilogue(g_, n, {grp.nodes.begin() + static_cast<long>(i) + 1, grp.nodes.end()},
-                                                [&](const ConvEpilogue& e) { return dnnl_accepts(node, e); });
+                                                [&](const ConvEpilogue& e) {
+                                                  return dnnl_runs_fast(g_, node, e, layout(node.inputs[0]), layout(e.result));
+                                                });
           std::vector<NodeId> nodes{n};
           nodes.insert(nodes.end(), epi.nodes.begin(), epi.nodes.end());
           conv_epilogue_[segs_.size()] = std::move(epi);
@@ -335,22 +337,6 @@ class Generator {
   bool use_dnnl(const Node& n) const { return opt_.dnnl && conv_runs_channels_last(g_, n); }
 
   Layout layout(ValueId v) const { return layouts_.at(v); }
-
-  // Whether oneDNN runs conv `n` with epilogue `e` on an optimized kernel, probed with its channel
-  // counts, spatial sizes and layouts (batch 1 when symbolic).
-  bool dnnl_accepts(const Node& n, const ConvEpilogue& e) const {
-    const SymShape &xs = g_.value(n.inputs[0]).shape, &ws = g_.value(n.inputs[1]).shape, &ys = g_.value(n.outputs[0]).shape;
-    auto concrete = [](const SymShape& s) {
-      Shape r;
-      for (const SymDim& d : s) r.push_back(d.known() ? d.value : 1);
-      return r;
-    };
-    ConvSpec spec = conv_spec(n, concrete(xs), concrete(ws), concrete(ys));
-    spec.src_layout = layout(n.inputs[0]);
-    spec.dst_layout = layout(e.result);
-    spec.post_ops = e.post_ops;
-    return dnnl_conv_is_fast(spec);
-  }
 
   std::vector<ValueId> seg_reads(size_t s) const {
     std::set<ValueId> in_seg;
@@ -811,20 +797,7 @@ class Generator {
     k << "// group " << seg.group << " [dense]: " << describe(seg.nodes) << "\n";
     k << "static int " << name << "(const ig_ctx* ctx";
     for (size_t i = 0; i < args.size(); ++i) k << ", const float* x" << i;
-    k << ", float* y) {\n";
-    k << "  // oneDNN primitive, created by the host at load (x " << layout_name(layout(x)) << ", y "
-      << layout_name(layout(y)) << ", " << epi.post_ops.size() << " post-ops)\n";
-    const std::string bias = n.inputs.size() > 2 ? "x2" : "nullptr";
-    if (epi.operands.empty()) {
-      k << "  return ctx->host->conv2d(ctx->host->ctx, " << out_.dnnl_convs.size() << ", x0, x1, " << bias
-        << ", y, ctx->error, ctx->error_size);\n";
-    } else {
-      k << "  const void* args[] = {x0, x1, " << bias;
-      for (size_t i = n.inputs.size(); i < args.size(); ++i) k << ", x" << i;
-      k << "};\n  return ctx->host->conv2d_args(ctx->host->ctx, " << out_.dnnl_convs.size()
-        << ", args, y, ctx->error, ctx->error_size);\n";
-    }
-    k << "}\n\n";
+    k << ", float* y) {\n" << dnnl_conv_kernel_body(n, epi, out_.dnnl_convs.size(), layout(x), layout(y)) << "}\n\n";
     kernels_ << k.str();
     out_.dnnl_convs.push_back({n.id, layout(x), layout(y), epi.post_ops});
     call << "  if (" << name << "(ctx";

@@ -36,7 +36,7 @@ struct ArenaSlot {
 struct DnnlConvCall {
   NodeId node = -1;
   Layout src_layout = Layout::Nchw, dst_layout = Layout::Nchw;  // of x's and y's buffers
-  std::vector<ConvPostOp> post_ops;         // the folded epilogue (conv_epilogue.h)
+  std::vector<ConvPostOp> post_ops;         // the folded epilogue (codegen_conv.h)
 };
 
 struct GeneratedCode {

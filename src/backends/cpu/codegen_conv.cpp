@@ -1,8 +1,9 @@
-#include "backends/cpu/conv_epilogue.h"
+#include "backends/cpu/codegen_conv.h"
 
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 
 namespace ingot::cpu {
@@ -128,6 +129,36 @@ ConvEpilogue fold_conv_epilogue(const Graph& g, NodeId conv, const std::vector<N
   for (size_t k = prefixes.size(); k-- > 1;)
     if (accepts(prefixes[k])) return prefixes[k];
   return prefixes[0];
+}
+
+bool dnnl_runs_fast(const Graph& g, const Node& conv, const ConvEpilogue& e, Layout src, Layout dst) {
+  auto concrete = [](const SymShape& s) {
+    Shape r;
+    for (const SymDim& d : s) r.push_back(d.known() ? d.value : 1);
+    return r;
+  };
+  ConvSpec spec = conv_spec(conv, concrete(g.value(conv.inputs[0]).shape), concrete(g.value(conv.inputs[1]).shape),
+                            concrete(g.value(conv.outputs[0]).shape));
+  spec.src_layout = src;
+  spec.dst_layout = dst;
+  spec.post_ops = e.post_ops;
+  return dnnl_conv_is_fast(spec);
+}
+
+std::string dnnl_conv_kernel_body(const Node& conv, const ConvEpilogue& e, size_t index, Layout src, Layout dst) {
+  std::ostringstream k;
+  k << "  // oneDNN primitive, created by the host at load (x " << layout_name(src) << ", y " << layout_name(dst) << ", "
+    << e.post_ops.size() << " post-ops)\n";
+  const std::string bias = conv.inputs.size() > 2 ? "x2" : "nullptr";
+  if (e.operands.empty()) {
+    k << "  return ctx->host->conv2d(ctx->host->ctx, " << index << ", x0, x1, " << bias
+      << ", y, ctx->error, ctx->error_size);\n";
+  } else {
+    k << "  const void* args[] = {x0, x1, " << bias;
+    for (size_t i = 0; i < e.operands.size(); ++i) k << ", x" << conv.inputs.size() + i;
+    k << "};\n  return ctx->host->conv2d_args(ctx->host->ctx, " << index << ", args, y, ctx->error, ctx->error_size);\n";
+  }
+  return k.str();
 }
 
 }  // namespace ingot::cpu
