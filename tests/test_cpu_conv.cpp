@@ -147,22 +147,37 @@ TEST(CpuConvPostOps, ChainIsCutToWhatOneDnnAccepts) {
 }
 
 TEST(CpuConvPostOps, ResidualFromAnotherConvSharesItsLayout) {
-  // conv_b(x) + conv_a(x): the residual operand is read in the layout of conv_b's output, so both
-  // stay channels-last together (or NCHW together).
+  // conv_b(a) + a, a = conv_a(x): the residual operand is read in the layout of conv_b's output,
+  // so both stay channels-last together. conv_c(a) + a as a graph output (NCHW) does not fold
+  // the add: its residual is channels-last; the add runs after, reading both blocked buffers.
   Graph g = make_graph({{"x", {"N", 8, 10, 10}}, {"wa", {8, 8, 3, 3}}, {"wb", {8, 8, 3, 3}}, {"wc", {4, 8, 1, 1}}},
                        [&](Graph& g, std::vector<ValueId>& in) {
                          ValueId a = g.add_op("conv2d", {in[0], in[1]}, {{"padding", V{1, 1}}});
                          ValueId b = g.add_op("conv2d", {a, in[2]}, {{"padding", V{1, 1}}});
                          ValueId r = g.add_op("relu", {g.add_op("add", {b, a})});
                          g.set_output("y", g.add_op("conv2d", {r, in[3]}));
+                         g.set_output("out_sum", g.add_op("add", {g.add_op("conv2d", {a, in[2]}, {{"padding", V{1, 1}}}), a}));
                        });
   check(g, {random_inputs(g, 2, 80), random_inputs(g, 1, 90)}, plan_fusion, 1e-4, 1e-5);
   if (!cpu::dnnl_available()) return;
   const cpu::GeneratedCode code = generated_with_dnnl(g);
-  ASSERT_EQ(code.dnnl_convs.size(), 3u);
+  ASSERT_EQ(code.dnnl_convs.size(), 4u);
   EXPECT_EQ(kinds(code.dnnl_convs[1]), (std::vector<Kind>{Kind::Add, Kind::Relu}));
   EXPECT_EQ(code.dnnl_convs[0].dst_layout, Layout::Nchw8c);
   EXPECT_EQ(code.dnnl_convs[1].dst_layout, Layout::Nchw8c) << "the residual and the result share the layout";
+  EXPECT_TRUE(code.dnnl_convs[3].post_ops.empty()) << "an NCHW result cannot take a blocked residual";
+}
+
+TEST(CpuConvPostOps, ChannelsLastBufferIntoAFusedReduction) {
+  // A reduction's fused prologue addresses its operands by one flat index, so it must not read
+  // a channel-blocked buffer: relu(conv) then sum, grouped by hand, keeps two passes.
+  Graph g = make_graph({{"x", {"N", 3, 7, 7}}, {"w", {8, 3, 3, 3}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    ValueId c = g.add_op("conv2d", {in[0], in[1]});                                             // node 0
+    g.set_output("s", g.add_op("sum", {g.add_op("relu", {c})}, {{"axes", V{1, 2, 3}}}));        // nodes 1, 2
+  });
+  const std::string src = check(g, {random_inputs(g, 2, 120), random_inputs(g, 1, 130)}, grouped({{1, 2}}), 1e-4, 1e-5);
+  if (!cpu::dnnl_available()) return;
+  EXPECT_EQ(count(src, "prologue fused"), 0) << src;
 }
 
 TEST(CpuConvPostOps, ReorderedWeightsAreKeptPerValueNotPerAddress) {

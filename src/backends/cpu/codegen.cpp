@@ -244,9 +244,7 @@ class Generator {
         if (native && n == grp.anchor && use_dnnl(node)) {  // conv2d with its epilogue as post-ops
           flush();
           ConvEpilogue epi = fold_conv_epilogue(g_, n, {grp.nodes.begin() + static_cast<long>(i) + 1, grp.nodes.end()},
-                                                [&](const ConvEpilogue& e) {
-                                                  return dnnl_runs_fast(g_, node, e, layout(node.inputs[0]), layout(e.result));
-                                                });
+                                                [&](const ConvEpilogue& e) { return dnnl_takes(node, e); });
           std::vector<NodeId> nodes{n};
           nodes.insert(nodes.end(), epi.nodes.begin(), epi.nodes.end());
           conv_epilogue_[segs_.size()] = std::move(epi);
@@ -279,8 +277,8 @@ class Generator {
 
   // Whether elementwise nodes `run` can be computed inside reduction `red` (one pass, no buffer
   // for the reduction's input): `red` is sum/mean/max/min reading the run's last value, no value
-  // of the run is read elsewhere or is a graph output, and every other operand has the
-  // reduction input's shape or is a scalar constant (so one flat index addresses all of them).
+  // of the run is read elsewhere or is a graph output, and every other operand is an NCHW buffer
+  // of the reduction input's shape or a scalar constant (so one flat index addresses all).
   bool prologue_fuses(const std::vector<NodeId>& run, const Node& red) const {
     static const std::set<std::string> kReductions = {"sum", "mean", "max", "min"};
     if (run.empty() || !kReductions.count(red.op)) return false;
@@ -299,7 +297,9 @@ class Generator {
       if (inside.count(v)) return false;
     for (NodeId n : run)
       for (ValueId v : g_.node(n).inputs)
-        if (!inside.count(v) && !is_scalar_constant(g_.value(v)) && g_.value(v).shape != g_.value(x).shape) return false;
+        if (!inside.count(v) && !is_scalar_constant(g_.value(v)) &&
+            (g_.value(v).shape != g_.value(x).shape || layout(v) != Layout::Nchw))
+          return false;
     return true;
   }
 
@@ -337,6 +337,14 @@ class Generator {
   bool use_dnnl(const Node& n) const { return opt_.dnnl && conv_runs_channels_last(g_, n); }
 
   Layout layout(ValueId v) const { return layouts_.at(v); }
+
+  // Whether the primitive can run conv `n` with epilogue `e`: a residual operand must be stored in
+  // the layout of the result (the one oneDNN is given for both), and oneDNN must run it fast.
+  bool dnnl_takes(const Node& n, const ConvEpilogue& e) const {
+    for (ValueId o : e.operands)
+      if (g_.value(o).shape == g_.value(e.result).shape && layout(o) != layout(e.result)) return false;
+    return dnnl_runs_fast(g_, n, e, layout(n.inputs[0]), layout(e.result));
+  }
 
   std::vector<ValueId> seg_reads(size_t s) const {
     std::set<ValueId> in_seg;
