@@ -120,6 +120,9 @@ def build(cpu, peers, cpu_path):
         w(f"| memcpy into a fresh allocation (page faults, as a new output tensor pays) | "
           f"{g['memcpy_fresh_dst_gbps']:.2f} GB/s |")
         w(f"| gelu / memcpy bandwidth | {100 * g['fraction_of_memcpy']:.1f}% |")
+    if "cpu_in_cache_gbps" in g:
+        w(f"| gelu, ingot cpu, on a {g['cpu_in_cache_shape']} array that stays in the L3 cache (the math's own "
+          f"ceiling) | {g['cpu_in_cache_gbps']:.2f} GB/s ({g['cpu_in_cache_gbps'] / 8:.2f} G elements/s) |")
     w(f"| library GEMM peak: {gemm['n']}³ float32 matmul through CpuBackend (OpenBLAS) | "
       f"{gemm['gflops']:.1f} GFLOP/s |")
     for r in (mlp, cnn):

@@ -39,6 +39,30 @@ inline std::vector<Tensor> run_graph(const Graph& g, const std::map<std::string,
   return ReferenceBackend().lower(g, CompileOptions{})->run(ins);
 }
 
+// A graph built by hand with a tensor for each non-constant leaf, by name (run_graph's input).
+struct GraphWithInputs {
+  Graph g;
+  std::map<std::string, Tensor> inputs;
+  // A leaf of `kind` named `name` with a random tensor of `shape`, values in [lo, hi).
+  ValueId leaf(const std::string& name, ValueKind kind, const Shape& shape, double lo = -1, double hi = 1) {
+    inputs[name] = random_tensor(shape, inputs.size() + 3, lo, hi);
+    return g.add_input(name, kind);
+  }
+  // Shape and type inference from the leaves' tensors, then verify.
+  void annotate_from_inputs() {
+    std::map<ValueId, Shape> shapes;
+    for (ValueId id : g.leaves())
+      if (g.value(id).kind != ValueKind::Constant) shapes[id] = inputs.at(g.value(id).name).shape();
+    annotate(g, shapes);
+  }
+};
+
+inline int count_op(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op == op;
+  return n;
+}
+
 struct RandomGraph {
   Graph graph;
   std::map<std::string, Tensor> inputs;

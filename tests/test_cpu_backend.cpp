@@ -42,7 +42,7 @@ TEST(CpuBackend, UnaryOpsAllNative) {
   Tensor x = random_tensor({3, 37}, 1, -3, 3);
   x.data<float>()[0] = 0.0f;
   const std::string src = check(g, {{x}});
-  cpu::GeneratedCode code = cpu::generate_cpp(g, unfused_plan(g), {});
+  cpu::GeneratedCode code = cpu::generate_cpp(g, unfused_plan(g), nchw_plan(g), {});
   EXPECT_TRUE(code.fallback_nodes.empty());
   EXPECT_EQ(count(src, "run_node(ctx->host->ctx"), 0);
 }
@@ -199,7 +199,7 @@ TEST(CpuBackend, MatmulAndConv) {
   }
   const NodeId n = static_cast<NodeId>(g.nodes().size());
   check(g, {ins}, grouped({{n - 3, n - 2, n - 1}}), 1e-4, 1e-5);
-  cpu::GeneratedCode code = cpu::generate_cpp(g, unfused_plan(g), {});
+  cpu::GeneratedCode code = cpu::generate_cpp(g, unfused_plan(g), nchw_plan(g), {});
   ASSERT_EQ(code.fallback_nodes.size(), 1u);
   EXPECT_EQ(g.node(code.fallback_nodes[0]).op, "matmul");
 }
@@ -338,34 +338,50 @@ TEST(CpuBackend, ConvThroughOneDnnAllConfigurations) {
 }
 
 TEST(CpuBackend, ChannelsLastChainMatchesReference) {
-  // conv -> batch_norm -> relu -> conv -> global_avg_pool2d keeps NHWC buffers; a conv output
-  // that is also a graph output, or read with broadcasting, stays NCHW.
-  Graph g = make_graph({{"x", {"N", 3, 11, 11}}, {"w1", {8, 3, 3, 3}}, {"b1", {8}}, {"g", {8}}, {"m", {8}},
-                        {"v", {8}}, {"w2", {16, 8, 3, 3}}, {"cb", {16, 1, 1}}},
-                       [&](Graph& g, std::vector<ValueId>& in) {
-                         ValueId c1 = g.add_op("conv2d", {in[0], in[1], in[2]}, {{"padding", std::vector<int64_t>{1, 1}}});
-                         ValueId bn = g.add_op("batch_norm", {c1, in[3], in[3], in[4], in[5]});
-                         ValueId r = g.add_op("relu", {bn});
-                         ValueId c2 = g.add_op("conv2d", {r, in[6]});
-                         g.set_output("pool", g.add_op("global_avg_pool2d", {c2}));
-                         ValueId c3 = g.add_op("conv2d", {r, in[6]}, {{"stride", std::vector<int64_t>{2, 2}}});
-                         g.set_output("c3", c3);
-                         g.set_output("c3_bias", g.add_op("add", {g.add_op("conv2d", {r, in[6]}), in[7]}));
-                       });
-  auto inputs = [&](int64_t n, uint64_t seed) {
-    return std::vector<Tensor>{random_tensor({n, 3, 11, 11}, seed), random_tensor({8, 3, 3, 3}, seed + 1),
-                               random_tensor({8}, seed + 2),        random_tensor({8}, seed + 3, 0.5, 1.5),
-                               random_tensor({8}, seed + 4),        random_tensor({8}, seed + 5, 0.5, 2),
-                               random_tensor({16, 8, 3, 3}, seed + 6), random_tensor({16, 1, 1}, seed + 7)};
-  };
-  check(g, {inputs(2, 110), inputs(1, 120)}, plan_fusion, 1e-4, 1e-5);
-  if (!cpu::dnnl_available()) return;
-  const cpu::ExecutionPlan p = checked_plan(g, inputs(2, 110));
-  std::set<ValueId> nhwc(p.nhwc_values.begin(), p.nhwc_values.end());
-  const Node& bn = g.node(1);
-  EXPECT_TRUE(nhwc.count(bn.inputs[0]) && nhwc.count(bn.outputs[0])) << "conv1 and batch_norm outputs";
-  for (const auto& [name, v] : g.outputs()) EXPECT_FALSE(nhwc.count(v)) << name;
-  EXPECT_FALSE(nhwc.count(g.node(7).outputs[0])) << "a conv read with broadcasting";
+  // The layout plan's buffers through every kernel that handles them: conv (oneDNN) ->
+  // batch_norm -> relu -> conv -> global_avg_pool2d, elementwise loops reading a channels-last
+  // buffer with broadcasting into an NCHW output, between two channels-last buffers, and mixing
+  // one with an NCHW input. 8 channels are stored in 8-channel blocks, 6 channels NHWC.
+  for (const int64_t c1 : {8, 6}) {
+    const int64_t c2 = 2 * c1;
+    Graph g = make_graph({{"x", {"N", 3, 11, 11}}, {"w1", {c1, 3, 3, 3}}, {"b1", {c1}}, {"g", {c1}}, {"m", {c1}},
+                          {"v", {c1}}, {"w2", {c2, c1, 3, 3}}, {"cb", {c2, 1, 1}}, {"s", {1, c1, 1, 1}},
+                          {"full", {"N", c1, 11, 11}}},
+                         [&](Graph& g, std::vector<ValueId>& in) {
+                           ValueId c = g.add_op("conv2d", {in[0], in[1], in[2]}, {{"padding", std::vector<int64_t>{1, 1}}});
+                           ValueId bn = g.add_op("batch_norm", {c, in[3], in[3], in[4], in[5]});
+                           ValueId r = g.add_op("relu", {bn});
+                           g.set_output("pool", g.add_op("global_avg_pool2d", {g.add_op("conv2d", {r, in[6]})}));
+                           g.set_output("strided", g.add_op("conv2d", {r, in[6]}, {{"stride", std::vector<int64_t>{2, 2}}}));
+                           g.set_output("bias", g.add_op("add", {g.add_op("conv2d", {r, in[6]}), in[7]}));
+                           g.set_output("scaled", g.add_op("tanh", {g.add_op("mul", {r, in[8]})}));
+                           ValueId both = g.add_op("sub", {r, bn});
+                           g.set_output("pool2", g.add_op("global_avg_pool2d", {g.add_op("conv2d", {both, in[6]})}));
+                           ValueId mixed = g.add_op("add", {r, in[9]});
+                           g.set_output("mixed", g.add_op("conv2d", {mixed, in[6]}));
+                         });
+    auto inputs = [&](int64_t n, uint64_t seed) {
+      return std::vector<Tensor>{random_tensor({n, 3, 11, 11}, seed),   random_tensor({c1, 3, 3, 3}, seed + 1),
+                                 random_tensor({c1}, seed + 2),         random_tensor({c1}, seed + 3, 0.5, 1.5),
+                                 random_tensor({c1}, seed + 4),         random_tensor({c1}, seed + 5, 0.5, 2),
+                                 random_tensor({c2, c1, 3, 3}, seed + 6), random_tensor({c2, 1, 1}, seed + 7),
+                                 random_tensor({1, c1, 1, 1}, seed + 8), random_tensor({n, c1, 11, 11}, seed + 9)};
+    };
+    check(g, {inputs(2, 110), inputs(1, 120)}, plan_fusion, 1e-4, 1e-5);
+    if (!cpu::dnnl_available()) continue;
+    const cpu::ExecutionPlan p = checked_plan(g, inputs(2, 110));
+    const std::set<ValueId> moved(p.channels_last_values.begin(), p.channels_last_values.end());
+    const LayoutPlan layouts = plan_layouts(g, cpu::cpu_layout_target(true));
+    const Layout want = c1 == 8 ? Layout::Nchw8c : Layout::Nhwc;
+    const Node& bn = g.node(1);
+    EXPECT_EQ(layouts.at(bn.inputs[0]), want) << "conv";
+    EXPECT_EQ(layouts.at(bn.outputs[0]), want) << "batch_norm";
+    EXPECT_EQ(layouts.at(g.node(2).outputs[0]), want) << "relu";
+    EXPECT_TRUE(moved.count(bn.outputs[0]));
+    for (const auto& [name, v] : g.outputs()) EXPECT_FALSE(moved.count(v)) << name;
+    const ValueId mixed = g.node(g.value(g.outputs().back().second).producer).inputs[0];
+    EXPECT_EQ(layouts.at(mixed), Layout::Nchw) << "an add of a channels-last buffer and an NCHW input";
+  }
 }
 
 TEST(CpuBackend, ArenaPlanIsValidAndRunsInPlace) {

@@ -295,13 +295,13 @@ TEST(CpuMath, GeluFloat32SourceHasNoLibmErf) {
   EXPECT_NE(k64.find("ig_gelu<double>("), std::string::npos) << k64;
 }
 
-// Every float32 math kernel's loop is vectorized by the compiler, with the backend's own flags:
-// the build is repeated with the compiler's vectorization report (GCC -fopt-info-vec-optimized,
-// clang -Rpass=loop-vectorize) and each kernel's element loop must be reported. This fails if a
-// flag (such as -fno-trapping-math) or a prelude change leaves the loops scalar again.
-TEST(CpuMath, Float32MathKernelsVectorize) {
+// Every kernel of `g`'s generated code holds a loop the compiler vectorizes, with the backend's
+// own flags: the build is repeated with the compiler's vectorization report (GCC
+// -fopt-info-vec-optimized, clang -Rpass=loop-vectorize) and each kernel's element loop must be
+// reported. This fails if a flag (such as -fno-trapping-math) or a prelude or code generator
+// change leaves the loops scalar again. Returns the number of kernels checked.
+int expect_every_kernel_vectorizes(const Graph& g) {
   ingot::testing::TempDir dir("ingot-cpu-math-vec");
-  Graph g = math_graph(DType::Float32, 4096);
   CpuBackend::CpuOptions o = cpu_options(dir.path);
   const std::string src = CpuBackend(o).lower(g, {})->source();
   const std::string path = dir.path + "/math.cpp";
@@ -313,7 +313,7 @@ TEST(CpuMath, Float32MathKernelsVectorize) {
       dir.path + "/math.so");
   const std::string report_path = dir.path + "/report.txt";
   const std::string cmd = cpu::join_command(argv) + " > " + report_path + " 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::ifstream rf(report_path);
   const std::string report((std::istreambuf_iterator<char>(rf)), std::istreambuf_iterator<char>());
   // Line numbers the report gives as vectorized loops (GCC names a loop by its body's first line).
@@ -338,7 +338,30 @@ TEST(CpuMath, Float32MathKernelsVectorize) {
     ++checked;
     kernel.clear();
   }
-  EXPECT_EQ(checked, static_cast<int>(math_ops().size()));
+  return checked;
+}
+
+TEST(CpuMath, Float32MathKernelsVectorize) {
+  EXPECT_EQ(expect_every_kernel_vectorizes(math_graph(DType::Float32, 4096)), static_cast<int>(math_ops().size()));
+}
+
+// float16 / bfloat16 kernels load and store raw uint16_t, so their loops vectorize too: the math
+// functions, and arithmetic with casts between the storage types.
+TEST(CpuMath, HalfAndBFloat16KernelsVectorize) {
+  for (DType dt : {DType::Float16, DType::BFloat16})
+    EXPECT_EQ(expect_every_kernel_vectorizes(math_graph(dt, 4096)), static_cast<int>(math_ops().size()))
+        << dtype_name(dt);
+  Graph g;
+  const ValueId h = g.add_input("h"), b = g.add_input("b");
+  g.value(h).dtype = DType::Float16;
+  g.value(b).dtype = DType::BFloat16;
+  const ValueId hb = g.add_op("cast", {b}, {{"dtype", std::string("float16")}});
+  g.set_output("mul_add", g.add_op("add", {g.add_op("mul", {h, hb}), h}));
+  g.set_output("relu", g.add_op("relu", {b}));
+  g.set_output("to_f32", g.add_op("cast", {h}, {{"dtype", std::string("float32")}}));
+  infer_shapes(g, {{h, {4096}, "", "h"}, {b, {4096}, "", "b"}});
+  infer_types(g);
+  EXPECT_EQ(expect_every_kernel_vectorizes(g), 3);
 }
 
 }  // namespace

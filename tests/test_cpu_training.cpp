@@ -42,7 +42,7 @@ TEST(CpuTraining, MatmulReadsTransposesThroughGemmFlags) {
     const std::vector<Tensor> inputs = {random_tensor({7, 5}, 1, -1, 1, t), random_tensor({7, 9}, 2, -1, 1, t),
                                         random_tensor({3, 9, 7}, 3, -1, 1, t), random_tensor({3, 5, 7}, 4, -1, 1, t)};
     check(g, {inputs}, unfused, 1e-5, 1e-5);
-    const cpu::GeneratedCode code = cpu::generate_cpp(g, unfused_plan(g), {.blas = true});
+    const cpu::GeneratedCode code = cpu::generate_cpp(g, unfused_plan(g), nchw_plan(g), {.blas = true});
     int transposes_materialized = 0;
     for (NodeId n : code.fallback_nodes) transposes_materialized += g.node(n).op == "transpose";
     // Only `at` (an output) and `ct` (read by a transpose, not a matmul) stay transposes.
@@ -94,7 +94,7 @@ TEST(CpuTraining, ReductionsOverAnyAxesAreNative) {
                          g.set_output("sum_rows", g.add_op("sum", {in[2]}, {{"axes", V{0}}}));  // contiguous: ig_reduce
                          g.set_output("sum_bias", g.add_op("sum", {g.add_op("exp", {in[0]})}, {{"axes", V{0, 2, 3}}}));
                        });
-  const cpu::GeneratedCode code = cpu::generate_cpp(g, unfused_plan(g), {});
+  const cpu::GeneratedCode code = cpu::generate_cpp(g, unfused_plan(g), nchw_plan(g), {});
   EXPECT_TRUE(code.fallback_nodes.empty());
   EXPECT_EQ(count(code.source, "ig_reduce_axes<"), 5) << code.source;
   auto inputs = [](int64_t n, uint64_t seed) {
@@ -122,7 +122,7 @@ TEST(CpuTraining, OutputWrittenIntoAnInputsBuffer) {
     g.set_output("loss", g.add_op("sum", {g.add_op("mul", {in[0], in[1]})}));
     g.set_output("new_p", g.add_op("sub", {in[0], g.add_op("mul", {in[1], scalar(g, 0.5)})}));
   });
-  const cpu::GeneratedCode code = cpu::generate_cpp(g, fusion_plan_for(g, {}), {});
+  const cpu::GeneratedCode code = cpu::generate_cpp(g, fusion_plan_for(g, {}), nchw_plan(g), {});
   // Both p and g are last read by the update's loop, at the index it writes.
   EXPECT_EQ(code.output_may_alias.at(1), std::vector<int>({0, 1}));
   std::unique_ptr<Executable> cpu = cpu::lower_with_plan(g, fusion_plan_for(g, {}), cpu_options(), false);
@@ -146,7 +146,7 @@ TEST(CpuTraining, OutputIntoAnInputStillReadLaterIsCopied) {
     g.set_output("later", g.add_op("matmul", {g.add_op("transpose", {in[0]}, {{"perm", std::vector<int64_t>{1, 0}}}), new_p}));
   });
   const FusionPlan plan = unfused_plan(g);
-  EXPECT_EQ(cpu::generate_cpp(g, plan, {}).output_may_alias.at(0), std::vector<int>({1})) << "g, not p";
+  EXPECT_EQ(cpu::generate_cpp(g, plan, nchw_plan(g), {}).output_may_alias.at(0), std::vector<int>({1})) << "g, not p";
   std::unique_ptr<Executable> cpu = cpu::lower_with_plan(g, plan, cpu_options(), false);
   const Tensor p = random_tensor({4, 9}, 3, -1, 1), grad = random_tensor({4, 9}, 4, -1, 1);
   const std::vector<Tensor> want = ReferenceBackend().lower(g, {})->run(std::vector<Tensor>{p.clone(), grad});
@@ -169,7 +169,7 @@ TEST(CpuTraining, TrainStepUpdatesParametersWithoutCopies) {
   o.shapes = {{"input", {8, 784}}};
   const TrainStep step = compile_train_step(tm, CpuBackend(cpu_options()), SGD({.lr = 0.1, .momentum = 0.9}), o);
   const Graph& g = step.graph();
-  const cpu::GeneratedCode code = cpu::generate_cpp(g, fusion_plan_for(g, o), {});
+  const cpu::GeneratedCode code = cpu::generate_cpp(g, fusion_plan_for(g, o), nchw_plan(g), {});
   for (size_t j = 0; j < g.outputs().size(); ++j) {
     const std::string& name = g.outputs()[j].first;
     const size_t colon = name.find(':');

@@ -4,9 +4,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "compiler/memory_plan.h"
 #include "compiler/passes/passes.h"
+#include "compiler/shape_inference.h"
 #include "ingot/ingot.h"
 #include "ingot/models.h"
 #include "ir/op_registry.h"
@@ -19,11 +21,7 @@ using testing::annotate;
 using testing::random_tensor;
 using testing::run_graph;
 
-int count_op(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes()) n += node.op == op;
-  return n;
-}
+using testing::count_op;
 
 Tensor scalar_f32(double x) { return Tensor::full(DType::Float32, {}, x); }
 
@@ -266,15 +264,88 @@ TEST(ConvBnFolding, FoldsConstantBatchNormIntoConv) {
   EXPECT_TRUE(allclose(after[0], before[0], 1e-4, 1e-5)) << max_abs_diff(after[0], before[0]);
 }
 
-TEST(ConvBnFolding, LeavesParameterStatisticsAlone) {
+// conv2d(x, w, [b]) -> batch_norm with every weight and statistic a Parameter; `reader`: the conv
+// output is also a graph output.
+testing::GraphWithInputs conv_bn_graph(bool bias, bool reader) {
+  testing::GraphWithInputs r;
+  Graph& g = r.g;
+  auto param = [&](const std::string& name, Shape shape, double lo, double hi) {
+    return r.leaf(name, ValueKind::Parameter, shape, lo, hi);
+  };
+  const ValueId x = r.leaf("x", ValueKind::Input, {2, 3, 5, 7});
+  std::vector<ValueId> conv_in = {x, param("w", {4, 3, 3, 3}, -1, 1)};
+  if (bias) conv_in.push_back(param("b", {4}, -1, 1));
+  ValueId gamma = param("gamma", {4}, 0.5, 1.5), beta = param("beta", {4}, -1, 1), mean = param("mean", {4}, -1, 1),
+          var = param("var", {4}, 0.5, 2);
+  ValueId c = g.add_op("conv2d", conv_in, {{"padding", std::vector<int64_t>{1, 1}}});
+  g.set_output("y", g.add_op("relu", {g.add_op("batch_norm", {c, gamma, beta, mean, var}, {{"eps", 1e-3}})}));
+  if (reader) g.set_output("conv", c);
+  r.annotate_from_inputs();
+  return r;
+}
+
+TEST(ConvBnFolding, FoldsRunTimeParametersInInference) {
+  for (bool bias : {true, false}) {
+    testing::GraphWithInputs cb = conv_bn_graph(bias, false);
+    const auto before = run_graph(cb.g, cb.inputs);
+    PassContext ctx;
+    ctx.inference = true;
+    PassReport r = fold_conv_batch_norm(cb.g, ctx);
+    EXPECT_EQ(r.changes, 1);
+    ASSERT_EQ(r.notes.size(), 1u);
+    EXPECT_EQ(r.notes[0], "folded batch_norm into conv2d (weights and bias rescaled per call from run-time parameters)");
+    EXPECT_EQ(count_op(cb.g, "batch_norm"), 0);
+    check_annotated(cb.g, "test");
+    // the weight-sized ops come before the conv, which reads them
+    const Node& conv = cb.g.nodes()[cb.g.nodes().size() - 2];
+    ASSERT_EQ(conv.op, "conv2d");
+    ASSERT_EQ(conv.inputs.size(), 3u);
+    EXPECT_EQ(cb.g.node(cb.g.value(conv.inputs[1]).producer).op, "mul");
+    const auto after = run_graph(cb.g, cb.inputs);
+    EXPECT_TRUE(allclose(after[0], before[0], 1e-5, 1e-5)) << max_abs_diff(after[0], before[0]);
+  }
+}
+
+TEST(ConvBnFolding, LeavesTrainingModeAndOtherReadersAlone) {
+  testing::GraphWithInputs training = conv_bn_graph(true, false);
+  PassReport r = fold_conv_batch_norm(training.g, PassContext{});
+  EXPECT_EQ(r.changes, 0);
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_EQ(r.notes[0], "conv2d + batch_norm left as is: training mode (batch statistics, gradients)");
+  EXPECT_EQ(count_op(training.g, "batch_norm"), 1);
+  testing::GraphWithInputs read = conv_bn_graph(true, true);
+  PassContext ctx;
+  ctx.inference = true;
+  EXPECT_EQ(fold_conv_batch_norm(read.g, ctx).changes, 0);
+  EXPECT_EQ(count_op(read.g, "batch_norm"), 1);
+}
+
+TEST(ConvBnFolding, ZooBatchNormFoldsInInferenceOnly) {
   Model m;
   m += Conv2d(4, 3);
   m += BatchNorm2d();
   CompileOptions o;
+  o.shapes["input"] = {2, 3, 6, 6};
   o.inference = true;
-  o.shapes["input"] = {1, 3, 6, 6};
-  PhysicalModel pm = compile(m, ReferenceBackend(), o);
-  EXPECT_EQ(count_op(pm.graph(), "batch_norm"), 1);
+  PhysicalModel folded = compile(m, ReferenceBackend(), o);
+  EXPECT_EQ(count_op(folded.graph(), "batch_norm"), 0);
+  o.optimizations["conv_bn_folding"] = false;
+  PhysicalModel plain = compile(m, ReferenceBackend(), o);
+  EXPECT_EQ(count_op(plain.graph(), "batch_norm"), 1);
+  TensorMap params = plain.randomize_params(5);
+  params.at("batch_norm2d_0.running_var") = random_tensor({4}, 9, 0.5, 2);
+  params.at("batch_norm2d_0.running_mean") = random_tensor({4}, 10);
+  params.at("batch_norm2d_0.weight") = random_tensor({4}, 11, 0.5, 1.5);
+  const Tensor xin = random_tensor({2, 3, 6, 6}, 12);
+  const Tensor a = plain.evaluate(params, {{"input", xin}}).at("output");
+  const Tensor b = folded.evaluate(params, {{"input", xin}}).at("output");
+  EXPECT_TRUE(allclose(a, b, 1e-5, 1e-5)) << max_abs_diff(a, b);
+  CompileOptions train = o;
+  train.inference = false;
+  train.optimizations.clear();
+  const Graph trained = compile(m, ReferenceBackend(), train).graph();
+  EXPECT_EQ(count_op(trained, "batch_norm"), 1);  // normalizes with the batch's moments: not folded
+  EXPECT_EQ(count_op(trained, "moments"), 1);
 }
 
 TEST(ConvBnFolding, ExampleCNNWithConstantWeightsThroughCompile) {
@@ -318,21 +389,75 @@ TEST(MixedPrecision, CastsDenseOpsAndKeepsFloat32Outputs) {
   }
 }
 
-TEST(Layout, HighLevelAnnotatesConvAndReferenceIgnoresIt) {
+std::set<Layout> layouts_of(const LayoutPlan& p, const Graph& g, const std::string& op) {
+  std::set<Layout> s;
+  for (const Node& n : g.nodes())
+    if (n.op == op) s.insert(p.at(n.outputs[0]));
+  return s;
+}
+
+TEST(Layout, ExampleCNNConvChainIsChannelsLastAndTheGraphUnchanged) {
   CompileOptions o;
   o.inference = true;
-  o.shapes["input"] = {1, 3, 8, 8};
-  PhysicalModel med = compile(ExampleCNN(), ReferenceBackend(), o);
-  o.optimization_level = "high";
-  PhysicalModel high = compile(ExampleCNN(), ReferenceBackend(), o);
-  int annotated = 0;
-  for (const Node& n : high.graph().nodes())
-    annotated += n.op == "conv2d" && n.attrs.get_string("layout", "") == "nhwc";
-  EXPECT_EQ(annotated, 2);
-  for (const Node& n : med.graph().nodes()) EXPECT_FALSE(n.attrs.has("layout"));
-  TensorMap p = med.randomize_params(0);
-  Tensor xin = random_tensor({1, 3, 8, 8}, 1);
-  EXPECT_TRUE(equal(med.evaluate(p, {{"input", xin}}).at("output"), high.evaluate(p, {{"input", xin}}).at("output")));
+  o.shapes["input"] = {1, 3, 16, 16};
+  PhysicalModel pm = compile(ExampleCNN(), ReferenceBackend(), o);
+  Graph g = pm.graph();
+  const std::string before = print_graph(g);
+  const PassReport r = choose_layout(g);
+  EXPECT_EQ(print_graph(g), before) << "the layout pass decides; it does not rewrite";
+  EXPECT_EQ(r.changes, 0);
+  ASSERT_FALSE(r.notes.empty());
+  // conv1 (batch_norm folded into it), relu, conv2
+  EXPECT_EQ(r.notes[0].rfind("3 buffers channels-last", 0), 0u) << r.notes[0];
+  const LayoutPlan p = plan_layouts(g);
+  EXPECT_EQ(layouts_of(p, g, "conv2d"), std::set<Layout>{Layout::Nchw8c});  // 64 and 128 channels
+  EXPECT_EQ(layouts_of(p, g, "relu"), std::set<Layout>{Layout::Nchw8c});
+  for (ValueId v : g.leaves()) EXPECT_EQ(p.at(v), Layout::Nchw);
+  for (const auto& [name, v] : g.outputs()) EXPECT_EQ(p.at(v), Layout::Nchw);
+  o.optimizations["layout"] = false;
+  const LayoutPlan off = layout_plan_for(g, o, LayoutTarget{});
+  for (Layout l : off.of_value) EXPECT_EQ(l, Layout::Nchw);
+}
+
+TEST(Layout, DecisionsOnSmallGraphs) {
+  using V = std::vector<int64_t>;
+  // x -> conv(8) -> relu -> conv(6) -> batch_norm -> max_pool2d;  conv(16) graph output;
+  // conv(8) over symbolic spatial sizes
+  Graph g;
+  ValueId x = g.add_input("x"), xs = g.add_input("xs");
+  auto param = [&](const std::string& name) { return g.add_input(name, ValueKind::Parameter); };
+  ValueId w8 = param("w8"), w6 = param("w6"), w16 = param("w16"), gm = param("g"), ws = param("ws");
+  ValueId c8 = g.add_op("conv2d", {x, w8}, {{"padding", V{1, 1}}});
+  ValueId r = g.add_op("relu", {c8});
+  ValueId c6 = g.add_op("conv2d", {r, w6});
+  ValueId bn = g.add_op("batch_norm", {c6, gm, gm, gm, gm});
+  g.set_output("pool", g.add_op("max_pool2d", {bn}, {{"kernel", V{2, 2}}}));
+  g.set_output("c16", g.add_op("conv2d", {r, w16}));
+  g.set_output("sym", g.add_op("global_avg_pool2d", {g.add_op("conv2d", {xs, ws})}));
+  std::vector<ShapeConstraint> cs = {{x, {2, 3, 9, 9}, "", "t"},    {xs, {2, 3, "H", "W"}, "", "t"},
+                                     {w8, {8, 3, 3, 3}, "", "t"},    {w6, {6, 8, 3, 3}, "", "t"},
+                                     {w16, {16, 8, 1, 1}, "", "t"},  {gm, {6}, "", "t"},
+                                     {ws, {8, 3, 3, 3}, "", "t"}};
+  infer_shapes(g, cs);
+  infer_types(g);
+  const LayoutPlan p = plan_layouts(g);
+  EXPECT_EQ(p.at(c8), Layout::Nchw8c);
+  EXPECT_EQ(p.at(r), Layout::Nchw8c) << "relu carries its input's layout";
+  EXPECT_EQ(p.at(c6), Layout::Nchw) << "batch_norm's output is read by max_pool2d (NCHW only), so it and its input stay NCHW";
+  EXPECT_EQ(p.at(bn), Layout::Nchw);
+  EXPECT_EQ(p.at(g.outputs()[1].second), Layout::Nchw) << "a graph output";
+  EXPECT_EQ(layouts_of(p, g, "conv2d").count(Layout::Nhwc), 0u);
+  EXPECT_EQ(p.at(g.node(g.value(g.outputs()[2].second).producer).inputs[0]), Layout::Nchw) << "symbolic spatial sizes";
+  // 16-channel blocks: 8 channels no longer fill one, so NHWC; a backend that runs relu its
+  // own way keeps relu's input and output NCHW.
+  LayoutTarget wide;
+  wide.channel_block = 16;
+  EXPECT_EQ(plan_layouts(g, wide).at(c8), Layout::Nhwc);
+  LayoutTarget no_relu;
+  no_relu.handles_layouts = [](const Graph&, const Node& n) { return n.op != "relu"; };
+  const LayoutPlan q = plan_layouts(g, no_relu);
+  EXPECT_EQ(q.at(c8), Layout::Nchw);
+  EXPECT_EQ(q.at(r), Layout::Nchw);
 }
 
 // ---------------------------------------------------------------- controls
@@ -341,13 +466,14 @@ TEST(OptimizationControls, LevelsSelectPasses) {
   CompileOptions o;
   EXPECT_TRUE(pass_enabled(o, "cse"));
   EXPECT_TRUE(pass_enabled(o, "fusion"));
-  EXPECT_FALSE(pass_enabled(o, "layout"));
+  EXPECT_TRUE(pass_enabled(o, "layout"));
   EXPECT_FALSE(pass_enabled(o, "mixed_precision"));
   o.optimization_level = "none";
   for (const std::string& p : pass_names()) EXPECT_FALSE(pass_enabled(o, p)) << p;
   o.optimization_level = "low";
   EXPECT_TRUE(pass_enabled(o, "dce"));
   EXPECT_FALSE(pass_enabled(o, "cse"));
+  EXPECT_FALSE(pass_enabled(o, "layout"));
   o.optimizations["cse"] = true;
   o.optimizations["dce"] = false;
   EXPECT_TRUE(pass_enabled(o, "cse"));
@@ -438,7 +564,7 @@ TEST(OptimizationControls, VerboseReportsAndDumpsAfterEachPass) {
   EXPECT_NE(err.find("memory planning"), std::string::npos);
   EXPECT_TRUE(fs::exists(dir / "g"));
   EXPECT_TRUE(fs::exists(dir / "g.1.constant_folding.txt"));
-  EXPECT_TRUE(fs::exists(dir / "g.6.fusion.txt"));
+  EXPECT_TRUE(fs::exists(dir / "g.8.fusion.txt"));
   fs::remove_all(dir);
 }
 

@@ -31,6 +31,8 @@ struct ingot_host {
   // Null unless a profile session records (ingot/profile.h); then called with phase 0 before and
   // phase 1 after generated kernel `kernel` (GeneratedCode::profile_names[kernel]).
   void (*profile)(void* ctx, int32_t kernel, int32_t phase);
+  // conv2d with binary post-op operands: args = {x, w, b (or null), operand 0, operand 1, ...}.
+  int (*conv2d_args)(void* ctx, int32_t conv, const void* const* args, void* y, char* error, size_t error_size);
   // Runs GeneratedCode::dnnl_conv_grads[grad] on float32 buffers: conv2d_input_grad (a = dy,
   // b = weight, out = dx) or conv2d_weight_grad (a = x, b = dy, out = dw).
   int (*conv2d_grad)(void* ctx, int32_t grad, const void* a, const void* b, void* out, char* error, size_t error_size);
@@ -38,9 +40,9 @@ struct ingot_host {
 }
 
 namespace ingot::cpu {
-// 2: arena, offsets and conv2d in ingot_host; 3: profile; 4: conv2d_grad. Part of the cache key;
-// the library reports it.
-inline constexpr int kAbiVersion = 4;
+// 2: arena, offsets and conv2d in ingot_host; 3: profile; 4: conv2d_args; 5: conv2d_grad. Part of
+// the cache key; the library reports it.
+inline constexpr int kAbiVersion = 5;
 }  // namespace ingot::cpu
 
 extern "C" {

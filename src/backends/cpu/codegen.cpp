@@ -9,8 +9,10 @@
 #include <sstream>
 
 #include "backends/cpu/abi.h"
+#include "backends/cpu/codegen_conv.h"
 #include "backends/cpu/codegen_reduce.h"
 #include "backends/cpu/prelude.h"
+#include "backends/cpu/toolchain.h"
 #include "ingot/error.h"
 #include "ir/op_registry.h"
 
@@ -92,6 +94,12 @@ std::string ctype(DType t) {
   }
   return "float";
 }
+// float16 / bfloat16 elements: computed as ig_half / ig_bf16 (float arithmetic), but elementwise
+// kernels load and store their raw uint16_t bits (GCC 12 vectorizes no loop that loads or stores
+// the structs themselves).
+bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+std::string storage_type(DType t) { return is_half(t) ? "uint16_t" : ctype(t); }
+
 std::string comptype(DType t) {
   return t == DType::Float16 || t == DType::BFloat16 ? "float" : ctype(t);
 }
@@ -178,14 +186,16 @@ struct Segment {
 
 class Generator {
  public:
-  Generator(const Graph& g, const FusionPlan& plan, const CodegenOptions& o) : g_(g), plan_(plan), opt_(o) {}
+  Generator(const Graph& g, const FusionPlan& plan, const LayoutPlan& layouts, const CodegenOptions& o)
+      : g_(g), plan_(plan), layouts_(layouts), opt_(o) {}
 
   GeneratedCode run() {
     index_leaves_and_symbols();
     fold_transposes();
     build_segments();
     plan_buffers();
-    choose_layouts();
+    for (size_t v = 0; v < g_.values().size(); ++v)
+      if (layout(static_cast<ValueId>(v)) != Layout::Nchw) out_.channels_last_values.push_back(static_cast<ValueId>(v));
     plan_arena();
     plan_output_aliases();
     std::ostringstream entry;
@@ -269,13 +279,26 @@ class Generator {
         if (!run.empty()) segs_.push_back({Segment::Elementwise, run, static_cast<int>(gi)});
         run.clear();
       };
-      for (NodeId n : grp.nodes) {
+      for (size_t i = 0; i < grp.nodes.size(); ++i) {
+        const NodeId n = grp.nodes[i];
         const Node& node = g_.node(n);
         if (folded_[node.outputs[0]] >= 0) {  // read by its matmuls through the transpose flag
           out_.native_nodes.push_back(n);
           continue;
         }
         const bool native = is_native(g_, node) || use_dnnl_grad(node);
+        if (native && n == grp.anchor && use_dnnl(node)) {  // conv2d with its epilogue as post-ops
+          flush();
+          ConvEpilogue epi = fold_conv_epilogue(g_, n, {grp.nodes.begin() + static_cast<long>(i) + 1, grp.nodes.end()},
+                                                [&](const ConvEpilogue& e) { return dnnl_takes(node, e); });
+          std::vector<NodeId> nodes{n};
+          nodes.insert(nodes.end(), epi.nodes.begin(), epi.nodes.end());
+          conv_epilogue_[segs_.size()] = std::move(epi);
+          segs_.push_back({Segment::Native, nodes, static_cast<int>(gi)});
+          out_.native_nodes.insert(out_.native_nodes.end(), nodes.begin(), nodes.end());
+          i += nodes.size() - 1;
+          continue;
+        }
         if (native && n != grp.anchor && get_op(node.op).fusion == FusionClass::Elementwise) {
           run.push_back(n);
           continue;
@@ -300,8 +323,8 @@ class Generator {
 
   // Whether elementwise nodes `run` can be computed inside reduction `red` (one pass, no buffer
   // for the reduction's input): `red` is sum/mean/max/min reading the run's last value, no value
-  // of the run is read elsewhere or is a graph output, and every other operand has the
-  // reduction input's shape or is a scalar constant (so one flat index addresses all of them).
+  // of the run is read elsewhere or is a graph output, and every other operand is an NCHW buffer
+  // of the reduction input's shape or a scalar constant (so one flat index addresses all).
   bool prologue_fuses(const std::vector<NodeId>& run, const Node& red) const {
     static const std::set<std::string> kReductions = {"sum", "mean", "max", "min"};
     if (run.empty() || !kReductions.count(red.op)) return false;
@@ -321,7 +344,9 @@ class Generator {
       if (inside.count(v)) return false;
     for (NodeId n : run)
       for (ValueId v : g_.node(n).inputs)
-        if (!inside.count(v) && !is_scalar_constant(g_.value(v)) && g_.value(v).shape != g_.value(x).shape) return false;
+        if (!inside.count(v) && !is_scalar_constant(g_.value(v)) &&
+            (g_.value(v).shape != g_.value(x).shape || layout(v) != Layout::Nchw))
+          return false;
     return true;
   }
 
@@ -336,7 +361,9 @@ class Generator {
         for (ValueId v : g_.node(n).outputs) {
           seg_of_[v] = static_cast<int>(s);
           const bool fused_prologue = segs_[s].kind == Segment::Reduce && n != segs_[s].nodes.back();
-          if (segs_[s].kind != Segment::Elementwise && !fused_prologue) needs_buffer_[v] = true;
+          const auto epi = conv_epilogue_.find(s);
+          const bool inside_primitive = epi != conv_epilogue_.end() && v != epi->second.result;
+          if (segs_[s].kind != Segment::Elementwise && !fused_prologue && !inside_primitive) needs_buffer_[v] = true;
         }
     for (size_t s = 0; s < segs_.size(); ++s)
       for (NodeId n : segs_[s].nodes)
@@ -353,35 +380,30 @@ class Generator {
     }
   }
 
-  // -- oneDNN conv2d and the channels-last layout around it
-  // float32 conv2d with known spatial sizes whose right padding (oneDNN's convention) is not
-  // negative; the rest keeps the generated im2col + gemm.
-  bool use_dnnl(const Node& n) const {
-    if (!opt_.dnnl || n.op != "conv2d" || g_.value(n.outputs[0]).dtype != DType::Float32) return false;
-    return dnnl_geometry(n, n.inputs[0], n.inputs[1], n.outputs[0]);
-  }
+  // -- oneDNN conv2d: float32 convs with static sizes whose padding covers the output exactly;
+  // the rest keeps the generated im2col + gemm.
+  bool use_dnnl(const Node& n) const { return opt_.dnnl && conv_runs_channels_last(g_, n); }
+
   // conv2d_input_grad / conv2d_weight_grad through oneDNN's backward primitives: float32, the
-  // forward convolution's geometry as use_dnnl requires it.
+  // forward convolution's geometry as use_dnnl requires it. They read and write NCHW buffers
+  // (the layout plan leaves the operands of nodes it does not know as NCHW).
   bool use_dnnl_grad(const Node& n) const {
     if (!opt_.dnnl || (n.op != "conv2d_input_grad" && n.op != "conv2d_weight_grad")) return false;
     for (ValueId v : {n.inputs[0], n.inputs[1], n.inputs[2], n.outputs[0]})
       if (g_.value(v).dtype != DType::Float32) return false;
     const bool input_grad = n.op == "conv2d_input_grad";  // inputs (dy, w, like x), else (x, dy, like w)
-    return input_grad ? dnnl_geometry(n, n.inputs[2], n.inputs[1], n.inputs[0])
-                      : dnnl_geometry(n, n.inputs[0], n.inputs[2], n.inputs[1]);
+    return input_grad ? conv_geometry_fits(g_, n, n.inputs[2], n.inputs[1], n.inputs[0])
+                      : conv_geometry_fits(g_, n, n.inputs[0], n.inputs[2], n.inputs[1]);
   }
-  // Known spatial sizes, and oneDNN's right padding (what yields exactly y's size) not negative.
-  bool dnnl_geometry(const Node& n, ValueId x, ValueId w, ValueId y) const {
-    const SymShape &xs = g_.value(x).shape, &ws = g_.value(w).shape, &ys = g_.value(y).shape;
-    const std::vector<int64_t> st = n.attrs.get_ints("stride", {1, 1}), pad = n.attrs.get_ints("padding", {0, 0}),
-                               dil = n.attrs.get_ints("dilation", {1, 1});
-    for (size_t d = 0; d < 2; ++d) {
-      if (!xs[d + 2].known() || !ws[d + 2].known() || !ys[d + 2].known()) return false;
-      const int64_t right = (ys[d + 2].value - 1) * st.at(d) + (ws[d + 2].value - 1) * dil.at(d) + 1 -
-                            xs[d + 2].value - pad.at(d);
-      if (right < 0) return false;
-    }
-    return true;
+
+  Layout layout(ValueId v) const { return layouts_.at(v); }
+
+  // Whether the primitive can run conv `n` with epilogue `e`: a residual operand must be stored in
+  // the layout of the result (the one oneDNN is given for both), and oneDNN must run it fast.
+  bool dnnl_takes(const Node& n, const ConvEpilogue& e) const {
+    for (ValueId o : e.operands)
+      if (g_.value(o).shape == g_.value(e.result).shape && layout(o) != layout(e.result)) return false;
+    return dnnl_runs_fast(g_, n, e, layout(n.inputs[0]), layout(e.result));
   }
 
   std::vector<ValueId> seg_reads(size_t s) const {
@@ -401,72 +423,6 @@ class Generator {
       for (ValueId v : g_.node(n).outputs)
         if (needs_buffer_[v]) r.push_back(v);
     return r;
-  }
-
-  // Which rank-4 buffers stay channels-last (NHWC), so oneDNN's fast conv needs no layout
-  // conversion. A buffer is NHWC only when its producer and every reader handle that layout:
-  // dnnl convs (x), batch_norm, global_avg_pool2d, and elementwise segments whose every buffer is
-  // NHWC of one shape (then the loop is layout-blind). Graph outputs stay NCHW. Starts from all
-  // candidates and removes the ones that break a rule, to a fixpoint.
-  void choose_layouts() {
-    nhwc_.assign(g_.values().size(), false);
-    bool any_conv = false;
-    for (const Segment& seg : segs_)
-      any_conv = any_conv || (seg.kind == Segment::Native && use_dnnl(g_.node(seg.nodes[0])));
-    if (!any_conv) return;
-    std::vector<std::vector<ValueId>> reads(segs_.size()), stores(segs_.size());
-    std::vector<std::vector<size_t>> readers(g_.values().size());
-    auto rank4 = [&](ValueId v) { return g_.value(v).shape.size() == 4; };
-    for (size_t s = 0; s < segs_.size(); ++s) {
-      reads[s] = seg_reads(s);
-      stores[s] = seg_stores(s);
-      for (ValueId v : reads[s]) readers[v].push_back(s);
-      const Node& a = g_.node(segs_[s].nodes[0]);
-      if (segs_[s].kind == Segment::Elementwise || (segs_[s].kind == Segment::Native && (use_dnnl(a) || a.op == "batch_norm")))
-        for (ValueId v : stores[s]) nhwc_[v] = rank4(v);
-    }
-    bool changed = true;
-    auto unmark = [&](ValueId v) {
-      changed = changed || nhwc_[v];
-      nhwc_[v] = false;
-    };
-    auto same_shape = [&](ValueId a, ValueId b) { return g_.value(a).shape == g_.value(b).shape; };
-    while (changed) {
-      changed = false;
-      for (const auto& [name, v] : g_.outputs()) unmark(v);
-      for (size_t s = 0; s < segs_.size(); ++s) {
-        const Node& a = g_.node(segs_[s].nodes[0]);
-        if (segs_[s].kind == Segment::Elementwise) {
-          bool ok = !stores[s].empty();
-          for (ValueId v : stores[s]) ok = ok && nhwc_[v] && same_shape(v, stores[s][0]);
-          for (ValueId r : reads[s])
-            if (!is_scalar_constant(g_.value(r))) ok = ok && nhwc_[r] && same_shape(r, stores[s][0]);
-          if (!ok)
-            for (ValueId v : stores[s]) unmark(v);
-        } else if (segs_[s].kind == Segment::Native && a.op == "batch_norm" && !nhwc_[a.inputs[0]]) {
-          unmark(a.outputs[0]);
-        }
-      }
-      for (size_t v = 0; v < nhwc_.size(); ++v) {
-        if (!nhwc_[v]) continue;
-        for (size_t s : readers[v]) {
-          const Node& a = g_.node(segs_[s].nodes[0]);
-          const bool only_x = std::count(a.inputs.begin(), a.inputs.end(), static_cast<ValueId>(v)) == 1 &&
-                              a.inputs[0] == static_cast<ValueId>(v);
-          bool ok = false;
-          if (segs_[s].kind == Segment::Elementwise) {
-            ok = true;
-            for (ValueId st : stores[s]) ok = ok && nhwc_[st];
-          } else if (segs_[s].kind == Segment::Native) {
-            ok = only_x && (use_dnnl(a) || a.op == "global_avg_pool2d" ||
-                            (a.op == "batch_norm" && nhwc_[a.outputs[0]]));
-          }
-          if (!ok) unmark(static_cast<ValueId>(v));
-        }
-      }
-    }
-    for (size_t v = 0; v < nhwc_.size(); ++v)
-      if (nhwc_[v]) out_.nhwc_values.push_back(static_cast<ValueId>(v));
   }
 
   // Arena slots for the intermediates that need memory (graph outputs go straight to the
@@ -501,7 +457,7 @@ class Generator {
         if (slot_[v] < 0) continue;
         for (auto it = free_reads.begin(); it != free_reads.end(); ++it) {
           const Value &rv = g_.value(*it), &vv = g_.value(v);
-          if (rv.shape != vv.shape || dtype_size(rv.dtype) != dtype_size(vv.dtype) || nhwc_[*it] != nhwc_[v]) continue;
+          if (rv.shape != vv.shape || dtype_size(rv.dtype) != dtype_size(vv.dtype) || layout(*it) != layout(v)) continue;
           out_.arena_slots[static_cast<size_t>(slot_[v])].reuses = slot_[*it];
           inplace_seg_[s] = true;
           free_reads.erase(it);
@@ -521,7 +477,7 @@ class Generator {
     for (const auto& [name, v] : g_.outputs()) outputs.insert(v);
     for (size_t j = 0; j < g_.outputs().size(); ++j) {
       const Value& v = g_.value(g_.outputs()[j].second);
-      if (v.producer < 0 || nhwc_[v.id]) continue;
+      if (v.producer < 0 || layout(v.id) != Layout::Nchw) continue;
       const int s = seg_of_[v.id];
       const std::vector<ValueId> stores = seg_stores(static_cast<size_t>(s));
       bool one_nest = segs_[s].kind == Segment::Elementwise;
@@ -624,6 +580,78 @@ class Generator {
     return "";
   }
 
+  // The loops of an elementwise kernel over `domain`'s shape, in the memory order of its layout
+  // (so its stores are contiguous), and each operand's stride along each loop (0: broadcast).
+  // The channel axis splits into [blocks, lanes] when any operand is channel-blocked, so that
+  // every operand's offset stays linear in the loop indices.
+  struct LoopNest {
+    std::vector<Mono> extents;
+    std::vector<std::vector<Mono>> strides;  // per operand, per loop
+  };
+  LoopNest loop_nest(ValueId domain, const std::vector<ValueId>& operands) {
+    const std::vector<Mono> dom = dims(domain);
+    const size_t r = dom.size();
+    int64_t block = 0;
+    for (ValueId v : operands) block = std::max<int64_t>(block, layout_channel_block(layout(v)));
+    INGOT_CHECK(block == 0 || (r == 4 && dom[1].is_const() && dom[1].c % block == 0),
+                "CpuBackend: channel-blocked operands need a [N, C, H, W] loop with C a multiple of ", block);
+    enum Part { Whole, Blocks, Lanes };
+    struct Loop {
+      size_t axis;
+      Part part;
+    };
+    std::vector<Loop> loops;
+    auto push_channel = [&](bool lanes_inner) {
+      if (!block) return loops.push_back({1, Whole});
+      loops.push_back({1, Blocks});
+      if (!lanes_inner) loops.push_back({1, Lanes});
+    };
+    const Layout dl = layout(domain);
+    if (dl == Layout::Nhwc) {
+      loops = {{0, Whole}, {2, Whole}, {3, Whole}};
+      push_channel(false);
+    } else if (layout_channel_block(dl) > 0) {
+      loops = {{0, Whole}};
+      push_channel(true);
+      loops.insert(loops.end(), {{2, Whole}, {3, Whole}, {1, Lanes}});
+    } else {
+      for (size_t a = 0; a < r; ++a) {
+        if (r == 4 && a == 1) push_channel(false);
+        else loops.push_back({a, Whole});
+      }
+    }
+    LoopNest nest;
+    for (const Loop& l : loops)
+      nest.extents.push_back(l.part == Whole ? dom[l.axis] : l.part == Blocks ? Mono{dom[1].c / block, {}} : Mono{block, {}});
+    for (ValueId v : operands) {
+      const std::vector<Mono> vd = dims(v);
+      const size_t off = r - vd.size();
+      const Layout vl = layout(v);
+      const int64_t vb = layout_channel_block(vl);
+      std::vector<Mono> st;
+      for (const Loop& l : loops) {
+        const size_t k = l.axis - off;
+        if (l.axis < off || (vd[k].is_const() && vd[k].c == 1)) {
+          st.push_back(kZero);
+        } else if (vb > 0) {  // [N, C / vb, H, W, vb]
+          const Mono lane{vb, {}};
+          const Mono s = k == 0 ? vd[1] * vd[2] * vd[3] : k == 2 ? vd[3] * lane : k == 3 ? lane
+                         : l.part == Blocks ? vd[2] * vd[3] * lane : kOne;
+          st.push_back(s);
+        } else {
+          const Mono s = vl != Layout::Nhwc ? product(vd, k + 1)
+                         : k == 0          ? vd[1] * vd[2] * vd[3]
+                         : k == 1          ? kOne
+                         : k == 2          ? vd[3] * vd[1]
+                                           : vd[1];
+          st.push_back(l.part == Blocks ? s * Mono{block, {}} : s);
+        }
+      }
+      nest.strides.push_back(std::move(st));
+    }
+    return nest;
+  }
+
   // -- one elementwise loop nest computing `stores` (all of one shape) from the segment's nodes
   // `alias`: a store may be the same buffer as a read (in place), so no __restrict.
   void emit_elementwise(const Segment& seg, const std::vector<ValueId>& stores, bool alias, std::ostream& call) {
@@ -646,22 +674,12 @@ class Generator {
             std::find(reads.begin(), reads.end(), v) == reads.end())
           reads.push_back(v);
 
-    const std::vector<Mono> dom = dims(stores[0]);
+    std::vector<ValueId> operands = reads;
+    operands.insert(operands.end(), stores.begin(), stores.end());
+    const LoopNest nest = loop_nest(stores[0], operands);
+    const std::vector<Mono>& dom = nest.extents;
+    const std::vector<std::vector<Mono>>& strides = nest.strides;
     const size_t r = dom.size();
-    // Per operand (reads, then stores) strides over the domain; broadcast dims get 0.
-    std::vector<std::vector<Mono>> strides;
-    for (ValueId v : reads) {
-      std::vector<Mono> s(r, kZero), vd = dims(v);
-      const size_t off = r - vd.size();
-      for (size_t k = 0; k < vd.size(); ++k)
-        if (!(vd[k].is_const() && vd[k].c == 1)) s[off + k] = product(vd, k + 1);
-      strides.push_back(s);
-    }
-    for (size_t i = 0; i < stores.size(); ++i) {
-      std::vector<Mono> s(r);
-      for (size_t k = 0; k < r; ++k) s[k] = product(dom, k + 1);
-      strides.push_back(s);
-    }
     // Coalesce: drop size-1 dims, merge neighbours that are contiguous for every operand.
     std::vector<Mono> md;
     std::vector<std::vector<Mono>> ms(strides.size());
@@ -688,9 +706,9 @@ class Generator {
     std::map<ValueId, std::string> names;
     const char* restrict_ = alias ? "" : " __restrict";
     for (size_t i = 0; i < reads.size(); ++i)
-      k << ", const " << ctype(g_.value(reads[i]).dtype) << "*" << restrict_ << " p" << i;
+      k << ", const " << storage_type(g_.value(reads[i]).dtype) << "*" << restrict_ << " p" << i;
     for (size_t i = 0; i < stores.size(); ++i)
-      k << ", " << ctype(g_.value(stores[i]).dtype) << "*" << restrict_ << " q" << i;
+      k << ", " << storage_type(g_.value(stores[i]).dtype) << "*" << restrict_ << " q" << i;
     k << ") {\n" << dims_prologue();
     // Offsets: outer index o (dims 0..R-2), inner index i (dim R-1).
     auto offset = [&](size_t o, const std::string& base) {
@@ -705,8 +723,10 @@ class Generator {
       std::ostringstream b;
       for (size_t i = 0; i < reads.size(); ++i) {
         names[reads[i]] = "a" + std::to_string(i);
-        b << indent << "const " << ctype(g_.value(reads[i]).dtype) << " a" << i << " = p" << i << "["
-          << offset(i, bases[i]) << "];\n";
+        const DType dt = g_.value(reads[i]).dtype;
+        const std::string element = "p" + std::to_string(i) + "[" + offset(i, bases[i]) + "]";
+        b << indent << "const " << ctype(dt) << " a" << i << " = "
+          << (is_half(dt) ? ctype(dt) + "::from_bits(" + element + ")" : element) << ";\n";
       }
       for (NodeId nid : nodes) {
         const Node& n = g_.node(nid);
@@ -717,7 +737,7 @@ class Generator {
       }
       for (size_t i = 0; i < stores.size(); ++i)
         b << indent << "q" << i << "[" << offset(reads.size() + i, bases[reads.size() + i]) << "] = t"
-          << stores[i] << ";\n";
+          << stores[i] << (is_half(g_.value(stores[i]).dtype) ? ".bits" : "") << ";\n";
       return b.str();
     };
     std::vector<std::string> bases(strides.size());
@@ -756,8 +776,8 @@ class Generator {
     k << "  return 0;\n}\n\n";
     kernels_ << k.str();
     call << "  if (" << name << "(ctx";
-    for (ValueId v : reads) call << ", " << ptr(v);
-    for (ValueId v : stores) call << ", " << ptr(v);
+    for (ValueId v : reads) call << ", " << (is_half(g_.value(v).dtype) ? "ig_raw(" + ptr(v) + ")" : ptr(v));
+    for (ValueId v : stores) call << ", " << (is_half(g_.value(v).dtype) ? "ig_raw(" + ptr(v) + ")" : ptr(v));
     call << ") != 0) return 1;\n";
   }
 
@@ -786,6 +806,17 @@ class Generator {
       k << "  std::memset(y, 0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
     } else if (op == "reshape" || op == "identity" || op == "reshape_like" || op == "expand_dims") {
       k << "  std::memcpy(y, x0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
+    } else if (op == "slice") {  // rows [start, start + y's rows) of x: one contiguous block
+      const int64_t start = std::min(n.attrs.get_ints("starts").at(0), xd[0].c);
+      k << "  std::memcpy(y, x0 + " << str(Mono{start, {}} * product(xd, 1)) << ", static_cast<size_t>("
+        << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
+    } else if (op == "concat") {  // along axis 0: the inputs' blocks (static sizes) one after the other
+      int64_t at = 0;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const int64_t part = numel_of(n.inputs[i]).c;
+        k << "  std::memcpy(y + " << at << ", x" << i << ", static_cast<size_t>(" << part << ") * sizeof(" << ty << "));\n";
+        at += part;
+      }
     } else if ((op == "sum" || op == "mean" || op == "max" || op == "min") && !contiguous_reduction(n, rank)) {
       std::vector<std::string> sizes;
       for (const Mono& d : xd) sizes.push_back(str(d));
@@ -801,8 +832,11 @@ class Generator {
         k << "  if (n == 0 && outer * inner > 0) return ig_fail(ctx, \"" << op
           << ": cannot reduce over a zero-size dimension (no identity)\");\n";
       k << "  ig_reduce<" << kind << ", " << tx << ", " << ty << ">(x0, y, outer, n, inner);\n";
-    } else if (op == "global_avg_pool2d" && nhwc_[x]) {
-      k << "  ig_avg_pool_nhwc(x0, y, " << str(xd[0]) << ", " << str(xd[2] * xd[3]) << ", " << str(xd[1]) << ");\n";
+    } else if (op == "global_avg_pool2d" && layout(x) != Layout::Nchw) {
+      // [images, pixels, channels] (NHWC) or [images * blocks, pixels, block]: y's order either way
+      const int64_t block = layout_channel_block(layout(x));
+      const Mono outer = block ? xd[0] * Mono{xd[1].c / block, {}} : xd[0], inner = block ? Mono{block, {}} : xd[1];
+      k << "  ig_avg_pool_cl(x0, y, " << str(outer) << ", " << str(xd[2] * xd[3]) << ", " << str(inner) << ");\n";
     } else if (op == "global_avg_pool2d") {
       k << "  ig_reduce<1, " << tx << ", " << ty << ">(x0, y, " << str(xd[0] * xd[1]) << ", "
         << str(xd[2] * xd[3]) << ", 1);\n";
@@ -823,9 +857,12 @@ class Generator {
     } else if (op == "batch_norm") {
       char eps[64];
       std::snprintf(eps, sizeof eps, "%a", n.attrs.get_float("eps", 1e-5));
-      if (nhwc_[y])  // channels-last: per-channel scale and shift along the contiguous axis
-        k << "  ig_batch_norm_nhwc(x0, x1, x2, x3, x4, y, " << str(product(xd, 0, 1) * product(xd, 2)) << ", "
-          << str(xd[1]) << ", " << eps << ");\n";
+      if (const int64_t block = layout_channel_block(layout(y)); block > 0)  // [N, C / block, H * W, block]
+        k << "  ig_batch_norm_cl(x0, x1, x2, x3, x4, y, " << str(xd[0]) << ", " << xd[1].c / block << ", "
+          << str(xd[2] * xd[3]) << ", " << block << ", " << eps << ");\n";
+      else if (layout(y) == Layout::Nhwc)  // [N * H * W, 1, 1, C]
+        k << "  ig_batch_norm_cl(x0, x1, x2, x3, x4, y, " << str(xd[0] * xd[2] * xd[3]) << ", 1, 1, " << str(xd[1])
+          << ", " << eps << ");\n";
       else
         k << "  ig_batch_norm(x0, x1, x2, x3, x4, y, " << str(xd[0]) << ", " << str(xd[1]) << ", "
           << str(product(xd, 2)) << ", " << eps << ");\n";
@@ -835,11 +872,6 @@ class Generator {
       k << "  // oneDNN backward primitive, created by the host at load\n  return ctx->host->conv2d_grad(ctx->host->ctx, "
         << out_.dnnl_conv_grads.size() << ", x0, x1, y, ctx->error, ctx->error_size);\n";
       out_.dnnl_conv_grads.push_back({n.id, false, false});
-    } else if (op == "conv2d" && use_dnnl(n)) {
-      k << "  // oneDNN primitive, created by the host at load (x " << (nhwc_[x] ? "NHWC" : "NCHW") << ", y "
-        << (nhwc_[y] ? "NHWC" : "NCHW") << ")\n  return ctx->host->conv2d(ctx->host->ctx, " << out_.dnnl_convs.size()
-        << ", x0, x1, " << (n.inputs.size() > 2 ? "x2" : "nullptr") << ", y, ctx->error, ctx->error_size);\n";
-      out_.dnnl_convs.push_back({n.id, nhwc_[x], nhwc_[y]});
     } else if (op == "conv2d") {
       const std::vector<Mono> wd = dims(n.inputs[1]), yd = dims(y);
       auto pair = [&](const char* key, int64_t dflt) {
@@ -856,6 +888,25 @@ class Generator {
     kernels_ << k.str();
     call << "  if (" << name << "(ctx";
     for (ValueId v : n.inputs) call << ", " << ptr(stored(v));
+    call << ", " << ptr(y) << ") != 0) return 1;\n";
+  }
+
+  // conv2d through the host's oneDNN primitive, its folded epilogue computed inside (post-ops).
+  void emit_dnnl_conv(const Segment& seg, const ConvEpilogue& epi, std::ostream& call) {
+    const Node& n = g_.node(seg.nodes[0]);
+    const ValueId x = n.inputs[0], y = epi.result;
+    std::vector<ValueId> args(n.inputs.begin(), n.inputs.end());
+    args.insert(args.end(), epi.operands.begin(), epi.operands.end());
+    const std::string name = kernel_name(seg.nodes, true);
+    std::ostringstream k;
+    k << "// group " << seg.group << " [dense]: " << describe(seg.nodes) << "\n";
+    k << "static int " << name << "(const ig_ctx* ctx";
+    for (size_t i = 0; i < args.size(); ++i) k << ", const float* x" << i;
+    k << ", float* y) {\n" << dnnl_conv_kernel_body(n, epi, out_.dnnl_convs.size(), layout(x), layout(y)) << "}\n\n";
+    kernels_ << k.str();
+    out_.dnnl_convs.push_back({n.id, layout(x), layout(y), epi.post_ops});
+    call << "  if (" << name << "(ctx";
+    for (ValueId v : args) call << ", " << ptr(v);
     call << ", " << ptr(y) << ") != 0) return 1;\n";
   }
 
@@ -991,7 +1042,7 @@ class Generator {
       e << "  " << t << "* " << ptr(a.value) << " = reinterpret_cast<" << t << "*>(ctx->host->arena + ctx->host->offsets["
         << i << "]);  // steps " << a.first << ".." << a.last
         << (a.reuses >= 0 ? ", in place over " + ptr(out_.arena_slots[static_cast<size_t>(a.reuses)].value) : "")
-        << (nhwc_[a.value] ? ", NHWC" : "") << "\n";
+        << (layout(a.value) != Layout::Nchw ? ", " + std::string(layout_name(layout(a.value))) : "") << "\n";
     }
     for (size_t s = 0; s < segs_.size(); ++s) {
       const Segment& seg = segs_[s];
@@ -1004,6 +1055,8 @@ class Generator {
         emit_fallback(seg, e);
       } else if (seg.kind == Segment::Reduce) {
         emit_fused_reduction(seg, e);
+      } else if (const auto epi = conv_epilogue_.find(s); epi != conv_epilogue_.end()) {
+        emit_dnnl_conv(seg, epi->second, e);
       } else if (seg.kind == Segment::Native) {
         emit_native(seg, e);
       } else {
@@ -1035,17 +1088,18 @@ class Generator {
 
   const Graph& g_;
   const FusionPlan& plan_;
+  const LayoutPlan& layouts_;
   CodegenOptions opt_;
   GeneratedCode out_;
   std::map<std::string, int> sym_;
   std::vector<Segment> segs_;
   std::vector<int> seg_of_, last_use_;
   std::vector<bool> needs_buffer_, is_output_;
-  std::vector<bool> nhwc_;         // per value: buffer stored channels-last
   std::vector<ValueId> folded_;    // per value: a folded transpose's input, or -1
   std::vector<int> slot_;          // per value: arena slot, or -1
   std::vector<bool> inplace_seg_;  // per segment: some store overwrites a read
   std::vector<std::string> step_kernels_;  // kernels emitted for the current segment
+  std::map<size_t, ConvEpilogue> conv_epilogue_;  // per oneDNN conv2d segment: its post-ops
 
   std::ostringstream kernels_;
 };
@@ -1084,6 +1138,22 @@ bool is_native(const Graph& g, const Node& n) {
   if (op == "reshape" || op == "identity" || op == "reshape_like" || op == "expand_dims")
     return dt(n.inputs[0]) == dt(n.outputs[0]);
   if (op == "zeros_like") return true;
+  // Contiguous blocks: a slice of leading rows (start >= 0, step 1, the row count known) and a
+  // concat along axis 0 of inputs with the output's dtype.
+  if (op == "slice") {
+    const std::vector<int64_t> axes = n.attrs.get_ints("axes", {0}), steps = n.attrs.get_ints("steps", {1});
+    const SymShape& xs = g.value(n.inputs[0]).shape;
+    return axes == std::vector<int64_t>{0} && steps == std::vector<int64_t>{1} && !xs.empty() && xs[0].known() &&
+           n.attrs.get_ints("starts").size() == 1 && n.attrs.get_ints("starts")[0] >= 0 &&
+           dt(n.inputs[0]) == dt(n.outputs[0]);
+  }
+  if (op == "concat") {
+    const int r = rank(n.outputs[0]);
+    const int64_t axis = n.attrs.get_int("axis", 0);
+    bool ok = r >= 1 && (axis == 0 || axis == -r);
+    for (ValueId v : n.inputs) ok = ok && dt(v) == dt(n.outputs[0]) && is_static(g.value(v).shape);
+    return ok;
+  }
   if (op == "sum" || op == "mean" || op == "max" || op == "min")
     return rank(n.inputs[0]) <= 16 && reduced_axes(n, rank(n.inputs[0])).has_value();
   if (op == "global_avg_pool2d") return rank(n.inputs[0]) == 4 && is_floating(dt(n.inputs[0]));
@@ -1109,8 +1179,17 @@ bool is_native(const Graph& g, const Node& n) {
   return false;
 }
 
-GeneratedCode generate_cpp(const Graph& g, const FusionPlan& plan, const CodegenOptions& options) {
-  return Generator(g, plan, options).run();
+LayoutTarget cpu_layout_target(bool dnnl) {
+  LayoutTarget t;
+  // oneDNN's AVX-512 kernels block channels by 16, its AVX2 ones by 8.
+  t.channel_block = host_cpu_signature().find(" avx512f") != std::string::npos ? 16 : 8;
+  t.handles_layouts = [dnnl](const Graph& g, const Node& n) { return is_native(g, n) && (n.op != "conv2d" || dnnl); };
+  return t;
+}
+
+GeneratedCode generate_cpp(const Graph& g, const FusionPlan& plan, const LayoutPlan& layouts,
+                           const CodegenOptions& options) {
+  return Generator(g, plan, layouts, options).run();
 }
 
 }  // namespace ingot::cpu

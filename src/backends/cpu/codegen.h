@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/dnnl_conv.h"
 #include "compiler/fusion_plan.h"
+#include "compiler/layout_plan.h"
 #include "ingot/graph.h"
 
 namespace ingot::cpu {
@@ -29,10 +31,12 @@ struct ArenaSlot {
   int reuses = -1;
 };
 
-// A conv2d the generated code hands to the host's oneDNN primitive (ingot_host::conv2d).
+// A conv2d the generated code hands to the host's oneDNN primitive (ingot_host::conv2d, or
+// conv2d_args when post-ops take operands).
 struct DnnlConvCall {
   NodeId node = -1;
-  bool src_nhwc = false, dst_nhwc = false;  // layouts of x and y in the generated code's buffers
+  Layout src_layout = Layout::Nchw, dst_layout = Layout::Nchw;  // of x's and y's buffers
+  std::vector<ConvPostOp> post_ops;         // the folded epilogue (codegen_conv.h)
 };
 
 // A conv2d_input_grad / conv2d_weight_grad the generated code hands to the host's oneDNN
@@ -58,12 +62,19 @@ struct GeneratedCode {
   std::vector<ArenaSlot> arena_slots;   // offsets[i] of the host's plan is slot i's
   std::vector<DnnlConvCall> dnnl_convs; // ingot_host::conv2d's `conv` indexes this
   std::vector<DnnlConvGradCall> dnnl_conv_grads;  // ingot_host::conv2d_grad's `grad` indexes this
-  std::vector<ValueId> nhwc_values;     // buffers kept channels-last (backend-internal layout)
+  std::vector<ValueId> channels_last_values;  // buffers not stored NCHW (the layout plan's)
   // Per profiled step (ig_profile id): its kernels' names and the ops / scopes it computes.
   std::vector<std::string> profile_names, profile_details;
 };
 
-GeneratedCode generate_cpp(const Graph& g, const FusionPlan& plan, const CodegenOptions& options);
+// `layouts`: how each buffer is stored (layout_plan.h; conv2d, batch_norm, global_avg_pool2d and
+// elementwise kernels handle every layout, the rest need NCHW).
+GeneratedCode generate_cpp(const Graph& g, const FusionPlan& plan, const LayoutPlan& layouts,
+                           const CodegenOptions& options);
+
+// What the generated code handles in every layout (LayoutTarget for plan_layouts): native nodes,
+// and conv2d only through oneDNN.
+LayoutTarget cpu_layout_target(bool dnnl);
 
 // True when `op` (with this node's dtypes and attributes) has native code.
 bool is_native(const Graph& g, const Node& n);

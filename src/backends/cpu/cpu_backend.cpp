@@ -35,7 +35,8 @@ struct Binding {
   std::vector<int64_t> dims;
   std::vector<BufferRequest> requests;  // per arena slot
   BufferPlacement placement;
-  std::vector<std::unique_ptr<cpu::DnnlConv>> convs;  // per GeneratedCode::dnnl_convs
+  std::vector<std::shared_ptr<const cpu::DnnlConv>> convs;  // per GeneratedCode::dnnl_convs
+  std::vector<cpu::ConvSpec> conv_specs;                     // what each was made for
   std::vector<std::unique_ptr<cpu::DnnlConvGrad>> conv_grads;  // per GeneratedCode::dnnl_conv_grads
 };
 
@@ -53,6 +54,7 @@ struct HostCall {
   const CpuExecutable* exe;
   const Binding* binding;
   int64_t step_start_ns = 0;  // profiling: when the running step began
+  cpu::WeightCache conv_weights;  // weights reordered for oneDNN during this call
 };
 
 class CpuExecutable final : public Executable {
@@ -119,7 +121,7 @@ class CpuExecutable final : public Executable {
       }
       out_ptrs[j] = outs[j].raw_data();
     }
-    HostCall call{this, b.get()};
+    HostCall call{this, b.get(), 0, {}};
     std::unique_ptr<Arena> arena = take_arena(static_cast<size_t>(b->placement.arena_bytes));
     struct GiveBack {
       const CpuExecutable* exe;
@@ -128,7 +130,8 @@ class CpuExecutable final : public Executable {
     } give_back{this, arena};
     ingot_host host{&call, const_ptrs_.data(), &CpuExecutable::run_node, arena->data,
                     b->placement.offsets.data(), &CpuExecutable::run_conv,
-                    profile::active() ? &CpuExecutable::profile_step : nullptr, &CpuExecutable::run_conv_grad};
+                    profile::active() ? &CpuExecutable::profile_step : nullptr, &CpuExecutable::run_conv_args,
+                    &CpuExecutable::run_conv_grad};
     char error[2048] = {0};
     if (in_ptrs.empty()) in_ptrs.push_back(nullptr);
     if (out_ptrs.empty()) out_ptrs.push_back(nullptr);
@@ -225,11 +228,18 @@ class CpuExecutable final : public Executable {
 
   static int run_conv(void* ctx, int32_t conv, const void* x, const void* w, const void* b, void* y, char* error,
                       size_t error_size) {
-    const HostCall& call = *static_cast<const HostCall*>(ctx);
+    const void* args[] = {x, w, b};
+    return run_conv_args(ctx, conv, args, y, error, error_size);
+  }
+  // args: x, w, b (or null), then one operand per binary post-op.
+  static int run_conv_args(void* ctx, int32_t conv, const void* const* args, void* y, char* error, size_t error_size) {
+    HostCall& call = *static_cast<HostCall*>(ctx);
     try {
+      const NodeId node = call.exe->code_.dnnl_convs.at(static_cast<size_t>(conv)).node;
       call.binding->convs.at(static_cast<size_t>(conv))
-          ->run(static_cast<const float*>(x), static_cast<const float*>(w), static_cast<const float*>(b),
-                static_cast<float*>(y));
+          ->run(static_cast<const float*>(args[0]), static_cast<const float*>(args[1]),
+                static_cast<const float*>(args[2]), args + 3, static_cast<float*>(y), &call.conv_weights,
+                call.exe->graph_.node(node).inputs[1]);
       return 0;
     } catch (const std::exception& e) {
       std::snprintf(error, error_size, "%s", e.what());
@@ -285,12 +295,16 @@ class CpuExecutable final : public Executable {
       const Node& n = graph_.node(c.node);
       const Shape &x = b.shapes[static_cast<size_t>(n.inputs[0])], &w = b.shapes[static_cast<size_t>(n.inputs[1])],
                   &y = b.shapes[static_cast<size_t>(n.outputs[0])];
-      const std::vector<int64_t> st = n.attrs.get_ints("stride", {1, 1}), pad = n.attrs.get_ints("padding", {0, 0}),
-                                 dil = n.attrs.get_ints("dilation", {1, 1});
-      cpu::ConvSpec spec{x[0], x[1], x[2], x[3], y[1], w[2], w[3], y[2], y[3], st.at(0), st.at(1), pad.at(0), pad.at(1),
-                         dil.at(0), dil.at(1), n.attrs.get_int("groups", 1), n.inputs.size() > 2, c.src_nhwc, c.dst_nhwc,
-                         false};
-      b.convs.push_back(std::make_unique<cpu::DnnlConv>(spec));
+      cpu::ConvSpec spec = cpu::conv_spec(n, x, w, y);
+      spec.src_layout = c.src_layout;
+      spec.dst_layout = c.dst_layout;
+      spec.post_ops = c.post_ops;
+      // Convs of one spec share a primitive (batch chunks repeat the same convs).
+      std::shared_ptr<const cpu::DnnlConv> conv;
+      for (size_t i = 0; i < b.convs.size() && !conv; ++i)
+        if (b.conv_specs[i] == spec) conv = b.convs[i];
+      b.convs.push_back(conv ? conv : std::make_shared<const cpu::DnnlConv>(spec));
+      b.conv_specs.push_back(std::move(spec));
     }
     for (const cpu::DnnlConvGradCall& c : code_.dnnl_conv_grads) {
       const Node& n = graph_.node(c.node);
@@ -380,19 +394,20 @@ int CpuBackend::compile_count() { return cpu::compiler_invocations().load(); }
 
 std::unique_ptr<Executable> CpuBackend::lower(const Graph& graph, const CompileOptions& options) const {
   return cpu::lower_with_plan(graph, fusion_plan_for(graph, options), options_, options.verbose,
-                              options.memory_planning);
+                              options.memory_planning, pass_enabled(options, "layout"));
 }
 
 std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const FusionPlan& plan,
                                                  const CpuBackend::CpuOptions& options_, bool verbose,
-                                                 const std::string& memory_planning) {
+                                                 const std::string& memory_planning, bool channels_last) {
   const cpu::Toolchain tc = cpu::find_toolchain(options_.compiler);
   cpu::CodegenOptions co;
   co.blas = !tc.openblas.empty();
   co.dnnl = cpu::dnnl_available();
   co.inplace = memory_planning != "none";
   co.num_threads = options_.num_threads;
-  cpu::GeneratedCode code = cpu::generate_cpp(graph, plan, co);
+  const LayoutPlan layouts = channels_last ? plan_layouts(graph, cpu::cpu_layout_target(co.dnnl)) : nchw_plan(graph);
+  cpu::GeneratedCode code = cpu::generate_cpp(graph, plan, layouts, co);
   cpu::BuildRequest req;
   req.source = code.source;
   req.flags = cpu::compile_flags(options_.extra_flags);
@@ -420,7 +435,7 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
     for (const BufferRequest& r : b.requests) inplace += r.reuses >= 0;
     std::cerr << "[cpu] arena: " << b.requests.size() << " buffers in " << b.placement.arena_bytes << " bytes (lower bound "
               << b.placement.lower_bound_bytes << ", " << inplace << " in place, memory_planning " << memory_planning
-              << "), " << exe->code().nhwc_values.size() << " kept channels-last\n";
+              << "), " << exe->code().channels_last_values.size() << " stored channels-last\n";
     for (size_t i = 0; i < b.convs.size(); ++i)
       std::cerr << "[cpu] conv2d node " << exe->code().dnnl_convs[i].node << ": oneDNN " << b.convs[i]->implementation()
                 << "\n";
@@ -439,7 +454,7 @@ cpu::ExecutionPlan cpu::execution_plan(const Executable& exe, const std::vector<
   p.requests = b->requests;
   p.placement = b->placement;
   for (const auto& c : b->convs) p.conv_implementations.push_back(c->implementation());
-  p.nhwc_values = cpu->code().nhwc_values;
+  p.channels_last_values = cpu->code().channels_last_values;
   return p;
 }
 

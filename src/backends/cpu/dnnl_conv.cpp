@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <unordered_map>
@@ -10,13 +11,44 @@
 
 #ifdef INGOT_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "backends/cpu/dnnl_util.h"
 #endif
 
 namespace ingot::cpu {
 
+ConvSpec conv_spec(const Node& n, const Shape& x, const Shape& w, const Shape& y) {
+  const std::vector<int64_t> st = n.attrs.get_ints("stride", {1, 1}), pad = n.attrs.get_ints("padding", {0, 0}),
+                             dil = n.attrs.get_ints("dilation", {1, 1});
+  ConvSpec s;
+  s.n = x[0];
+  s.cin = x[1];
+  s.h = x[2];
+  s.w = x[3];
+  s.cout = y[1];
+  s.kh = w[2];
+  s.kw = w[3];
+  s.oh = y[2];
+  s.ow = y[3];
+  s.sh = st.at(0);
+  s.sw = st.at(1);
+  s.ph = pad.at(0);
+  s.pw = pad.at(1);
+  s.dh = dil.at(0);
+  s.dw = dil.at(1);
+  s.groups = n.attrs.get_int("groups", 1);
+  s.has_bias = n.inputs.size() > 2;
+  return s;
+}
+
 #ifdef INGOT_HAVE_DNNL
 
 bool dnnl_available() { return true; }
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
 
 namespace {
 
@@ -24,27 +56,137 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 using Dt = memory::data_type;
 
-const dnnl::engine& cpu_engine() {
-  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-// A 64-byte aligned temporary for one call (empty when bytes == 0).
-struct Scratch {
-  void* p = nullptr;
-  explicit Scratch(size_t bytes) {
-    if (bytes == 0) return;
-    p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (p == nullptr) throw std::bad_alloc();
-  }
-  ~Scratch() { std::free(p); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-};
-
 bool is_reference_impl(const std::string& name) { return name.rfind("ref", 0) == 0; }
 
+// 0: a direct kernel, 1: im2col + GEMM, 2: the slow reference implementation.
+int kernel_class(const std::string& name) {
+  if (is_reference_impl(name)) return 2;
+  return name.find("gemm") != std::string::npos ? 1 : 0;
+}
+
+dnnl::algorithm eltwise_algorithm(ConvPostOp::Kind k) {
+  using K = ConvPostOp::Kind;
+  using A = dnnl::algorithm;
+  switch (k) {
+    case K::Relu: return A::eltwise_relu;
+    case K::Tanh: return A::eltwise_tanh;
+    case K::Sigmoid: return A::eltwise_logistic;
+    case K::Exp: return A::eltwise_exp;
+    case K::Log: return A::eltwise_log;
+    case K::Sqrt: return A::eltwise_sqrt;
+    case K::Abs: return A::eltwise_abs;
+    case K::GeluErf: return A::eltwise_gelu_erf;
+    case K::GeluTanh: return A::eltwise_gelu_tanh;
+    case K::Linear: return A::eltwise_linear;
+    case K::Add: return A::binary_add;
+    case K::Sub: return A::binary_sub;
+    case K::Mul: return A::binary_mul;
+    case K::Div: return A::binary_div;
+    case K::Max: return A::binary_max;
+    case K::Min: return A::binary_min;
+  }
+  return A::undef;
+}
+
+// The primitive and the layouts it runs in: the best class of kernel (direct, then im2col + GEMM,
+// then reference), preferring the caller's src/dst layouts (no per-call reorder), then
+// channels-last, then NCHW.
+struct Choice {
+  dnnl::convolution_forward::primitive_desc pd;
+  std::string name;
+  std::vector<std::pair<int, memory::desc>> binary_operands;  // post-op index, operand layout
+};
+
+std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, const memory::desc& dst_user,
+                             const memory::desc& wei_user, const memory::desc& bias_md, std::string* errors) {
+  const int64_t g = s.groups;
+  const memory::dims src{s.n, s.cin, s.h, s.w}, dst{s.n, s.cout, s.oh, s.ow};
+  const memory::dims wei = g > 1 ? memory::dims{g, s.cout / g, s.cin / g, s.kh, s.kw}
+                                 : memory::dims{s.cout, s.cin, s.kh, s.kw};
+  // oneDNN counts dilation from 0 and wants the right padding that yields exactly oh x ow.
+  const memory::dims strides{s.sh, s.sw}, dilates{s.dh - 1, s.dw - 1}, pad_l{s.ph, s.pw};
+  const memory::dims pad_r{(s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1 - s.h - s.ph,
+                           (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1 - s.w - s.pw};
+  Choice c;
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // thread-safe execution
+  dnnl::post_ops po;
+  for (size_t i = 0; i < s.post_ops.size(); ++i) {
+    const ConvPostOp& op = s.post_ops[i];
+    if (op.binary()) {
+      const memory::desc md = op.per_channel ? memory::desc({1, s.cout, 1, 1}, Dt::f32, Tag::abcd) : dst_user;
+      po.append_binary(eltwise_algorithm(op.kind), md);
+      c.binary_operands.emplace_back(static_cast<int>(i), md);
+    } else {
+      // relu's alpha is its negative slope (0); linear's alpha and beta are the map's.
+      const bool linear = op.kind == ConvPostOp::Kind::Linear;
+      po.append_eltwise(1.0f, eltwise_algorithm(op.kind), linear ? op.alpha : 0.0f, linear ? op.beta : 0.0f);
+    }
+  }
+  attr.set_post_ops(po);
+  // Channels-last with blocked weights runs the library's direct kernels; plain NCHW runs its
+  // im2col + GEMM.
+  struct Config {
+    memory::desc src, dst;
+    bool any_weights;
+  };
+  const Config configs[] = {{src_user, dst_user, true},
+                            {memory::desc(src, Dt::f32, Tag::nhwc), memory::desc(dst, Dt::f32, Tag::nhwc), true},
+                            {memory::desc(src, Dt::f32, Tag::nchw), memory::desc(dst, Dt::f32, Tag::nchw), false}};
+  std::optional<Choice> best;
+  for (const Config& cfg : configs) {
+    try {
+      const memory::desc wei_md = cfg.any_weights ? memory::desc(wei, Dt::f32, Tag::any) : wei_user;
+      const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                              cfg.src, wei_md, s.has_bias ? bias_md : memory::desc(), cfg.dst,
+                                              strides, dilates, pad_l, pad_r);
+      c.pd = dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
+      c.name = c.pd.impl_info_str();
+      if (!best || kernel_class(c.name) < kernel_class(best->name)) best = c;
+      if (kernel_class(best->name) == 0) break;
+    } catch (const dnnl::error& e) {
+      *errors += std::string(errors->empty() ? "" : "; ") + e.what();
+    }
+  }
+  return best;
+}
+
+memory::desc user_desc(const memory::dims& dims, Layout l) {
+  switch (l) {
+    case Layout::Nhwc: return memory::desc(dims, Dt::f32, Tag::nhwc);
+    case Layout::Nchw8c: return memory::desc(dims, Dt::f32, Tag::nChw8c);
+    case Layout::Nchw16c: return memory::desc(dims, Dt::f32, Tag::nChw16c);
+    case Layout::Nchw: break;
+  }
+  return memory::desc(dims, Dt::f32, Tag::nchw);
+}
+
+memory::desc weights_user(const ConvSpec& s) {
+  const int64_t g = s.groups;
+  return g > 1 ? memory::desc({g, s.cout / g, s.cin / g, s.kh, s.kw}, Dt::f32, Tag::goihw)
+               : memory::desc({s.cout, s.cin, s.kh, s.kw}, Dt::f32, Tag::oihw);
+}
+
 }  // namespace
+
+bool dnnl_conv_is_fast(const ConvSpec& s) {
+  if (s.n == 0 || s.cout == 0 || s.oh == 0 || s.ow == 0 || s.cin == 0) return false;
+  static std::mutex mu;
+  static std::vector<std::pair<ConvSpec, bool>> known;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& [spec, fast] : known)
+      if (spec == s) return fast;
+  }
+  std::string errors;
+  std::optional<Choice> c = choose(s, user_desc({s.n, s.cin, s.h, s.w}, s.src_layout), user_desc({s.n, s.cout, s.oh, s.ow}, s.dst_layout),
+                                   weights_user(s), memory::desc({s.cout}, Dt::f32, Tag::x), &errors);
+  const bool fast = c && !is_reference_impl(c->name);
+  std::lock_guard<std::mutex> lock(mu);
+  if (known.size() > 4096) known.clear();
+  known.emplace_back(s, fast);
+  return fast;
+}
 
 struct DnnlConv::Impl {
   ConvSpec spec;
@@ -53,6 +195,7 @@ struct DnnlConv::Impl {
   std::string name;
   dnnl::convolution_forward prim;
   memory::desc src_user, src_md, wei_user, wei_md, bias_md, dst_user, dst_md, scratch_md;
+  std::vector<std::pair<int, memory::desc>> binary_operands;
 };
 
 DnnlConv::DnnlConv(const ConvSpec& s) : impl_(std::make_unique<Impl>()) {
@@ -60,82 +203,59 @@ DnnlConv::DnnlConv(const ConvSpec& s) : impl_(std::make_unique<Impl>()) {
   m.spec = s;
   m.empty_output = s.n == 0 || s.cout == 0 || s.oh == 0 || s.ow == 0;
   m.no_input = !m.empty_output && s.cin == 0;
+  // The code generator folds post-ops only into convolutions with input channels.
+  INGOT_CHECK(!m.no_input || s.post_ops.empty(), "CpuBackend: conv2d with 0 input channels cannot take post-ops");
   if (m.empty_output || m.no_input) {
     m.name = "none (empty)";
     return;
   }
-  const int64_t g = s.groups;
-  const memory::dims src{s.n, s.cin, s.h, s.w}, dst{s.n, s.cout, s.oh, s.ow}, bias{s.cout};
-  const memory::dims wei = g > 1 ? memory::dims{g, s.cout / g, s.cin / g, s.kh, s.kw}
-                                 : memory::dims{s.cout, s.cin, s.kh, s.kw};
-  const Tag wei_tag = g > 1 ? Tag::goihw : Tag::oihw;
-  // oneDNN counts dilation from 0 and wants the right padding that yields exactly oh x ow.
-  const memory::dims strides{s.sh, s.sw}, dilates{s.dh - 1, s.dw - 1}, pad_l{s.ph, s.pw};
-  const memory::dims pad_r{(s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1 - s.h - s.ph,
-                           (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1 - s.w - s.pw};
-  m.src_user = memory::desc(src, Dt::f32, s.src_nhwc ? Tag::nhwc : Tag::nchw);
-  m.dst_user = memory::desc(dst, Dt::f32, s.dst_nhwc ? Tag::nhwc : Tag::nchw);
-  m.wei_user = memory::desc(wei, Dt::f32, wei_tag);
-  m.bias_md = memory::desc(bias, Dt::f32, Tag::x);
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // thread-safe execution
-  if (s.relu) {
-    dnnl::post_ops po;
-    po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-    attr.set_post_ops(po);
-  }
-  // Channels-last with blocked weights runs the library's direct (brgemm) kernels; plain NCHW
-  // runs its im2col + GEMM. Take the first that is not the slow reference implementation.
-  struct Config {
-    Tag src, dst;
-    bool any_weights;
-  };
-  const Config configs[] = {{Tag::nhwc, Tag::nhwc, true}, {Tag::nchw, Tag::nchw, false}};
+  m.src_user = user_desc({s.n, s.cin, s.h, s.w}, s.src_layout);
+  m.dst_user = user_desc({s.n, s.cout, s.oh, s.ow}, s.dst_layout);
+  m.wei_user = weights_user(s);
+  m.bias_md = memory::desc({s.cout}, Dt::f32, Tag::x);
   std::string errors;
-  bool have = false;
-  for (const Config& c : configs) {
-    try {
-      const memory::desc src_md(src, Dt::f32, c.src), dst_md(dst, Dt::f32, c.dst);
-      const memory::desc wei_md = c.any_weights ? memory::desc(wei, Dt::f32, Tag::any) : m.wei_user;
-      const dnnl::convolution_forward::desc d(
-          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md, wei_md,
-          s.has_bias ? m.bias_md : memory::desc(), dst_md, strides, dilates, pad_l, pad_r);
-      dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
-      const std::string name = pd.impl_info_str();
-      if (have && is_reference_impl(name)) continue;
-      m.prim = dnnl::convolution_forward(pd);
-      m.src_md = pd.src_desc();
-      m.wei_md = pd.weights_desc();
-      m.dst_md = pd.dst_desc();
-      m.scratch_md = pd.scratchpad_desc();
-      m.name = name;
-      have = true;
-      if (!is_reference_impl(name)) break;
-    } catch (const dnnl::error& e) {
-      errors += std::string(errors.empty() ? "" : "; ") + e.what();
-    }
-  }
-  INGOT_CHECK(have, "CpuBackend: oneDNN cannot run conv2d [", s.n, ", ", s.cin, ", ", s.h, ", ", s.w, "] -> [", s.n,
+  std::optional<Choice> c = choose(s, m.src_user, m.dst_user, m.wei_user, m.bias_md, &errors);
+  INGOT_CHECK(c.has_value(), "CpuBackend: oneDNN cannot run conv2d [", s.n, ", ", s.cin, ", ", s.h, ", ", s.w, "] -> [", s.n,
               ", ", s.cout, ", ", s.oh, ", ", s.ow, "]: ", errors);
+  m.prim = dnnl::convolution_forward(c->pd);
+  m.src_md = c->pd.src_desc();
+  m.wei_md = c->pd.weights_desc();
+  m.dst_md = c->pd.dst_desc();
+  m.scratch_md = c->pd.scratchpad_desc();
+  m.name = c->name;
+  m.binary_operands = c->binary_operands;
 }
 
 DnnlConv::~DnnlConv() = default;
 
 const std::string& DnnlConv::implementation() const { return impl_->name; }
 
-void DnnlConv::run(const float* x, const float* w, const float* b, float* y) const {
+struct WeightCache::Entries {
+  struct Entry {
+    memory::desc layout;
+    int64_t value;
+    std::unique_ptr<Scratch> reordered;
+  };
+  std::vector<Entry> list;
+};
+WeightCache::WeightCache() : entries_(std::make_unique<Entries>()) {}
+WeightCache::~WeightCache() = default;
+
+void DnnlConv::run(const float* x, const float* w, const float* b, const void* const* operands, float* y,
+                   WeightCache* weights, int64_t weights_value) const {
   const Impl& m = *impl_;
   const ConvSpec& s = m.spec;
   if (m.empty_output) return;
-  if (m.no_input) {  // an empty sum: bias (then relu) everywhere
-    const int64_t pixels = s.n * s.oh * s.ow;
-    for (int64_t p = 0; p < pixels; ++p)
-      for (int64_t c = 0; c < s.cout; ++c) {
-        float v = b != nullptr ? b[c] : 0.0f;
-        if (s.relu) v = std::max(v, 0.0f);
-        const int64_t img = p / (s.oh * s.ow), pix = p % (s.oh * s.ow);
-        y[s.dst_nhwc ? p * s.cout + c : (img * s.cout + c) * s.oh * s.ow + pix] = v;
-      }
+  if (m.no_input) {  // an empty sum: the bias everywhere
+    const int64_t pixels = s.oh * s.ow, block = layout_channel_block(s.dst_layout);
+    for (int64_t img = 0; img < s.n; ++img)
+      for (int64_t c = 0; c < s.cout; ++c)
+        for (int64_t p = 0; p < pixels; ++p) {
+          const int64_t at = s.dst_layout == Layout::Nhwc ? (img * pixels + p) * s.cout + c
+                             : block > 0 ? ((img * (s.cout / block) + c / block) * pixels + p) * block + c % block
+                                         : (img * s.cout + c) * pixels + p;
+          y[at] = b != nullptr ? b[c] : 0.0f;
+        }
     return;
   }
   try {
@@ -153,7 +273,18 @@ void DnnlConv::run(const float* x, const float* w, const float* b, float* y) con
     };
     std::optional<Scratch> src_tmp, wei_tmp;
     memory src_m = input(m.src_user, m.src_md, x, src_tmp);
-    memory wei_m = input(m.wei_user, m.wei_md, w, wei_tmp);
+    auto cached_weights = [&]() -> memory {
+      for (const WeightCache::Entries::Entry& e : weights->entries_->list)
+        if (e.value == weights_value && e.layout == m.wei_md) return memory(m.wei_md, eng, e.reordered->p);
+      auto scratch = std::make_unique<Scratch>(m.wei_md.get_size());
+      memory u(m.wei_user, eng, const_cast<float*>(w)), t(m.wei_md, eng, scratch->p);
+      dnnl::reorder(u, t).execute(st, u, t);
+      weights->entries_->list.push_back({m.wei_md, weights_value, std::move(scratch)});
+      return t;
+    };
+    memory wei_m = weights != nullptr && weights_value >= 0 && !(m.wei_user == m.wei_md)
+                       ? cached_weights()
+                       : input(m.wei_user, m.wei_md, w, wei_tmp);
     memory dst_u(m.dst_user, eng, y);
     Scratch dst_tmp(m.dst_user == m.dst_md ? 0 : m.dst_md.get_size());
     memory dst_m = m.dst_user == m.dst_md ? dst_u : memory(m.dst_md, eng, dst_tmp.p);
@@ -161,6 +292,11 @@ void DnnlConv::run(const float* x, const float* w, const float* b, float* y) con
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, wei_m}, {DNNL_ARG_DST, dst_m},
                                             {DNNL_ARG_SCRATCHPAD, memory(m.scratch_md, eng, pad.p)}};
     if (s.has_bias) args.emplace(DNNL_ARG_BIAS, memory(m.bias_md, eng, const_cast<float*>(b)));
+    for (size_t i = 0; i < m.binary_operands.size(); ++i) {
+      const auto& [index, md] = m.binary_operands[i];
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1,
+                   memory(md, eng, const_cast<void*>(operands[i])));
+    }
     m.prim.execute(st, args);
     if (!(m.dst_user == m.dst_md)) dnnl::reorder(dst_m, dst_u).execute(st, dst_m, dst_u);
     st.wait();
@@ -176,10 +312,14 @@ bool dnnl_available() { return false; }
 struct DnnlConv::Impl {
   std::string name = "unavailable";
 };
+struct WeightCache::Entries {};
+WeightCache::WeightCache() = default;
+WeightCache::~WeightCache() = default;
 DnnlConv::DnnlConv(const ConvSpec&) { INGOT_FAIL("CpuBackend: ingot was built without oneDNN"); }
 DnnlConv::~DnnlConv() = default;
 const std::string& DnnlConv::implementation() const { return impl_->name; }
-void DnnlConv::run(const float*, const float*, const float*, float*) const {
+bool dnnl_conv_is_fast(const ConvSpec&) { return false; }
+void DnnlConv::run(const float*, const float*, const float*, const void* const*, float*, WeightCache*, int64_t) const {
   INGOT_FAIL("CpuBackend: ingot was built without oneDNN");
 }
 

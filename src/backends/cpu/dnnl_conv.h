@@ -1,10 +1,11 @@
 // conv2d through oneDNN (Debian libdnnl-dev), run by the host on behalf of the generated code.
 //
 // A DnnlConv is built once per concrete shape: at load for static shapes, on the first call with
-// new input shapes otherwise. It holds the convolution primitive (channels-last src/dst,
-// weights in the library's preferred blocked layout, bias and an optional relu post-op) and the
-// reorders between the caller's layouts and the primitive's. `run` is safe to call from several
-// threads at once: temporaries (weight reorder, scratchpad, layout conversions) are per call.
+// new input shapes otherwise. It holds the convolution primitive (src/dst in the caller's layouts,
+// weights in the library's preferred blocked layout, bias, and the elementwise epilogue the code
+// generator folded into it as post-ops) and the reorders between the caller's layouts and the
+// primitive's. `run` is safe to call from several threads at once: temporaries (weight reorder,
+// scratchpad, layout conversions) are per call.
 //
 // Without oneDNN at build time, dnnl_available() is false and the code generator keeps its own
 // im2col + GEMM convolution.
@@ -13,26 +14,73 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "compiler/layout_plan.h"
+#include "ingot/graph.h"
 
 namespace ingot::cpu {
 
 bool dnnl_available();
 
+// One elementwise step applied to the convolution's result inside the primitive (a oneDNN
+// post-op), in order. Unary kinds take no operand; Linear is alpha * y + beta; the binary kinds
+// combine y with an operand (y op operand) that is per channel ([C] values) or a full tensor of
+// y's shape, stored in y's layout.
+struct ConvPostOp {
+  enum class Kind { Relu, Tanh, Sigmoid, Exp, Log, Sqrt, Abs, GeluErf, GeluTanh, Linear, Add, Sub, Mul, Div, Max, Min };
+  Kind kind = Kind::Relu;
+  float alpha = 1.0f, beta = 0.0f;  // Linear
+  bool per_channel = false;         // binary: operand has C values (else y's shape)
+  bool binary() const { return kind >= Kind::Add; }
+  bool operator==(const ConvPostOp&) const = default;
+};
+
 struct ConvSpec {
   int64_t n = 0, cin = 0, h = 0, w = 0, cout = 0, kh = 0, kw = 0, oh = 0, ow = 0;
   int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, groups = 1;
   bool has_bias = false;
-  bool src_nhwc = false;  // the caller's x is stored channels-last (else NCHW)
-  bool dst_nhwc = false;  // the caller wants y channels-last (else NCHW)
-  bool relu = false;      // relu post-op on the result
+  Layout src_layout = Layout::Nchw;  // how the caller stores x
+  Layout dst_layout = Layout::Nchw;  // how the caller wants y
+  std::vector<ConvPostOp> post_ops;  // binary ones take run()'s operands, in order
+  bool operator==(const ConvSpec&) const = default;
+};
+
+// The spec of conv2d node `conv` for concrete shapes of x, w and y (layouts NCHW, no post-ops).
+ConvSpec conv_spec(const Node& conv, const Shape& x, const Shape& w, const Shape& y);
+
+// Whether oneDNN runs `spec` (post-ops included) with one of its optimized kernels, not only the
+// slow reference implementation (the code generator folds an epilogue only when it does).
+// Remembered per spec for the process: code generation asks again for every compile.
+bool dnnl_conv_is_fast(const ConvSpec& spec);
+
+// Weights reordered into primitives' layouts, kept for the rest of one evaluation: batch chunks
+// run the same convolution on the same weights many times. Entries are keyed by the weights'
+// value in the graph (not their address: an arena slot may hold another value later in the
+// call). Used from one thread at a time.
+class WeightCache {
+ public:
+  WeightCache();
+  ~WeightCache();
+  WeightCache(const WeightCache&) = delete;
+  WeightCache& operator=(const WeightCache&) = delete;
+
+ private:
+  friend class DnnlConv;
+  struct Entries;
+  std::unique_ptr<Entries> entries_;
 };
 
 class DnnlConv {
  public:
   explicit DnnlConv(const ConvSpec& spec);  // throws ingot::Error when oneDNN cannot run it
   ~DnnlConv();
-  // x, w ([cout, cin/groups, kh, kw]), b ([cout] or null), y: float32. Throws ingot::Error.
-  void run(const float* x, const float* w, const float* b, float* y) const;
+  // x, w ([cout, cin/groups, kh, kw]), b ([cout] or null), y: float32; `operands`: float32, one
+  // per binary post-op, in order (null when there are none). `weights`: where w, the graph value
+  // `weights_value`, stays reordered for later calls during one evaluation (null: reorder each
+  // call). Throws ingot::Error.
+  void run(const float* x, const float* w, const float* b, const void* const* operands, float* y,
+           WeightCache* weights = nullptr, int64_t weights_value = -1) const;
   const std::string& implementation() const;  // oneDNN's name for the kernel it chose
 
  private:

@@ -10,27 +10,18 @@
 
 #ifdef INGOT_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "backends/cpu/dnnl_util.h"
 #endif
 
 namespace ingot::cpu {
 
 namespace {
 const char* op_name(ConvGradKind kind) { return kind == ConvGradKind::Input ? "conv2d_input_grad" : "conv2d_weight_grad"; }
-
-ConvSpec forward_spec(const Node& n, const Shape& x, const Shape& w, const Shape& y) {
-  const std::vector<int64_t> st = n.attrs.get_ints("stride", {1, 1}), pad = n.attrs.get_ints("padding", {0, 0}),
-                             dil = n.attrs.get_ints("dilation", {1, 1});
-  ConvSpec s;
-  s.n = x[0], s.cin = x[1], s.h = x[2], s.w = x[3];
-  s.cout = y[1], s.kh = w[2], s.kw = w[3], s.oh = y[2], s.ow = y[3];
-  s.sh = st.at(0), s.sw = st.at(1), s.ph = pad.at(0), s.pw = pad.at(1), s.dh = dil.at(0), s.dw = dil.at(1);
-  s.groups = n.attrs.get_int("groups", 1);
-  return s;
-}
 }  // namespace
 
 DnnlConvGrad::DnnlConvGrad(const Node& grad, const Shape& x, const Shape& w, const Shape& dy)
-    : DnnlConvGrad(forward_spec(grad, x, w, dy),
+    : DnnlConvGrad(conv_spec(grad, x, w, dy),
                    grad.op == "conv2d_input_grad" ? ConvGradKind::Input : ConvGradKind::Weight) {}
 
 #ifdef INGOT_HAVE_DNNL
@@ -41,23 +32,13 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 using Dt = memory::data_type;
 
-const dnnl::engine& engine() {
-  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
+// The caller's activation layout; the backward kernels take NCHW or NHWC buffers only (the layout
+// plan keeps the operands of conv gradients NCHW).
+Tag activation_tag(Layout l) {
+  INGOT_CHECK(l == Layout::Nchw || l == Layout::Nhwc, "CpuBackend: conv2d gradients take NCHW or NHWC buffers, not ",
+              layout_name(l));
+  return l == Layout::Nhwc ? Tag::nhwc : Tag::nchw;
 }
-
-// A 64-byte aligned temporary for one call (empty when bytes == 0).
-struct Temporary {
-  void* p = nullptr;
-  explicit Temporary(size_t bytes) {
-    if (bytes == 0) return;
-    p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (p == nullptr) throw std::bad_alloc();
-  }
-  ~Temporary() { std::free(p); }
-  Temporary(const Temporary&) = delete;
-  Temporary& operator=(const Temporary&) = delete;
-};
 
 }  // namespace
 
@@ -88,8 +69,8 @@ DnnlConvGrad::DnnlConvGrad(const ConvSpec& s, ConvGradKind kind) : impl_(std::ma
   const memory::dims strides{s.sh, s.sw}, dilates{s.dh - 1, s.dw - 1}, pad_l{s.ph, s.pw};
   const memory::dims pad_r{(s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1 - s.h - s.ph,
                            (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1 - s.w - s.pw};
-  const memory::desc x_user(src, Dt::f32, s.src_nhwc ? Tag::nhwc : Tag::nchw);
-  const memory::desc dy_user(dst, Dt::f32, s.dst_nhwc ? Tag::nhwc : Tag::nchw);
+  const memory::desc x_user(src, Dt::f32, activation_tag(s.src_layout));
+  const memory::desc dy_user(dst, Dt::f32, activation_tag(s.dst_layout));
   const memory::desc w_user(wei, Dt::f32, g > 1 ? Tag::goihw : Tag::oihw);
   // a and b: the operands run() takes; out: what it writes.
   const bool input_grad = kind == ConvGradKind::Input;
@@ -114,7 +95,7 @@ DnnlConvGrad::DnnlConvGrad(const ConvSpec& s, ConvGradKind kind) : impl_(std::ma
       const dnnl::convolution_forward::primitive_desc hint(
           dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                           src_md, wei_md, dst_md, strides, dilates, pad_l, pad_r),
-          engine());
+          cpu_engine());
       // Both primitive descriptors name their operands' layouts by execution argument.
       auto adopt = [&](const dnnl::primitive_desc& pd, dnnl::primitive prim) {
         m.prim = std::move(prim);
@@ -128,7 +109,7 @@ DnnlConvGrad::DnnlConvGrad(const ConvSpec& s, ConvGradKind kind) : impl_(std::ma
         const dnnl::convolution_backward_data::primitive_desc pd(
             dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src_md, wei_md, dst_md, strides,
                                                   dilates, pad_l, pad_r),
-            attr, engine(), hint);
+            attr, cpu_engine(), hint);
         name = pd.impl_info_str();
         if (have && name.rfind("ref", 0) == 0) continue;
         adopt(pd, dnnl::convolution_backward_data(pd));
@@ -136,7 +117,7 @@ DnnlConvGrad::DnnlConvGrad(const ConvSpec& s, ConvGradKind kind) : impl_(std::ma
         const dnnl::convolution_backward_weights::primitive_desc pd(
             dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_md, wei_md, dst_md,
                                                      strides, dilates, pad_l, pad_r),
-            attr, engine(), hint);
+            attr, cpu_engine(), hint);
         name = pd.impl_info_str();
         if (have && name.rfind("ref", 0) == 0) continue;
         adopt(pd, dnnl::convolution_backward_weights(pd));
@@ -164,25 +145,25 @@ void DnnlConvGrad::run(const float* a, const float* b, float* out) const {
     return;
   }
   try {
-    dnnl::stream st(engine());
+    dnnl::stream st(cpu_engine());
     // Operands in the caller's layout are reordered into per-call temporaries where the
     // primitive wants another one; the result likewise back into the caller's layout.
-    auto operand = [&](const memory::desc& user, const memory::desc& want, const float* p, std::optional<Temporary>& tmp) {
-      memory u(user, engine(), const_cast<float*>(p));
+    auto operand = [&](const memory::desc& user, const memory::desc& want, const float* p, std::optional<Scratch>& tmp) {
+      memory u(user, cpu_engine(), const_cast<float*>(p));
       if (user == want) return u;
       tmp.emplace(want.get_size());
-      memory t(want, engine(), tmp->p);
+      memory t(want, cpu_engine(), tmp->p);
       dnnl::reorder(u, t).execute(st, u, t);
       return t;
     };
-    std::optional<Temporary> a_tmp, b_tmp;
+    std::optional<Scratch> a_tmp, b_tmp;
     const memory a_m = operand(m.a_user, m.a_md, a, a_tmp), b_m = operand(m.b_user, m.b_md, b, b_tmp);
-    memory out_u(m.out_user, engine(), out);
-    Temporary out_tmp(m.out_user == m.out_md ? 0 : m.out_md.get_size());
-    memory out_m = m.out_user == m.out_md ? out_u : memory(m.out_md, engine(), out_tmp.p);
-    Temporary pad(m.scratch_md.get_size());
+    memory out_u(m.out_user, cpu_engine(), out);
+    Scratch out_tmp(m.out_user == m.out_md ? 0 : m.out_md.get_size());
+    memory out_m = m.out_user == m.out_md ? out_u : memory(m.out_md, cpu_engine(), out_tmp.p);
+    Scratch pad(m.scratch_md.get_size());
     m.prim.execute(st, {{m.a_arg, a_m}, {m.b_arg, b_m}, {m.out_arg, out_m},
-                        {DNNL_ARG_SCRATCHPAD, memory(m.scratch_md, engine(), pad.p)}});
+                        {DNNL_ARG_SCRATCHPAD, memory(m.scratch_md, cpu_engine(), pad.p)}});
     if (!(m.out_user == m.out_md)) dnnl::reorder(out_m, out_u).execute(st, out_m, out_u);
     st.wait();
   } catch (const dnnl::error& e) {

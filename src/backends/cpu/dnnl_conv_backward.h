@@ -22,8 +22,8 @@ enum class ConvGradKind {
 
 class DnnlConvGrad {
  public:
-  // `spec`: the forward convolution's geometry; src_nhwc / dst_nhwc give the layouts of x (or
-  // dx) and dy in the caller's buffers. Throws ingot::Error when oneDNN cannot run it.
+  // `spec`: the forward convolution's geometry; src_layout / dst_layout give the layouts of x
+  // (or dx) and dy in the caller's buffers (NCHW or NHWC). Throws ingot::Error when oneDNN cannot run it.
   DnnlConvGrad(const ConvSpec& spec, ConvGradKind kind);
   // For node `grad` (conv2d_input_grad or conv2d_weight_grad, conv2d's attributes) with these
   // concrete shapes of the forward x, w and y (= dy), NCHW activations.

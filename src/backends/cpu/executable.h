@@ -12,18 +12,21 @@
 
 namespace ingot::cpu {
 
+// channels_last: store buffers as plan_layouts decides for this backend (the layout pass's
+// decisions), else all NCHW.
 std::unique_ptr<Executable> lower_with_plan(const Graph& graph, const FusionPlan& plan,
                                             const CpuBackend::CpuOptions& options, bool verbose,
-                                            const std::string& memory_planning = "greedy");
+                                            const std::string& memory_planning = "greedy",
+                                            bool channels_last = true);
 
 // What a CPU executable runs with for these input shapes (planned at load for static shapes, on
 // the first call otherwise): the arena requests (one per intermediate buffer, steps = generated
-// schedule) and their placement, oneDNN's kernel per conv2d, the buffers kept channels-last.
+// schedule) and their placement, oneDNN's kernel per conv2d, the buffers not stored NCHW.
 struct ExecutionPlan {
   std::vector<BufferRequest> requests;
   BufferPlacement placement;
   std::vector<std::string> conv_implementations;
-  std::vector<ValueId> nhwc_values;
+  std::vector<ValueId> channels_last_values;
 };
 ExecutionPlan execution_plan(const Executable& exe, const std::vector<Shape>& input_shapes);
 

@@ -26,6 +26,7 @@ struct ingot_host {
   int (*conv2d)(void* ctx, int32_t conv, const void* x, const void* w, const void* b, void* y,
                 char* error, size_t error_size);
   void (*profile)(void* ctx, int32_t kernel, int32_t phase);
+  int (*conv2d_args)(void* ctx, int32_t conv, const void* const* args, void* y, char* error, size_t error_size);
   int (*conv2d_grad)(void* ctx, int32_t grad, const void* a, const void* b, void* out, char* error,
                      size_t error_size);
 };
@@ -73,6 +74,13 @@ struct ig_bf16 {
   static ig_bf16 from_bits(uint16_t b) { ig_bf16 h; h.bits = b; return h; }
 };
 
+// The raw bits of float16 / bfloat16 buffers, for kernels that move uint16_t (both structs are
+// standard-layout with the bits as their only member).
+inline const uint16_t* ig_raw(const ig_half* p) { return reinterpret_cast<const uint16_t*>(p); }
+inline uint16_t* ig_raw(ig_half* p) { return reinterpret_cast<uint16_t*>(p); }
+inline const uint16_t* ig_raw(const ig_bf16* p) { return reinterpret_cast<const uint16_t*>(p); }
+inline uint16_t* ig_raw(ig_bf16* p) { return reinterpret_cast<uint16_t*>(p); }
+
 template <class T> struct ig_compute { using type = T; };
 template <> struct ig_compute<ig_half> { using type = float; };
 template <> struct ig_compute<ig_bf16> { using type = float; };
@@ -118,12 +126,12 @@ struct ig_times { template <class U> U operator()(U a, U b) const { return a * b
 
 // exp: Cody-Waite reduction x = n ln2 + r, degree-7 polynomial (Cephes expf), scale by 2^n as
 // two exact power-of-two factors (one rounding, also for subnormal results). Max error 1.01 ulp.
-IG_VMATH float ig_vexp(float x) {
-  x = x > 89.0f ? 89.0f : x;        // e^89 > FLT_MAX: the scaling below gives +inf
-  x = x < -104.0f ? -104.0f : x;    // e^-104 < 2^-150: the scaling below gives +0 (NaN passes)
+// ig_vexp_reduced returns e^r and sets n; ig_vexp_normal is exp for arguments whose result is a
+// normal float (one scale factor, no clamps: erf's tail uses it).
+IG_VMATH float ig_vexp_reduced(float x, int32_t& ni) {
   const float t = x * 1.44269504088896341f + 12582912.0f;  // round(x / ln2) + 1.5 * 2^23
   const float n = t - 12582912.0f;
-  const int32_t ni = static_cast<int32_t>(ig_fbits(t) - 0x4b400000u);
+  ni = static_cast<int32_t>(ig_fbits(t) - 0x4b400000u);
   float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   const float z = r * r;
@@ -133,7 +141,18 @@ IG_VMATH float ig_vexp(float x) {
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  p = p * z + r + 1.0f;
+  return p * z + r + 1.0f;
+}
+IG_VMATH float ig_vexp_normal(float x) {
+  int32_t ni;
+  const float p = ig_vexp_reduced(x, ni);
+  return p * ig_bitsf(static_cast<uint32_t>(ni + 127) << 23);
+}
+IG_VMATH float ig_vexp(float x) {
+  x = x > 89.0f ? 89.0f : x;        // e^89 > FLT_MAX: the scaling below gives +inf
+  x = x < -104.0f ? -104.0f : x;    // e^-104 < 2^-150: the scaling below gives +0 (NaN passes)
+  int32_t ni;
+  const float p = ig_vexp_reduced(x, ni);
   const int32_t n1 = ni >> 1, n2 = ni - n1;
   const float s1 = ig_bitsf(static_cast<uint32_t>(n1 + 127) << 23);
   const float s2 = ig_bitsf(static_cast<uint32_t>(n2 + 127) << 23);
@@ -218,7 +237,7 @@ IG_VMATH float ig_verf(float x) {
   r = r * t - 6.34846687e-1f;
   r = r * t - 1.28717512e-1f;
   r = r * t - t;
-  const float large = 1.0f - ig_vexp(r);
+  const float large = 1.0f - ig_vexp_normal(r);  // r = log(erfc(t)) in about [-18, -1.7]: e^r is normal
   const float res = t > 0.927734375f ? large : small;
   return ig_bitsf(ig_fbits(res) | sign);
 }
@@ -458,12 +477,15 @@ void ig_batch_norm(const T* __restrict x, const P1* w, const P2* b, const P3* me
   }
 }
 
-// ---- channels-last (NHWC) variants, for buffers the code generator keeps in oneDNN's layout ----
-// batch_norm over rows of `channels` contiguous values (the same arithmetic as ig_batch_norm).
+// ---- channels-last variants, for buffers the layout plan stores NHWC or channel-blocked ----
+// batch_norm of a buffer viewed as [outer, blocks, pixels, block] with channel = b * block + lane
+// (NHWC: [N * H * W, 1, 1, C]; blocked: [N, C / block, H * W, block]); the arithmetic of
+// ig_batch_norm.
 template <class T, class P1, class P2, class P3, class P4>
-void ig_batch_norm_nhwc(const T* __restrict x, const P1* w, const P2* b, const P3* mean, const P4* var,
-                        T* __restrict y, int64_t rows, int64_t channels, double eps) {
+void ig_batch_norm_cl(const T* __restrict x, const P1* w, const P2* b, const P3* mean, const P4* var,
+                      T* __restrict y, int64_t outer, int64_t blocks, int64_t pixels, int64_t block, double eps) {
   using C = ig_c<T>;
+  const int64_t channels = blocks * block;
   C* sc = static_cast<C*>(std::malloc(sizeof(C) * size_t(channels > 0 ? 2 * channels : 1)));
   if (sc == nullptr) throw std::bad_alloc();
   C* sh = sc + channels;
@@ -474,35 +496,41 @@ void ig_batch_norm_nhwc(const T* __restrict x, const P1* w, const P2* b, const P
     sh[c] = static_cast<C>(static_cast<double>(static_cast<ig_c<P2>>(b[c])) -
                            static_cast<double>(static_cast<ig_c<P3>>(mean[c])) * scale);
   }
-  #pragma omp parallel for if(ig_big(rows * channels) && rows > 1)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * channels;
-    T* yr = y + r * channels;
-    #pragma omp simd
-    for (int64_t c = 0; c < channels; ++c) yr[c] = static_cast<T>(static_cast<C>(xr[c]) * sc[c] + sh[c]);
+  #pragma omp parallel for if(ig_big(outer * channels * pixels) && outer * blocks > 1)
+  for (int64_t ob = 0; ob < outer * blocks; ++ob) {
+    const C* scb = sc + (ob % blocks) * block;
+    const C* shb = sh + (ob % blocks) * block;
+    for (int64_t p = 0; p < pixels; ++p) {
+      const T* xr = x + (ob * pixels + p) * block;
+      T* yr = y + (ob * pixels + p) * block;
+      #pragma omp simd
+      for (int64_t l = 0; l < block; ++l) yr[l] = static_cast<T>(static_cast<C>(xr[l]) * scb[l] + shb[l]);
+    }
   }
   std::free(sc);
 }
 
-// global_avg_pool2d of [n, pixels, channels] into [n, channels]: a double sum per channel, the
-// pixels streamed once (the NCHW reduction would stride through the image once per channel).
+// global_avg_pool2d of a buffer viewed as [outer, pixels, inner] into [outer, inner] (NHWC:
+// [N, H * W, C]; blocked: [N * C / block, H * W, block], whose [outer, inner] order is y's): a
+// double sum per channel, the pixels streamed once (the NCHW reduction strides through the
+// image once per channel).
 template <class T, class O>
-void ig_avg_pool_nhwc(const T* __restrict x, O* __restrict y, int64_t n, int64_t pixels, int64_t channels) {
+void ig_avg_pool_cl(const T* __restrict x, O* __restrict y, int64_t outer, int64_t pixels, int64_t inner) {
   const int64_t chunk = 256;  // channels per task: a few KiB of accumulators
-  const int64_t tasks_per_image = (channels + chunk - 1) / chunk;
-  #pragma omp parallel for if(ig_big(n * pixels * channels) && n * tasks_per_image > 1)
-  for (int64_t t = 0; t < n * tasks_per_image; ++t) {
-    const int64_t img = t / tasks_per_image, c0 = (t % tasks_per_image) * chunk;
-    const int64_t m = std::min(chunk, channels - c0);
+  const int64_t tasks_per_row = (inner + chunk - 1) / chunk;
+  #pragma omp parallel for if(ig_big(outer * pixels * inner) && outer * tasks_per_row > 1)
+  for (int64_t t = 0; t < outer * tasks_per_row; ++t) {
+    const int64_t o = t / tasks_per_row, c0 = (t % tasks_per_row) * chunk;
+    const int64_t m = std::min(chunk, inner - c0);
     double acc[256];
     for (int64_t c = 0; c < m; ++c) acc[c] = 0.0;
-    const T* xi = x + img * pixels * channels + c0;
+    const T* xo = x + o * pixels * inner + c0;
     for (int64_t p = 0; p < pixels; ++p) {
-      const T* xp = xi + p * channels;
+      const T* xp = xo + p * inner;
       #pragma omp simd
       for (int64_t c = 0; c < m; ++c) acc[c] += static_cast<double>(static_cast<ig_c<T>>(xp[c]));
     }
-    for (int64_t c = 0; c < m; ++c) y[img * channels + c0 + c] = static_cast<O>(acc[c] / static_cast<double>(pixels));
+    for (int64_t c = 0; c < m; ++c) y[o * inner + c0 + c] = static_cast<O>(acc[c] / static_cast<double>(pixels));
   }
 }
 )IGPRELUDE";

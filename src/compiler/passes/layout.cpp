@@ -1,19 +1,119 @@
-// Layout choice: at optimization_level=high, conv2d nodes get the attribute layout = "nhwc" as a
-// hint that a CPU backend may run them channels-last (converting at the group boundary). It does
-// not change the IR's semantics: tensors stay NCHW in the graph, and the reference backend ignores
-// the attribute (it always computes NCHW).
+// The layout pass: which rank-4 buffers a backend stores channels-last (compiler/layout_plan.h
+// states the rules). Like the fusion pass it decides without rewriting the graph: backends call
+// layout_plan_for(graph, options, target), and this pass reports the decisions for a CPU target
+// with 8-channel blocks.
+//
+// The plan starts from every channels-last conv2d's output and carries the layout forward
+// through batch_norm and elementwise nodes whose full-shape inputs agree; then, to a fixpoint, a
+// value goes back to NCHW when it is a graph output, when a reader cannot read the layout, or
+// when its batch_norm / elementwise producer has a full-shape input in another layout.
+#include <sstream>
+
+#include "compiler/layout_plan.h"
 #include "compiler/passes/passes.h"
+#include "ir/op_registry.h"
 
 namespace ingot {
+namespace {
+
+bool rank4(const Value& v) { return v.shape.size() == 4; }
+
+// The layout a node's output takes when all its rank-4 inputs of the output's shape share one
+// (batch_norm and elementwise nodes); Nchw when they differ or there are none.
+Layout carried_layout(const Graph& g, const Node& n, const std::vector<Layout>& of) {
+  const Value& y = g.value(n.outputs[0]);
+  Layout l = Layout::Nchw;
+  bool first = true;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const Value& x = g.value(n.inputs[i]);
+    if (!rank4(x) || x.shape != y.shape || (n.op == "batch_norm" && i > 0)) continue;
+    if (!first && of[static_cast<size_t>(x.id)] != l) return Layout::Nchw;
+    l = of[static_cast<size_t>(x.id)];
+    first = false;
+  }
+  return l;
+}
+
+bool carries_layout(const Graph& g, const Node& n) {
+  if (n.outputs.size() != 1 || !rank4(g.value(n.outputs[0]))) return false;
+  return n.op == "batch_norm" || get_op(n.op).fusion == FusionClass::Elementwise;
+}
+
+}  // namespace
+
+LayoutPlan plan_layouts(const Graph& g, const LayoutTarget& target) {
+  LayoutPlan plan = nchw_plan(g);
+  std::vector<Layout>& of = plan.of_value;
+  auto handles = [&](const Node& n) { return target.handles_layouts(g, n); };
+  auto channels_last = [&](const Value& v) {
+    const int b = target.channel_block;
+    if (b > 0 && v.shape[1].known() && v.shape[1].value % b == 0) return b == 16 ? Layout::Nchw16c : Layout::Nchw8c;
+    return Layout::Nhwc;
+  };
+  bool any = false;
+  for (const Node& n : g.nodes()) {
+    if (!handles(n)) continue;
+    const ValueId y = n.outputs.empty() ? -1 : n.outputs[0];
+    if (conv_runs_channels_last(g, n)) {
+      of[static_cast<size_t>(y)] = channels_last(g.value(y));
+      any = true;
+    } else if (carries_layout(g, n)) {
+      of[static_cast<size_t>(y)] = carried_layout(g, n, of);
+    }
+  }
+  if (!any) return plan;
+  std::vector<std::vector<NodeId>> readers(g.values().size());
+  for (const Node& n : g.nodes())
+    for (ValueId v : n.inputs) readers[static_cast<size_t>(v)].push_back(n.id);
+  // Whether reader r handles value v in layout l.
+  auto reads = [&](const Node& r, ValueId v, Layout l) {
+    if (!handles(r)) return false;
+    if (r.op == "conv2d") {
+      for (size_t i = 1; i < r.inputs.size(); ++i)
+        if (r.inputs[i] == v) return false;  // weights and bias are plain
+      return conv_runs_channels_last(g, r);
+    }
+    if (r.op == "batch_norm") return r.inputs[0] == v && of[static_cast<size_t>(r.outputs[0])] == l;
+    if (r.op == "global_avg_pool2d") return true;
+    return get_op(r.op).fusion == FusionClass::Elementwise && r.outputs.size() == 1 && rank4(g.value(r.outputs[0]));
+  };
+  bool changed = true;
+  auto demote = [&](ValueId v) {
+    changed = changed || of[static_cast<size_t>(v)] != Layout::Nchw;
+    of[static_cast<size_t>(v)] = Layout::Nchw;
+  };
+  while (changed) {
+    changed = false;
+    for (const auto& [name, v] : g.outputs()) demote(v);
+    for (const Node& n : g.nodes()) {
+      if (n.outputs.size() != 1) continue;
+      const ValueId y = n.outputs[0];
+      if (of[static_cast<size_t>(y)] != Layout::Nchw && carries_layout(g, n) &&
+          carried_layout(g, n, of) != of[static_cast<size_t>(y)])
+        demote(y);
+    }
+    for (size_t v = 0; v < of.size(); ++v) {
+      if (of[v] == Layout::Nchw) continue;
+      for (NodeId r : readers[v])
+        if (!reads(g.node(r), static_cast<ValueId>(v), of[v])) demote(static_cast<ValueId>(v));
+    }
+  }
+  return plan;
+}
+
+LayoutPlan layout_plan_for(const Graph& g, const CompileOptions& options, const LayoutTarget& target) {
+  return pass_enabled(options, "layout") ? plan_layouts(g, target) : nchw_plan(g);
+}
 
 PassReport choose_layout(Graph& g, const PassContext&) {
   PassReport report;
-  for (Node& n : g.nodes()) {
-    if (n.op != "conv2d" || n.attrs.has("layout")) continue;
-    n.attrs.set("layout", std::string("nhwc"));
-    ++report.changes;
-    report.notes.push_back("conv2d" + (n.scope.empty() ? "" : " in '" + n.scope + "'") + ": layout nhwc");
-  }
+  const LayoutPlan plan = plan_layouts(g);
+  size_t moved = 0;
+  for (Layout l : plan.of_value) moved += l != Layout::Nchw;
+  report.notes.push_back(std::to_string(moved) + " buffers channels-last for a CPU target (8-channel blocks); "
+                         "the graph is unchanged, backends call layout_plan_for");
+  std::istringstream lines(plan.str(g));
+  for (std::string line; std::getline(lines, line);) report.notes.push_back(line);
   return report;
 }
 

@@ -25,9 +25,10 @@ const std::vector<PassInfo>& builtin_passes() {
       {"constant_folding", 1, fold_constants, "runs nodes whose inputs are all constants at compile time"},
       {"simplify", 1, simplify, "x*1, x+0, x-0, x/1, transpose/reshape chains, no-op casts and identities"},
       {"cse", 2, eliminate_common_subexpressions, "merges nodes with the same op, attrs and inputs"},
-      {"conv_bn_folding", 2, fold_conv_batch_norm, "folds batch_norm with constant statistics into conv2d"},
+      {"conv_bn_folding", 2, fold_conv_batch_norm, "folds batch_norm into conv2d: constant statistics, or run-time parameters in inference"},
       {"mixed_precision", 99, apply_mixed_precision, "matmul/conv2d in bfloat16/float16 (option mixed_precision)"},
-      {"layout", 3, choose_layout, "annotates conv2d with layout=nhwc for backends that honor it"},
+      {"batch_chunking", 2, chunk_batch, "inference: the per-sample region (conv, pooling, elementwise) in batch chunks"},
+      {"layout", 2, choose_layout, "channels-last buffers around convolutions (plan_layouts) for backends; does not rewrite"},
       {"dce", 1, eliminate_dead_code, "removes nodes that reach no output"},
       {"fusion", 2, fusion_pass, "fusion decisions (plan_fusion) for backends; does not rewrite"},
   };

@@ -8,8 +8,8 @@
 //   level   passes
 //   none    (nothing)
 //   low     constant_folding, simplify, dce
-//   medium  + cse, conv_bn_folding, fusion            (the default)
-//   high    + layout
+//   medium  + cse, conv_bn_folding, batch_chunking, layout, fusion    (the default)
+//   high    (the same)
 //   mixed_precision runs when the option `mixed_precision` is not "none".
 #pragma once
 
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "compiler/fusion_plan.h"
+#include "compiler/layout_plan.h"
 #include "ingot/compile.h"
 #include "ingot/graph.h"
 
@@ -36,6 +37,10 @@ struct PassContext {
   // Constant folding leaves results with more elements than this unfolded (a broadcast of a
   // scalar to a huge shape would otherwise bloat the graph).
   int64_t max_fold_elements = int64_t{1} << 22;
+  // Batch chunking: the most bytes of per-sample activations one chunk may keep live at a node
+  // (256 MiB: the CNN at batch 32 runs in chunks of 4; single images ran about 10% slower, their
+  // convolutions being less efficient than the caches gained).
+  int64_t chunk_bytes = int64_t{256} << 20;
 };
 PassContext pass_context(const CompileOptions& options);
 
@@ -68,12 +73,15 @@ PassReport eliminate_common_subexpressions(Graph& g, const PassContext& ctx = {}
 PassReport eliminate_dead_code(Graph& g, const PassContext& ctx = {});
 PassReport fold_conv_batch_norm(Graph& g, const PassContext& ctx = {});
 PassReport apply_mixed_precision(Graph& g, const PassContext& ctx);
-PassReport choose_layout(Graph& g, const PassContext& ctx = {});
+PassReport chunk_batch(Graph& g, const PassContext& ctx);
+PassReport choose_layout(Graph& g, const PassContext& ctx = {});  // reports plan_layouts(g)
 PassReport fusion_pass(Graph& g, const PassContext& ctx = {});  // reports plan_fusion(g)
 
 // The fusion plan a backend should use: plan_fusion(g) when the "fusion" pass is enabled for
 // these options, else unfused_plan(g). Backends call this themselves (the plan is not stored).
 FusionPlan fusion_plan_for(const Graph& g, const CompileOptions& options);
+// The layout plan for `target`: plan_layouts when the "layout" pass is enabled, else NCHW.
+LayoutPlan layout_plan_for(const Graph& g, const CompileOptions& options, const LayoutTarget& target);
 
 // ---- helpers shared by passes ----
 // Every read of `from` (node inputs and graph outputs) reads `to` instead.

@@ -1,0 +1,164 @@
+#include "backends/cpu/codegen_conv.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+
+namespace ingot::cpu {
+namespace {
+
+using Kind = ConvPostOp::Kind;
+
+// How one node continues the chain from value `y`: its post-ops and its operand (or -1).
+struct Step {
+  std::vector<ConvPostOp> ops;
+  ValueId operand = -1;
+};
+
+std::optional<float> scalar_constant(const Value& v) {
+  if (v.kind != ValueKind::Constant || !v.constant.defined() || v.constant.numel() != 1 || !is_static(v.shape) ||
+      v.dtype != DType::Float32)
+    return std::nullopt;
+  return static_cast<float>(v.constant.item(0));
+}
+
+// [C, 1, 1] or [1, C, 1, 1] against y = [N, C, H, W] (all sizes known), or y's own shape.
+enum class Broadcast { None, PerChannel, Full };
+Broadcast operand_broadcast(const Value& o, const Value& y) {
+  if (o.dtype != DType::Float32) return Broadcast::None;
+  if (o.shape == y.shape) return Broadcast::Full;
+  if (o.shape.size() < 3 || o.shape.size() > 4 || !is_static(o.shape) || !y.shape[1].known()) return Broadcast::None;
+  const size_t off = 4 - o.shape.size();
+  for (size_t d = 0; d < o.shape.size(); ++d) {
+    const int64_t want = d + off == 1 ? y.shape[1].value : 1;
+    if (o.shape[d].value != want) return Broadcast::None;
+  }
+  return Broadcast::PerChannel;
+}
+
+ConvPostOp linear(float alpha, float beta) {
+  ConvPostOp p;
+  p.kind = Kind::Linear;
+  p.alpha = alpha;
+  p.beta = beta;
+  return p;
+}
+
+std::optional<Step> step_for(const Graph& g, const Node& n, ValueId y) {
+  static const std::map<std::string, Kind> unary = {{"relu", Kind::Relu}, {"tanh", Kind::Tanh}, {"sigmoid", Kind::Sigmoid},
+                                                    {"exp", Kind::Exp},   {"log", Kind::Log},   {"sqrt", Kind::Sqrt},
+                                                    {"abs", Kind::Abs}};
+  static const std::map<std::string, Kind> binary = {{"add", Kind::Add}, {"sub", Kind::Sub}, {"mul", Kind::Mul},
+                                                     {"div", Kind::Div}, {"maximum", Kind::Max}, {"minimum", Kind::Min}};
+  if (n.outputs.size() != 1 || g.value(n.outputs[0]).dtype != DType::Float32 ||
+      g.value(n.outputs[0]).shape != g.value(y).shape)
+    return std::nullopt;
+  Step s;
+  if (n.inputs.size() == 1) {
+    if (auto it = unary.find(n.op); it != unary.end()) {
+      s.ops.push_back({it->second});
+    } else if (n.op == "gelu") {
+      const std::string form = n.attrs.get_string("approximate", "none");
+      if (form != "none" && form != "tanh") return std::nullopt;
+      s.ops.push_back({form == "none" ? Kind::GeluErf : Kind::GeluTanh});
+    } else if (n.op == "neg") {
+      s.ops.push_back(linear(-1.0f, 0.0f));
+    } else {
+      return std::nullopt;
+    }
+    return s;
+  }
+  auto it = binary.find(n.op);
+  if (it == binary.end() || n.inputs.size() != 2 || n.inputs[0] == n.inputs[1]) return std::nullopt;
+  const bool y_first = n.inputs[0] == y;
+  const ValueId o = y_first ? n.inputs[1] : n.inputs[0];
+  const Kind kind = it->second;
+  if (const std::optional<float> c = scalar_constant(g.value(o))) {
+    // alpha * y + beta is exact for these (one rounding, as the reference's add or mul).
+    if (kind == Kind::Add) s.ops.push_back(linear(1.0f, *c));
+    else if (kind == Kind::Mul) s.ops.push_back(linear(*c, 0.0f));
+    else if (kind == Kind::Sub) s.ops.push_back(y_first ? linear(1.0f, -*c) : linear(-1.0f, *c));
+    else return std::nullopt;
+    return s;
+  }
+  const Broadcast b = operand_broadcast(g.value(o), g.value(y));
+  if (b == Broadcast::None || (!y_first && kind == Kind::Div)) return std::nullopt;
+  ConvPostOp p;
+  p.kind = kind;
+  p.per_channel = b == Broadcast::PerChannel;
+  s.ops.push_back(p);
+  if (!y_first && kind == Kind::Sub) s.ops.push_back(linear(-1.0f, 0.0f));  // o - y = -(y - o)
+  s.operand = o;
+  return s;
+}
+
+}  // namespace
+
+ConvEpilogue fold_conv_epilogue(const Graph& g, NodeId conv, const std::vector<NodeId>& after,
+                                const std::function<bool(const ConvEpilogue&)>& accepts) {
+  const std::vector<int> uses = g.use_counts();
+  // Candidate chain, then its longest accepted prefix (probing the whole chain first: usually
+  // oneDNN takes it all).
+  std::vector<ConvEpilogue> prefixes(1);
+  prefixes[0].result = g.node(conv).outputs[0];
+  for (NodeId id : after) {
+    const Node& n = g.node(id);
+    const ValueId y = prefixes.back().result;
+    bool reads_y = false;
+    for (ValueId v : n.inputs) reads_y = reads_y || v == y;
+    if (!reads_y || uses[static_cast<size_t>(y)] != 1) break;
+    const std::optional<Step> s = step_for(g, n, y);
+    // An operand computed inside the group would not exist yet when the primitive runs.
+    if (!s || (s->operand >= 0 && std::find(after.begin(), after.end(), g.value(s->operand).producer) != after.end()))
+      break;
+    // oneDNN 2.6's direct kernels apply the first linear post-op's alpha and beta to every later
+    // one (measured), so a chain holds at most one.
+    auto linears = [](const std::vector<ConvPostOp>& ops) {
+      return std::count_if(ops.begin(), ops.end(), [](const ConvPostOp& p) { return p.kind == Kind::Linear; });
+    };
+    if (linears(prefixes.back().post_ops) + linears(s->ops) > 1) break;
+    ConvEpilogue next = prefixes.back();
+    next.nodes.push_back(id);
+    next.post_ops.insert(next.post_ops.end(), s->ops.begin(), s->ops.end());
+    if (s->operand >= 0) next.operands.push_back(s->operand);
+    next.result = n.outputs[0];
+    prefixes.push_back(std::move(next));
+  }
+  for (size_t k = prefixes.size(); k-- > 1;)
+    if (accepts(prefixes[k])) return prefixes[k];
+  return prefixes[0];
+}
+
+bool dnnl_runs_fast(const Graph& g, const Node& conv, const ConvEpilogue& e, Layout src, Layout dst) {
+  auto concrete = [](const SymShape& s) {
+    Shape r;
+    for (const SymDim& d : s) r.push_back(d.known() ? d.value : 1);
+    return r;
+  };
+  ConvSpec spec = conv_spec(conv, concrete(g.value(conv.inputs[0]).shape), concrete(g.value(conv.inputs[1]).shape),
+                            concrete(g.value(conv.outputs[0]).shape));
+  spec.src_layout = src;
+  spec.dst_layout = dst;
+  spec.post_ops = e.post_ops;
+  return dnnl_conv_is_fast(spec);
+}
+
+std::string dnnl_conv_kernel_body(const Node& conv, const ConvEpilogue& e, size_t index, Layout src, Layout dst) {
+  std::ostringstream k;
+  k << "  // oneDNN primitive, created by the host at load (x " << layout_name(src) << ", y " << layout_name(dst) << ", "
+    << e.post_ops.size() << " post-ops)\n";
+  const std::string bias = conv.inputs.size() > 2 ? "x2" : "nullptr";
+  if (e.operands.empty()) {
+    k << "  return ctx->host->conv2d(ctx->host->ctx, " << index << ", x0, x1, " << bias
+      << ", y, ctx->error, ctx->error_size);\n";
+  } else {
+    k << "  const void* args[] = {x0, x1, " << bias;
+    for (size_t i = 0; i < e.operands.size(); ++i) k << ", x" << conv.inputs.size() + i;
+    k << "};\n  return ctx->host->conv2d_args(ctx->host->ctx, " << index << ", args, y, ctx->error, ctx->error_size);\n";
+  }
+  return k.str();
+}
+
+}  // namespace ingot::cpu

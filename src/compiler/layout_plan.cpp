@@ -1,0 +1,63 @@
+#include "compiler/layout_plan.h"
+
+#include <sstream>
+
+namespace ingot {
+
+std::string_view layout_name(Layout l) {
+  switch (l) {
+    case Layout::Nchw: return "nchw";
+    case Layout::Nhwc: return "nhwc";
+    case Layout::Nchw8c: return "nchw8c";
+    case Layout::Nchw16c: return "nchw16c";
+  }
+  return "?";
+}
+
+int layout_channel_block(Layout l) { return l == Layout::Nchw8c ? 8 : l == Layout::Nchw16c ? 16 : 0; }
+
+std::string LayoutPlan::str(const Graph& g) const {
+  std::ostringstream os;
+  for (size_t v = 0; v < of_value.size(); ++v) {
+    if (of_value[v] == Layout::Nchw) continue;
+    const Value& val = g.value(static_cast<ValueId>(v));
+    os << "v" << v;
+    if (val.producer >= 0) {
+      const Node& n = g.node(val.producer);
+      os << " (" << n.op << (n.scope.empty() ? "" : " in '" + n.scope + "'") << ")";
+    }
+    os << ": " << layout_name(of_value[v]) << "\n";
+  }
+  return os.str();
+}
+
+LayoutPlan nchw_plan(const Graph& g) {
+  LayoutPlan p;
+  p.of_value.assign(g.values().size(), Layout::Nchw);
+  return p;
+}
+
+bool conv_geometry_fits(const Graph& g, const Node& n, ValueId x, ValueId w, ValueId y) {
+  const SymShape &xs = g.value(x).shape, &ws = g.value(w).shape, &ys = g.value(y).shape;
+  if (xs.size() != 4 || ws.size() != 4 || ys.size() != 4 || !is_static(ws) || !xs[1].known()) return false;
+  const std::vector<int64_t> st = n.attrs.get_ints("stride", {1, 1}), pad = n.attrs.get_ints("padding", {0, 0}),
+                             dil = n.attrs.get_ints("dilation", {1, 1});
+  for (size_t d = 0; d < 2; ++d) {
+    if (!xs[d + 2].known() || !ys[d + 2].known()) return false;
+    // The padding past the input's end that yields exactly this output size (oneDNN's "right
+    // padding"); negative when the stride drops input rows or columns.
+    const int64_t right =
+        (ys[d + 2].value - 1) * st.at(d) + (ws[d + 2].value - 1) * dil.at(d) + 1 - xs[d + 2].value - pad.at(d);
+    if (right < 0) return false;
+  }
+  return true;
+}
+
+bool conv_runs_channels_last(const Graph& g, const Node& n) {
+  if (n.op != "conv2d" || n.outputs.size() != 1 || g.value(n.outputs[0]).dtype != DType::Float32) return false;
+  for (ValueId v : n.inputs)
+    if (g.value(v).dtype != DType::Float32) return false;
+  return conv_geometry_fits(g, n, n.inputs[0], n.inputs[1], n.outputs[0]);
+}
+
+}  // namespace ingot

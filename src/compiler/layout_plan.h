@@ -1,0 +1,65 @@
+// Layout decisions: how each rank-4 [N, C, H, W] buffer is stored by a backend that runs
+// convolutions channels-last. The layout pass (src/compiler/passes/layout.cpp) makes them;
+// backends consume them, and the graph itself does not change: every value keeps its logical
+// NCHW shape, graph inputs and outputs stay NCHW, and the reference backend never sees a layout.
+//
+//   Nchw     row-major [N, C, H, W] (the IR's meaning; the default)
+//   Nhwc     [N, H, W, C]
+//   Nchw8c   [N, C/8, H, W, 8]: channels in blocks of 8, a block contiguous (oneDNN's nChw8c,
+//            the AVX2 vector width); only for C a multiple of 8, so there is no padding
+//   Nchw16c  the same with blocks of 16 (AVX-512)
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ingot/graph.h"
+
+namespace ingot {
+
+enum class Layout { Nchw, Nhwc, Nchw8c, Nchw16c };
+std::string_view layout_name(Layout l);
+// Channels per block: 8 / 16 for the blocked layouts, 0 for Nchw and Nhwc.
+int layout_channel_block(Layout l);
+
+struct LayoutPlan {
+  std::vector<Layout> of_value;  // per ValueId
+  Layout at(ValueId v) const { return of_value.empty() ? Layout::Nchw : of_value[static_cast<size_t>(v)]; }
+  // Values not stored NCHW, one line each ("v3 (conv2d in 'cnn.conv'): nchw8c").
+  std::string str(const Graph& g) const;
+};
+
+// What a backend can run in the layouts above.
+struct LayoutTarget {
+  // Channels per block for the blocked layout (8 for AVX2, 16 for AVX-512); 0: channels-last only.
+  int channel_block = 8;
+  // Whether the backend runs node `n` with its own layout-aware code: conv2d on its
+  // convolution library, batch_norm, global_avg_pool2d, elementwise loops. Nodes it runs any
+  // other way (reference-kernel callbacks, say) read and write NCHW.
+  std::function<bool(const Graph&, const Node&)> handles_layouts = [](const Graph&, const Node&) { return true; };
+};
+
+// conv2d nodes a channels-last convolution library can run: float32, static spatial sizes and
+// channels, and padding that covers exactly the output (stride may not drop input rows/columns
+// past the padding).
+bool conv_runs_channels_last(const Graph& g, const Node& conv);
+// The geometry part of that test for a convolution with activation x, weight w and result y (the
+// attributes stride / padding / dilation read from `conv`), shared with the backward convolutions.
+bool conv_geometry_fits(const Graph& g, const Node& conv, ValueId x, ValueId w, ValueId y);
+
+// The decisions (src/compiler/passes/layout.cpp). A value is stored channels-last (blocked when
+// C is a multiple of the target's block, else Nhwc) when it is rank 4 and
+//   - its producer is a conv2d that conv_runs_channels_last, or a batch_norm / elementwise node
+//     whose full-shape rank-4 inputs are all in that layout (the loop is layout-blind);
+//   - every reader handles it: a channels-last conv2d (as x), a batch_norm whose output shares
+//     the layout, global_avg_pool2d, elementwise nodes (other operands broadcast by strides);
+//   - it is not a graph output.
+// Without any channels-last conv2d every value stays NCHW.
+LayoutPlan plan_layouts(const Graph& g, const LayoutTarget& target = {});
+
+// Every value NCHW (layout pass off, or a backend without a channels-last convolution).
+LayoutPlan nchw_plan(const Graph& g);
+
+}  // namespace ingot

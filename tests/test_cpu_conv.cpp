@@ -1,0 +1,204 @@
+// conv2d through oneDNN with its elementwise epilogue folded into the primitive as post-ops
+// (codegen_conv.h): every foldable pattern against the reference backend, what is folded and
+// what is left to the pass after, and the cut to what oneDNN accepts.
+#include <gtest/gtest.h>
+
+#include "backends/cpu/codegen.h"
+#include "backends/cpu/codegen_conv.h"
+#include "backends/cpu/dnnl_conv.h"
+#include "cpu_test_util.h"
+
+using namespace ingot;
+using namespace ingot::cpu_test;
+using ingot::testing::random_tensor;
+using V = std::vector<int64_t>;
+using Kind = cpu::ConvPostOp::Kind;
+
+namespace {
+
+std::vector<Kind> kinds(const cpu::DnnlConvCall& c) {
+  std::vector<Kind> k;
+  for (const cpu::ConvPostOp& p : c.post_ops) k.push_back(p.kind);
+  return k;
+}
+
+// Inputs for every leaf of `g` (kind Input), batch `n` where the shape has a symbol.
+std::vector<Tensor> random_inputs(const Graph& g, int64_t n, uint64_t seed) {
+  std::vector<Tensor> ins;
+  for (ValueId id : g.leaves_of(ValueKind::Input)) {
+    Shape s;
+    for (const SymDim& d : g.value(id).shape) s.push_back(d.known() ? d.value : n);
+    ins.push_back(random_tensor(s, seed + static_cast<uint64_t>(id), -1, 1));
+  }
+  return ins;
+}
+
+// The code the CPU backend generates for `g` with oneDNN: the fusion pass's plan and the layout
+// plan for this backend.
+cpu::GeneratedCode generated_with_dnnl(const Graph& g) {
+  cpu::CodegenOptions o;
+  o.dnnl = true;
+  return cpu::generate_cpp(g, plan_fusion(g), plan_layouts(g, cpu::cpu_layout_target(true)), o);
+}
+
+}  // namespace
+
+TEST(CpuConvPostOps, EveryFoldablePatternMatchesReference) {
+  // x: odd spatial sizes; each conv has its own epilogue, fused by the fusion pass.
+  Graph g = make_graph(
+      {{"x", {"N", 4, 9, 7}}, {"w", {6, 4, 3, 3}}, {"b", {6}}, {"pc", {6, 1, 1}}, {"pc4", {1, 6, 1, 1}},
+       {"wg", {6, 2, 3, 3}}, {"res", {"N", 6, 5, 4}}, {"w1", {6, 4, 1, 1}}},
+      [&](Graph& g, std::vector<ValueId>& in) {
+        const ValueId x = in[0], w = in[1], b = in[2], pc = in[3], pc4 = in[4], wg = in[5], res = in[6], w1 = in[7];
+        // 0: bias + relu, padding 1
+        ValueId c0 = g.add_op("conv2d", {x, w, b}, {{"padding", V{1, 1}}});
+        g.set_output("relu", g.add_op("relu", {c0}));
+        // 1: per-channel add, tanh, scalar mul, scalar subtracted from (1 - y), neg
+        ValueId c1 = g.add_op("conv2d", {x, w}, {{"padding", V{1, 1}}});
+        ValueId t1 = g.add_op("tanh", {g.add_op("add", {c1, pc})});
+        t1 = g.add_op("sub", {scalar(g, 1.0), g.add_op("mul", {t1, scalar(g, 0.5)})});
+        g.set_output("affine", g.add_op("neg", {t1}));
+        // 2: grouped, strided, dilated; sigmoid, per-channel mul ([1, C, 1, 1]), residual add, gelu
+        ValueId c2 = g.add_op("conv2d", {x, wg, b},
+                              {{"stride", V{2, 2}}, {"padding", V{1, 2}}, {"dilation", V{1, 2}}, {"groups", int64_t{2}}});
+        ValueId t2 = g.add_op("mul", {pc4, g.add_op("sigmoid", {c2})});
+        g.set_output("residual", g.add_op("gelu", {g.add_op("add", {res, t2})}));
+        // 3: residual minus y, abs, per-channel max, residual min, exp, sqrt, log
+        ValueId c3 = g.add_op("conv2d", {x, wg, b},
+                              {{"stride", V{2, 2}}, {"padding", V{1, 2}}, {"dilation", V{1, 2}}, {"groups", int64_t{2}}});
+        ValueId t3 = g.add_op("abs", {g.add_op("sub", {res, c3})});
+        t3 = g.add_op("minimum", {g.add_op("maximum", {t3, pc}), res});
+        g.set_output("minmax", g.add_op("log", {g.add_op("sqrt", {g.add_op("exp", {t3})})}));
+        // 4: pointwise; per-channel div, tanh-form gelu, scalar add and subtract
+        ValueId c4 = g.add_op("conv2d", {x, w1, b});
+        ValueId t4 = g.add_op("gelu", {g.add_op("div", {c4, pc})}, {{"approximate", std::string("tanh")}});
+        g.set_output("div", g.add_op("sub", {g.add_op("add", {t4, scalar(g, 2.0)}), scalar(g, 0.25)}));
+      });
+  auto inputs = [&](int64_t n, uint64_t seed) {
+    std::vector<Tensor> ins = random_inputs(g, n, seed);
+    ins[3] = random_tensor({6, 1, 1}, seed + 50, 0.5, 1.5);  // divisor away from 0
+    return ins;
+  };
+  const std::string src = check(g, {inputs(2, 10), inputs(1, 20), inputs(0, 30), inputs(3, 40)}, plan_fusion, 1e-4, 1e-5);
+  if (!cpu::dnnl_available()) return;
+  const cpu::GeneratedCode code = generated_with_dnnl(g);
+  ASSERT_EQ(code.dnnl_convs.size(), 5u);
+  EXPECT_EQ(kinds(code.dnnl_convs[0]), (std::vector<Kind>{Kind::Relu}));
+  // one linear post-op per chain (oneDNN 2.6): 1 - y and the negation run after
+  EXPECT_EQ(kinds(code.dnnl_convs[1]), (std::vector<Kind>{Kind::Add, Kind::Tanh, Kind::Linear}));
+  EXPECT_EQ(kinds(code.dnnl_convs[2]), (std::vector<Kind>{Kind::Sigmoid, Kind::Mul, Kind::Add, Kind::GeluErf}));
+  EXPECT_EQ(kinds(code.dnnl_convs[3]), (std::vector<Kind>{Kind::Sub, Kind::Linear, Kind::Abs, Kind::Max, Kind::Min,
+                                                          Kind::Exp, Kind::Sqrt, Kind::Log}));
+  EXPECT_EQ(kinds(code.dnnl_convs[4]), (std::vector<Kind>{Kind::Div, Kind::GeluTanh, Kind::Linear}));
+  // 0.5 t and t + 2: alpha * y + beta with the constants as given.
+  EXPECT_EQ(code.dnnl_convs[1].post_ops[2].alpha, 0.5f);
+  EXPECT_EQ(code.dnnl_convs[1].post_ops[2].beta, 0.0f);
+  EXPECT_EQ(code.dnnl_convs[4].post_ops[2].alpha, 1.0f);
+  EXPECT_EQ(code.dnnl_convs[4].post_ops[2].beta, 2.0f);
+  EXPECT_TRUE(code.dnnl_convs[1].post_ops[0].per_channel);
+  EXPECT_FALSE(code.dnnl_convs[2].post_ops[2].per_channel);
+  // Only the chains' tails past a second linear step run after their primitive.
+  EXPECT_EQ(count(code.source, "[elementwise]"), 2) << code.source;
+  EXPECT_EQ(count(src, "ctx->host->conv2d_args("), 4);
+}
+
+TEST(CpuConvPostOps, WhatCannotBeFoldedRunsAfter) {
+  Graph g = make_graph({{"x", {"N", 3, 8, 8}}, {"w", {5, 3, 3, 3}}, {"row", {8}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         const ValueId x = in[0], w = in[1], row = in[2];
+                         // division by a scalar is not exact as alpha * y: relu folds only after it
+                         ValueId c0 = g.add_op("conv2d", {x, w}, {{"padding", V{1, 1}}});
+                         g.set_output("div", g.add_op("relu", {g.add_op("div", {c0, scalar(g, 3.0)})}));
+                         // the conv output is also a graph output: nothing folds
+                         ValueId c1 = g.add_op("conv2d", {x, w}, {{"padding", V{1, 1}}});
+                         g.set_output("c1", c1);
+                         g.set_output("c1_relu", g.add_op("relu", {c1}));
+                         // broadcast along the last axis is neither per channel nor full; y * y reads y twice
+                         ValueId c2 = g.add_op("conv2d", {x, w}, {{"padding", V{1, 1}}});
+                         ValueId t2 = g.add_op("tanh", {c2});
+                         g.set_output("row", g.add_op("mul", {g.add_op("add", {t2, row}), t2}));
+                       });
+  check(g, {random_inputs(g, 2, 60), random_inputs(g, 1, 70)}, plan_fusion, 1e-4, 1e-5);
+  if (!cpu::dnnl_available()) return;
+  const cpu::GeneratedCode code = generated_with_dnnl(g);
+  ASSERT_EQ(code.dnnl_convs.size(), 3u);
+  EXPECT_TRUE(code.dnnl_convs[0].post_ops.empty());
+  EXPECT_TRUE(code.dnnl_convs[1].post_ops.empty());
+  EXPECT_EQ(kinds(code.dnnl_convs[2]), (std::vector<Kind>{Kind::Tanh}));  // tanh's output has two readers
+  EXPECT_EQ(count(code.source, "[elementwise]"), 3) << code.source;
+}
+
+TEST(CpuConvPostOps, ChainIsCutToWhatOneDnnAccepts) {
+  Graph g = make_graph({{"x", {2, 3, 6, 6}}, {"w", {4, 3, 3, 3}}, {"pc", {4, 1, 1}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         ValueId c = g.add_op("conv2d", {in[0], in[1]});
+                         ValueId t = g.add_op("relu", {g.add_op("add", {c, in[2]})});
+                         g.set_output("y", g.add_op("exp", {t}));
+                       });
+  const std::vector<NodeId> after = {1, 2, 3};
+  for (size_t limit = 0; limit <= 3; ++limit) {
+    const cpu::ConvEpilogue e =
+        cpu::fold_conv_epilogue(g, 0, after, [&](const cpu::ConvEpilogue& c) { return c.post_ops.size() <= limit; });
+    EXPECT_EQ(e.nodes.size(), limit);
+    EXPECT_EQ(e.post_ops.size(), limit);
+    EXPECT_EQ(e.operands.size(), limit >= 1 ? 1u : 0u);
+    EXPECT_EQ(e.result, limit == 0 ? g.node(0).outputs[0] : g.node(after[limit - 1]).outputs[0]);
+  }
+}
+
+TEST(CpuConvPostOps, ResidualFromAnotherConvSharesItsLayout) {
+  // conv_b(a) + a, a = conv_a(x): the residual operand is read in the layout of conv_b's output,
+  // so both stay channels-last together. conv_c(a) + a as a graph output (NCHW) does not fold
+  // the add: its residual is channels-last; the add runs after, reading both blocked buffers.
+  Graph g = make_graph({{"x", {"N", 8, 10, 10}}, {"wa", {8, 8, 3, 3}}, {"wb", {8, 8, 3, 3}}, {"wc", {4, 8, 1, 1}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         ValueId a = g.add_op("conv2d", {in[0], in[1]}, {{"padding", V{1, 1}}});
+                         ValueId b = g.add_op("conv2d", {a, in[2]}, {{"padding", V{1, 1}}});
+                         ValueId r = g.add_op("relu", {g.add_op("add", {b, a})});
+                         g.set_output("y", g.add_op("conv2d", {r, in[3]}));
+                         g.set_output("out_sum", g.add_op("add", {g.add_op("conv2d", {a, in[2]}, {{"padding", V{1, 1}}}), a}));
+                       });
+  check(g, {random_inputs(g, 2, 80), random_inputs(g, 1, 90)}, plan_fusion, 1e-4, 1e-5);
+  if (!cpu::dnnl_available()) return;
+  const cpu::GeneratedCode code = generated_with_dnnl(g);
+  ASSERT_EQ(code.dnnl_convs.size(), 4u);
+  EXPECT_EQ(kinds(code.dnnl_convs[1]), (std::vector<Kind>{Kind::Add, Kind::Relu}));
+  EXPECT_EQ(code.dnnl_convs[0].dst_layout, Layout::Nchw8c);
+  EXPECT_EQ(code.dnnl_convs[1].dst_layout, Layout::Nchw8c) << "the residual and the result share the layout";
+  EXPECT_TRUE(code.dnnl_convs[3].post_ops.empty()) << "an NCHW result cannot take a blocked residual";
+}
+
+TEST(CpuConvPostOps, ChannelsLastBufferIntoAFusedReduction) {
+  // A reduction's fused prologue addresses its operands by one flat index, so it must not read
+  // a channel-blocked buffer: relu(conv) then sum, grouped by hand, keeps two passes.
+  Graph g = make_graph({{"x", {"N", 3, 7, 7}}, {"w", {8, 3, 3, 3}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    ValueId c = g.add_op("conv2d", {in[0], in[1]});                                             // node 0
+    g.set_output("s", g.add_op("sum", {g.add_op("relu", {c})}, {{"axes", V{1, 2, 3}}}));        // nodes 1, 2
+  });
+  const std::string src = check(g, {random_inputs(g, 2, 120), random_inputs(g, 1, 130)}, grouped({{1, 2}}), 1e-4, 1e-5);
+  if (!cpu::dnnl_available()) return;
+  EXPECT_EQ(count(src, "prologue fused"), 0) << src;
+}
+
+TEST(CpuConvPostOps, ReorderedWeightsAreKeptPerValueNotPerAddress) {
+  // w * 2 dies at the first conv, so w * 3 may take its arena slot: the second conv must not
+  // reuse the weights reordered for the first (the host keeps reordered weights for a call, for
+  // batch chunks, keyed by graph value).
+  Graph g = make_graph({{"x", {"N", 8, 7, 7}}, {"w", {8, 8, 3, 3}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    ValueId c1 = g.add_op("conv2d", {in[0], g.add_op("mul", {in[1], scalar(g, 2.0)})}, {{"padding", V{1, 1}}});
+    ValueId c2 = g.add_op("conv2d", {c1, g.add_op("mul", {in[1], scalar(g, 3.0)})}, {{"padding", V{1, 1}}});
+    g.set_output("y", c2);
+  });
+  check(g, {random_inputs(g, 2, 100), random_inputs(g, 3, 110)}, plan_fusion, 1e-4, 1e-4);
+  if (!cpu::dnnl_available()) return;
+  std::unique_ptr<Executable> exe = cpu::lower_with_plan(g, plan_fusion(g), cpu_options(), false);
+  const cpu::ExecutionPlan p = cpu::execution_plan(*exe, {{2, 8, 7, 7}, {8, 8, 3, 3}});
+  const Node& conv2 = g.nodes()[3];
+  ASSERT_EQ(conv2.op, "conv2d");
+  // The two scaled weights share memory (else this test would not test the key).
+  std::vector<int64_t> weight_offsets;
+  for (size_t i = 0; i < p.requests.size(); ++i)
+    if (p.requests[i].bytes == 8 * 8 * 9 * 4) weight_offsets.push_back(p.placement.offsets[i]);
+  ASSERT_EQ(weight_offsets.size(), 2u);
+  EXPECT_EQ(weight_offsets[0], weight_offsets[1]);
+}
