@@ -132,6 +132,27 @@ TEST_F(FunctionCompile, ShapelessCompilesOnceForAnyShapeOfTheSameRank) {
   EXPECT_EQ(compile_count(), c0 + 2);
 }
 
+// A size-1 dimension may broadcast, which a free symbol cannot express: it stays 1 in the trace
+// and is part of the signature (the CPU backend once rejected [3, 1] + [3, 4] on the first call,
+// naming an internal symbol, because both dims had become one symbol).
+TEST_F(FunctionCompile, ShapelessKeepsSizeOneDimensionsForBroadcasting) {
+  use_backend(std::make_shared<CpuBackend>());
+  auto add = compile([](const Array& x, const Array& y) { return x + y; }, {.shapeless = true});
+  const int c0 = compile_count();
+  for (int64_t n : {3, 5}) {
+    Array x(random_tensor({n, 1}, 1)), y(random_tensor({n, 4}, 2));
+    Array got = add(x, y);
+    EXPECT_EQ(got.shape(), (Shape{n, 4}));
+    EXPECT_TRUE(allclose(got.tensor(), (x + y).tensor(), 1e-6, 1e-6));
+  }
+  EXPECT_EQ(compile_count(), c0 + 1);
+  Array x(random_tensor({3, 4}, 3)), y(random_tensor({3, 4}, 4));
+  EXPECT_TRUE(allclose(add(x, y).tensor(), (x + y).tensor(), 1e-6, 1e-6));  // no size-1 dim: a signature of its own
+  EXPECT_EQ(compile_count(), c0 + 2);
+  const std::string msg = error_of([&] { add(zeros({3, 5}), zeros({3, 4})).tensor(); });
+  EXPECT_TRUE(Contains(msg, "do not broadcast (sizes 5 and 4")) << msg;
+}
+
 TEST_F(FunctionCompile, ShapelessErrorsWhereTheGraphFixesADimension) {
   auto f = compile([](const Array& x) { return reshape(x, {6}); }, {.shapeless = true});
   const std::string msg = error_of([&] { f(zeros({2, 3})); });

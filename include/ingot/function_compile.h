@@ -69,7 +69,8 @@ int compile_count();
 // ---------------------------------------------------------------- compile(fn)
 
 struct CompileFnOptions {
-  // Compile once for any shapes of the same ranks (symbolic dimensions). A function whose graph
+  // Compile once for any shapes of the same ranks (symbolic dimensions). A dimension of size 1
+  // stays 1 (it may broadcast), so which dimensions are 1 is part of the signature. A function whose graph
   // fixes a dimension (a reshape to a literal shape, a broadcast to a fixed size) cannot be
   // shapeless: the first call throws ingot::Error naming the input and dimension.
   bool shapeless = false;

@@ -26,10 +26,18 @@ namespace {
 
 std::atomic<int> compiles{0};
 
+// With `shapeless`, a dimension of size 1 stays 1 in the trace (it may broadcast against the
+// other operand, which a free symbol cannot), so which dimensions are 1 is part of the key.
+std::string shapeless_key(const Shape& shape) {
+  std::string s = "rank" + std::to_string(shape.size()) + "[";
+  for (int64_t d : shape) s += d == 1 ? '1' : '*';
+  return s + "]";
+}
+
 std::string signature(const std::vector<Array>& args, const std::vector<Array*>& captured, bool shapeless) {
   std::string s = "args=" + std::to_string(args.size()) + ";captured=" + std::to_string(captured.size()) + ";";
   auto add = [&](const Array& a) {
-    s += std::string(dtype_name(a.dtype())) + (shapeless ? "rank" + std::to_string(a.ndim()) : to_string(a.shape())) + ";";
+    s += std::string(dtype_name(a.dtype())) + (shapeless ? shapeless_key(a.shape()) : to_string(a.shape())) + ";";
   };
   for (const Array& a : args) add(a);
   for (const Array* a : captured) add(*a);
@@ -73,7 +81,7 @@ void check_shapeless(const Graph& g, const std::vector<Array>& inputs, size_t nu
     if (v.kind == ValueKind::Constant) continue;
     const size_t k = static_cast<size_t>(std::stoi(v.name.substr(2)));
     for (size_t d = 0; d < v.shape.size(); ++d)
-      if (v.shape[d].known())
+      if (v.shape[d].known() && inputs[k].shape()[d] != 1)  // size-1 dims are fixed by the signature
         INGOT_FAIL("compile(shapeless=true): dimension ", d, " of ", input_name(k, num_args), " (size ",
                    inputs[k].shape()[d], " in this call) cannot vary: the function's graph fixes it to ",
                    v.shape[d].value,
@@ -127,7 +135,9 @@ std::shared_ptr<const BuiltGraph> trace_and_build(CompiledState& state, const st
     for (size_t k = 0; k < lg.input_values.size(); ++k) {
       Value& v = lg.graph.value(lg.input_values[k]);
       ShapeTemplate t;
-      for (size_t d = 0; d < v.shape.size(); ++d) t.emplace_back("s" + std::to_string(k) + "_" + std::to_string(d));
+      const Shape& given = all[k].shape();
+      for (size_t d = 0; d < given.size(); ++d)
+        t.push_back(given[d] == 1 ? Dim(1) : Dim("s" + std::to_string(k) + "_" + std::to_string(d)));
       v.shape.clear();
       v.shape_known = false;
       constraints.push_back({lg.input_values[k], t, "", "shapeless input " + std::to_string(k)});
