@@ -44,18 +44,19 @@ class PhysicalModel:
         Names, dtypes and shapes are checked first; a mismatch raises IngotError naming the
         terminal. With `output_gradients` ({output name: cotangent}), returns (outputs, grads)
         where grads holds d(sum(output * cotangent))/d(x) for every name of gradient_names()
-        (CpuBackend and ReferenceBackend: ingot's backward graph; TorchBackend and JaxBackend:
-        the framework's autodiff, for the parameters).
+        (CpuBackend, ReferenceBackend and NumpyBackend: ingot's backward graph; TorchBackend and
+        JaxBackend: the framework's autodiff, for the parameters, or ingot's backward graph with
+        gradients='ingot').
         """
         params = dict(params)
         inputs = dict(inputs or {})
         if output_gradients is None:
             return self._pm.evaluate(params, inputs)
         if isinstance(self._backend, _FrameworkBackend):
-            if self._backend.framework == "numpy":
-                raise IngotError("NumpyBackend has no autodiff: use ml.TorchBackend() or ml.JaxBackend() (the "
-                                 "framework's autodiff) or ml.CpuBackend() / ml.ReferenceBackend() (ingot's backward graph)")
-            return self._framework_gradients(params, inputs, dict(output_gradients))
+            if self._backend.gradients == "framework":
+                return self._framework_gradients(params, inputs, dict(output_gradients))
+            with self._emitter.lowering_gradients():  # the joint graph, generated as this framework's source
+                return self._pm.evaluate_with_gradients(params, inputs, dict(output_gradients))
         return self._pm.evaluate_with_gradients(params, inputs, dict(output_gradients))
 
     def gradient_names(self) -> List[str]:
@@ -133,6 +134,14 @@ class PhysicalModel:
         if self._emitter is None or self._emitter.runner is None:
             return None
         return self._emitter.runner.source
+
+    @property
+    def gradient_source(self) -> Optional[str]:
+        """The generated source of ingot's joint forward + backward graph (framework backends with
+        gradients='ingot'), once a gradient evaluation lowered it; None otherwise."""
+        if self._emitter is None or self._emitter.gradient_runner is None:
+            return None
+        return self._emitter.gradient_runner.source
 
     def save_params(self, path: Union[str, "os.PathLike[str]"], params: Mapping[str, Any]) -> None:
         """Writes the parameters as a safetensors file (atomically)."""

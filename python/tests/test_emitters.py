@@ -89,10 +89,30 @@ def test_every_catalogue_op_is_emitted_or_named_in_an_error():
             emit_source(graph, "numpy")
 
 
-def test_numpy_backend_has_no_gradients():
-    pm = ml.compile(ml.ExampleMLP(), ml.NumpyBackend(), shapes={"input": [1, 784]})
-    with pytest.raises(ml.IngotError, match="NumpyBackend has no autodiff"):
-        pm.evaluate(pm.randomize_params(), {"input": np.zeros((1, 784), np.float32)}, output_gradients={"output": np.ones((1, 10), np.float32)})
+def test_numpy_backend_gradients_come_from_ingots_backward_graph(tmp_path):
+    path = tmp_path / "mlp.py"
+    pm = ml.compile(ml.ExampleMLP(), ml.NumpyBackend(file_path=str(path)), shapes={"input": [2, 784]})
+    ref = ml.compile(ml.ExampleMLP(), ml.ReferenceBackend(), shapes={"input": [2, 784]})
+    p = pm.randomize_params()
+    x = {"input": np.random.default_rng(0).normal(size=(2, 784)).astype(np.float32)}
+    seed = {"output": np.ones((2, 10), np.float32)}
+    assert pm.gradient_source is None
+    _, got = pm.evaluate(p, x, output_gradients=seed)
+    _, want = ref.evaluate(p, x, output_gradients=seed)
+    assert set(got) == set(want) == set(p)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=1e-5, err_msg=k)
+    assert "def forward" in path.read_text() and "grad" not in path.read_text()  # the model's source stays
+    assert (tmp_path / "mlp_grad.py").read_text() == pm.gradient_source
+    assert '# output "grad:linear_0.weight"' in pm.gradient_source
+
+
+def test_gradient_modes_are_checked():
+    with pytest.raises(ml.IngotError, match=r"NumpyBackend\(gradients='framework'\): expected one of 'ingot'"):
+        ml.NumpyBackend(gradients="framework")
+    with pytest.raises(ml.IngotError, match=r"TorchBackend\(gradients='autograd'\): expected one of 'framework', 'ingot'"):
+        ml.TorchBackend(gradients="autograd")
+    assert repr(ml.JaxBackend()) == "JaxBackend(gradients='framework')"
 
 
 def test_jit_false_lowers_on_first_evaluate():

@@ -8,9 +8,11 @@ model names appear only in comments, escaped.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
+import os
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 __all__ = ["Emitter", "emit_source", "FRAMEWORKS"]
@@ -22,10 +24,14 @@ FRAMEWORKS = {
     "jax": ("jax", "jax_ops", "JAX"),
 }
 
-# Every forward op of src/ops/families.h. The ops marked (grad) there appear only in ingot's
-# backward graphs, which these backends never run (they use the framework's autodiff); those, and
-# an op the C++ side adds later, fail with an error naming the op.
-SUPPORTED_OPS = frozenset(
+# Every op of src/ops/families.h: the forward ops, and the ops marked (grad) there, which appear
+# only in ingot's backward graphs (a backend's gradients="ingot"). An op the C++ side adds later
+# fails with an error naming the op.
+GRAD_OPS = frozenset(
+    """sum_to_like conv2d_input_grad conv2d_weight_grad max_pool2d_grad avg_pool2d_grad broadcast_to_like
+    reshape_like expand_dims zeros_like slice_scatter concat_part index_add scatter_add""".split()
+)
+SUPPORTED_OPS = GRAD_OPS | frozenset(
     """neg abs exp log sqrt rsqrt sin cos tanh sigmoid relu gelu erf sign floor ceil cast
     add sub mul div pow maximum minimum equal not_equal less less_equal greater greater_equal where
     sum mean max min argmax moments softmax log_softmax layer_norm batch_norm
@@ -96,9 +102,7 @@ def emit_source(graph: Dict[str, Any], framework: str) -> str:
     for node in graph["nodes"]:
         op = node["op"]
         if op not in SUPPORTED_OPS:
-            raise NotImplementedError(
-                f"The {display} backend has no emitter for op '{op}' (node {node['id']}); backward-graph ops are "
-                "not emitted because framework backends differentiate with the framework's own autodiff")
+            raise NotImplementedError(f"The {display} backend has no emitter for op '{op}' (node {node['id']})")
         args = [f"v{i}" for i in node["inputs"]]
         args += [f"{k}={_literal(_attr_value(a))}" for k, a in sorted(node["attrs"].items())]
         outs = [f"v{o}" for o in node["outputs"]]
@@ -154,23 +158,51 @@ class Runner:
             return [self.ops.to_numpy(y) for y in outs], [None if g is None else self.ops.to_numpy(g) for g in grads]
 
 
+def gradient_file_path(file_path: str) -> str:
+    """Where the backward graph's source goes beside the model's: 'mlp.py' -> 'mlp_grad.py'."""
+    root, ext = os.path.splitext(file_path)
+    return f"{root}_grad{ext or '.py'}"
+
+
 class Emitter:
-    """Lowers a graph JSON dump to a Runner of one framework (used by ingot's PythonBackend)."""
+    """Lowers a graph JSON dump to a Runner of one framework (used by ingot's PythonBackend).
+
+    One compile lowers the model's graph (`runner`) and, for evaluate(..., output_gradients=...)
+    with gradients="ingot", the joint forward + backward graph (`gradient_runner`; its source is
+    written beside `file_path` as <name>_grad.py)."""
 
     def __init__(self, framework: str, file_path: Optional[str] = None):
         self.framework = framework
         self.file_path = file_path
         self.runner: Optional[Runner] = None
+        self.gradient_runner: Optional[Runner] = None
+        self._lowering_gradients = False
+
+    @contextlib.contextmanager
+    def lowering_gradients(self):
+        """Marks what ingot lowers meanwhile as the joint forward + backward graph (the C++ side
+        lowers it inside evaluate(..., output_gradients=...), on first use per set of seeds)."""
+        self._lowering_gradients = True
+        try:
+            yield
+        finally:
+            self._lowering_gradients = False
 
     def lower(self, graph_json: str) -> Runner:
         ops = _import_framework(self.framework)
         graph = json.loads(graph_json)
+        joint = self._lowering_gradients
         source = emit_source(graph, self.framework)
-        if self.file_path:
-            with open(self.file_path, "w", encoding="utf-8") as f:
+        path = self.file_path and (gradient_file_path(self.file_path) if joint else self.file_path)
+        if path:
+            with open(path, "w", encoding="utf-8") as f:
                 f.write(source)
         namespace: Dict[str, Any] = {}
-        exec(compile(source, self.file_path or f"<ingot {self.framework} backend>", "exec"), namespace)
+        exec(compile(source, path or f"<ingot {self.framework} backend>", "exec"), namespace)
         constants = [ops.constant(v["constant"]) for v in graph["values"] if v["producer"] < 0 and v["kind"] == "constant"]
-        self.runner = Runner(source, ops, constants, namespace["forward"])
-        return self.runner
+        runner = Runner(source, ops, constants, namespace["forward"])
+        if joint:
+            self.gradient_runner = runner
+        else:
+            self.runner = runner
+        return runner

@@ -215,25 +215,34 @@ class ArrayOps:
         out = xp.reshape(out, (n, o, oh, ow))
         return out if bias is None else out + xp.reshape(bias, (1, -1, 1, 1))
 
-    def _windows(self, x, kernel, stride, padding, fill):
-        xp = self.xp
+    @staticmethod
+    def _pool_taps(hw, kernel, stride, padding):
+        """(ph, pw) and, per kernel position, the [..., rows, cols] index of the padded input it reads."""
         kh, kw = _pair(kernel, (1, 1))
         sh, sw = _pair(stride, (kh, kw))
         ph, pw = _pair(padding, (0, 0))
-        h, w = x.shape[2], x.shape[3]
-        oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
-        xpad = xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
-        for i in range(kh):
-            for j in range(kw):
-                yield xpad[:, :, i: i + sh * (oh - 1) + 1: sh, j: j + sw * (ow - 1) + 1: sw]
+        oh, ow = (hw[0] + 2 * ph - kh) // sh + 1, (hw[1] + 2 * pw - kw) // sw + 1
+        taps = [(Ellipsis, slice(i, i + sh * (oh - 1) + 1, sh), slice(j, j + sw * (ow - 1) + 1, sw))
+                for i in range(kh) for j in range(kw)]
+        return (ph, pw), taps
+
+    def _windows(self, x, kernel, stride, padding, fill):
+        (ph, pw), taps = self._pool_taps(x.shape[2:], kernel, stride, padding)
+        xpad = self.xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
+        for tap in taps:
+            yield xpad[tap]
+
+    @staticmethod
+    def _lowest(x):
+        """What max pooling pads with: integers their lowest value, floats -inf."""
+        try:
+            return np.iinfo(np.dtype(x.dtype)).min
+        except ValueError:
+            return -np.inf
 
     def max_pool2d(self, x, kernel, stride=None, padding=None):
-        try:
-            fill = np.iinfo(np.dtype(x.dtype)).min  # integers pad with their lowest value
-        except ValueError:
-            fill = -np.inf
         out = None
-        for win in self._windows(x, kernel, stride, padding, fill):
+        for win in self._windows(x, kernel, stride, padding, self._lowest(x)):
             out = win if out is None else self.xp.maximum(out, win)
         return out
 
@@ -260,16 +269,20 @@ class ArrayOps:
 
     def broadcast_to(self, x, shape): return self.xp.broadcast_to(x, tuple(shape))
 
-    def slice(self, x, starts, ends, axes=None, steps=None):
+    @staticmethod
+    def _slice_index(shape, starts, ends, axes=None, steps=None):
         axes = axes if axes else list(range(len(starts)))
         steps = steps if steps else [1] * len(starts)
-        index: List[Any] = [slice(None)] * x.ndim
+        index: List[Any] = [slice(None)] * len(shape)
         for s, e, a, st in zip(starts, ends, axes, steps):
-            d = x.shape[a]
+            d = shape[a]
             norm = lambda i, lo, hi: min(max(i + d if i < 0 else i, lo), hi)  # noqa: E731
             s2, e2 = (norm(s, 0, d), norm(e, 0, d)) if st > 0 else (norm(s, -1, d - 1), norm(e, -1, d - 1))
-            index[a % x.ndim] = slice(s2, None if e2 < 0 else e2, st)
-        return x[tuple(index)]
+            index[a % len(shape)] = slice(s2, None if e2 < 0 else e2, st)
+        return tuple(index)
+
+    def slice(self, x, starts, ends, axes=None, steps=None):
+        return x[self._slice_index(x.shape, starts, ends, axes, steps)]
 
     def concat(self, *xs, axis=0): return self.xp.concatenate(xs, axis=axis)
     def gather(self, x, indices, axis=0): return self.xp.take(x, indices, axis=axis)
@@ -289,11 +302,110 @@ class ArrayOps:
         keep = self.xp.asarray(uniform01(seed, int(np.prod(x.shape))).astype(np.float64).reshape(x.shape) >= p)
         return self.xp.where(keep, x * (1.0 / (1.0 - p)), self.xp.zeros_like(x))
 
-    # -- gradients
+    # -- the (grad) ops of ingot's backward graphs (gradients="ingot"); `like` operands give shapes only
+    def _add_at(self, a, index, value):
+        """a with `value` added at `index` (repeated indices add up); a new array."""
+        out = a.copy()
+        np.add.at(out, index, value)
+        return out
+
+    def _zeros(self, shape, like_dtype):
+        return self.xp.zeros(tuple(shape), dtype=like_dtype)
+
+    def sum_to_like(self, x, like):
+        extra = x.ndim - like.ndim
+        if extra > 0:
+            x = self.xp.sum(x, axis=tuple(range(extra)))
+        axes = tuple(i for i, (a, b) in enumerate(zip(x.shape, like.shape)) if b == 1 and a != 1)
+        if axes:
+            x = self.xp.sum(x, axis=axes, keepdims=True)
+        return self.xp.reshape(x, tuple(like.shape))
+
+    def broadcast_to_like(self, x, like): return self.xp.broadcast_to(x, tuple(like.shape))
+    def reshape_like(self, x, like): return self.xp.reshape(x, tuple(like.shape))
+    def expand_dims(self, x, axes): return self.xp.expand_dims(x, tuple(axes))
+    def zeros_like(self, x): return self.xp.zeros_like(x)
+
+    def slice_scatter(self, grad, like, starts, ends, axes=None, steps=None):
+        index = self._slice_index(like.shape, starts, ends, axes, steps)
+        return self._add_at(self._zeros(like.shape, grad.dtype), index, grad)
+
+    def concat_part(self, grad, *xs, axis, index):
+        axis %= grad.ndim
+        start = sum(x.shape[axis] for x in xs[:index])
+        part: List[Any] = [slice(None)] * grad.ndim
+        part[axis] = slice(start, start + xs[index].shape[axis])
+        return grad[tuple(part)]
+
+    def index_add(self, like, indices, updates, axis=0):
+        axis %= like.ndim
+        return self._add_at(self._zeros(like.shape, updates.dtype), (slice(None),) * axis + (indices,), updates)
+
+    def scatter_add(self, like, indices, updates, axis):
+        index = list(np.indices(tuple(indices.shape), sparse=True))
+        index[axis % like.ndim] = indices
+        return self._add_at(self._zeros(like.shape, updates.dtype), tuple(index), updates)
+
+    def _conv_geometry(self, x_shape, w_shape, stride, padding, dilation, groups):
+        sh, sw = _pair(stride, (1, 1))
+        ph, pw = _pair(padding, (0, 0))
+        dh, dw = _pair(dilation, (1, 1))
+        n, _, h, wd = x_shape
+        o, cg, kh, kw = w_shape
+        oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+        ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+        taps = [(i, j, (Ellipsis, slice(i * dh, i * dh + sh * (oh - 1) + 1, sh), slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)))
+                for i in range(kh) for j in range(kw)]
+        return (n, h, wd, o, cg, ph, pw), taps
+
+    def conv2d_input_grad(self, dy, w, like, stride=None, padding=None, dilation=None, groups=1):
+        (n, h, wd, o, cg, ph, pw), taps = self._conv_geometry(like.shape, w.shape, stride, padding, dilation, groups)
+        dyg = self.xp.reshape(dy, (n, groups, o // groups) + tuple(dy.shape[2:]))
+        wg = self.xp.reshape(w, (groups, o // groups, cg) + tuple(w.shape[2:]))
+        dx = self._zeros((n, groups, cg, h + 2 * ph, wd + 2 * pw), dy.dtype)
+        for i, j, tap in taps:  # each kernel position sends dy back through its weights
+            dx = self._add_at(dx, tap, self.xp.einsum("ngohw,goc->ngchw", dyg, wg[:, :, :, i, j]))
+        return self.xp.reshape(dx, (n, groups * cg, h + 2 * ph, wd + 2 * pw))[:, :, ph:ph + h, pw:pw + wd]
+
+    def conv2d_weight_grad(self, x, dy, like, stride=None, padding=None, dilation=None, groups=1):
+        (n, h, wd, o, cg, ph, pw), taps = self._conv_geometry(x.shape, like.shape, stride, padding, dilation, groups)
+        xg = self.xp.reshape(self.xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw))), (n, groups, cg, h + 2 * ph, wd + 2 * pw))
+        dyg = self.xp.reshape(dy, (n, groups, o // groups) + tuple(dy.shape[2:]))
+        per_tap = [self.xp.einsum("ngchw,ngohw->goc", xg[tap], dyg) for _, _, tap in taps]
+        return self.xp.reshape(self.xp.stack(per_tap, axis=-1), tuple(like.shape))
+
+    def max_pool2d_grad(self, x, dy, kernel, stride=None, padding=None):
+        (ph, pw), taps = self._pool_taps(x.shape[2:], kernel, stride, padding)
+        wins = list(self._windows(x, kernel, stride, padding, self._lowest(x)))
+        best = wins[0]
+        for win in wins[1:]:
+            best = self.xp.maximum(best, win)
+        dx = self._zeros(tuple(x.shape[:2]) + (x.shape[2] + 2 * ph, x.shape[3] + 2 * pw), dy.dtype)
+        taken = self.xp.zeros(best.shape, dtype=bool)
+        for tap, win in zip(taps, wins):  # each window's first maximum takes its dy
+            first = (win == best) & ~taken
+            taken = taken | first
+            dx = self._add_at(dx, tap, self.xp.where(first, dy, self.xp.zeros_like(dy)))
+        return dx[:, :, ph:ph + x.shape[2], pw:pw + x.shape[3]]
+
+    def avg_pool2d_grad(self, dy, like, kernel, stride=None, padding=None, count_include_pad=1):
+        (ph, pw), taps = self._pool_taps(like.shape[2:], kernel, stride, padding)
+        if count_include_pad:
+            share = dy / len(taps)
+        else:
+            ones = self.xp.ones((1, 1) + tuple(like.shape[2:]), dtype=dy.dtype)
+            share = dy / sum(self._windows(ones, kernel, stride, padding, 0))
+        dx = self._zeros(tuple(like.shape[:2]) + (like.shape[2] + 2 * ph, like.shape[3] + 2 * pw), dy.dtype)
+        for tap in taps:
+            dx = self._add_at(dx, tap, share)
+        return dx[:, :, ph:ph + like.shape[2], pw:pw + like.shape[3]]
+
+    # -- gradients through the framework's autodiff (gradients="framework")
     def vjp(self, forward, inputs, constants, cotangents, wrt):
         from .._ingot import IngotError
 
-        raise IngotError("NumpyBackend has no autodiff: use ml.TorchBackend() or ml.JaxBackend() for gradients")
+        raise IngotError("NumPy has no autodiff: NumpyBackend's gradients come from ingot's backward graph "
+                         "(gradients='ingot')")
 
 
 def export(ops: ArrayOps, namespace: dict) -> None:

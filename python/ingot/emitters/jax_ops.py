@@ -29,6 +29,9 @@ class JaxOps(ArrayOps):
     def erf(self, x):
         return jax.scipy.special.erf(self._float(x))
 
+    def _add_at(self, a, index, value):
+        return a.at[index].add(value)  # JAX arrays are immutable: a functional scatter-add
+
     def vjp(self, forward, inputs, constants, cotangents, wrt):
         differentiable = [i for i, w in enumerate(wrt) if w]
 

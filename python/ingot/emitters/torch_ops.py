@@ -213,6 +213,67 @@ def dropout(x, p, seed, training=0):
     return torch.where(keep, x * (1.0 / (1.0 - p)), torch.zeros_like(x))
 
 
+# -- the (grad) ops of ingot's backward graphs (gradients="ingot"). Each is the pullback of its
+# forward op, so torch's own backward kernels compute it: `like` gives the shape the forward read.
+def _pullback(forward_op, primal, cotangent):
+    """d(sum(forward_op(p) * cotangent)) / dp at p = primal."""
+    with torch.enable_grad():
+        p = primal.detach().to(cotangent.dtype).requires_grad_(True)
+        (g,) = torch.autograd.grad(forward_op(p), p, cotangent)
+    return g
+
+
+def _at_zeros(like, cotangent):
+    return torch.zeros(tuple(like.shape), dtype=cotangent.dtype)
+
+
+def sum_to_like(x, like): return _pullback(lambda p: torch.broadcast_to(p, tuple(x.shape)), _at_zeros(like, x), x)
+def broadcast_to_like(x, like): return torch.broadcast_to(x, tuple(like.shape))
+def reshape_like(x, like): return torch.reshape(x, tuple(like.shape))
+def zeros_like(x): return torch.zeros_like(x)
+
+
+def expand_dims(x, axes):
+    for a in sorted(a % (x.dim() + len(axes)) for a in axes):  # positions in the result, lowest first
+        x = torch.unsqueeze(x, a)
+    return x
+
+
+def slice_scatter(grad, like, starts, ends, axes=None, steps=None):
+    return _pullback(lambda p: slice(p, starts, ends, axes, steps), _at_zeros(like, grad), grad)
+
+
+def concat_part(grad, *xs, axis, index):
+    axis %= grad.dim()
+    start = _builtins.sum(x.shape[axis] for x in xs[:index])
+    return grad.narrow(axis, start, xs[index].shape[axis])
+
+
+def index_add(like, indices, updates, axis=0):
+    return _pullback(lambda p: gather(p, indices, axis), _at_zeros(like, updates), updates)
+
+
+def scatter_add(like, indices, updates, axis):
+    return _pullback(lambda p: take_along_axis(p, indices, axis), _at_zeros(like, updates), updates)
+
+
+def conv2d_input_grad(dy, w, like, stride=None, padding=None, dilation=None, groups=1):
+    return _pullback(lambda p: conv2d(p, w.to(dy.dtype), None, stride, padding, dilation, groups), _at_zeros(like, dy), dy)
+
+
+def conv2d_weight_grad(x, dy, like, stride=None, padding=None, dilation=None, groups=1):
+    return _pullback(lambda p: conv2d(x.to(dy.dtype), p, None, stride, padding, dilation, groups), _at_zeros(like, dy), dy)
+
+
+def max_pool2d_grad(x, dy, kernel, stride=None, padding=None):
+    # torch's max_pool2d backward routes dy to each window's first maximum, as ingot's kernel does.
+    return _pullback(lambda p: max_pool2d(p, kernel, stride, padding), x, dy)
+
+
+def avg_pool2d_grad(dy, like, kernel, stride=None, padding=None, count_include_pad=1):
+    return _pullback(lambda p: avg_pool2d(p, kernel, stride, padding, count_include_pad), _at_zeros(like, dy), dy)
+
+
 def vjp(forward, inputs, constants, cotangents, wrt):
     args = [x.detach().clone().requires_grad_(True) if w else x for x, w in zip(inputs, wrt)]
     outs = forward(args, [from_numpy(c) if isinstance(c, np.ndarray) else c for c in constants])
