@@ -171,6 +171,20 @@ TEST_F(AutoCompile, InstructionLogHasOneLinePerEvaluation) {
   EXPECT_EQ(lines[3].rfind("t=", 0), 0u);
 }
 
+// An instruction log that cannot be opened warns once and leaves evaluation alone (it used to
+// throw from the first eval() after computing, then drop lines silently).
+TEST_F(AutoCompile, UnopenableInstructionLogWarnsOnceAndNeverThrows) {
+  testing::TempDir dir;
+  config_.instruction_log = dir.path + "/no-such-dir/instructions.log";
+  apply();
+  Array x(random_tensor({4, 6}, 1)), w(random_tensor({6, 5}, 2));
+  const Tensor want = sum(relu(matmul(x, w))).tensor();
+  for (int i = 0; i < 3; ++i) EXPECT_NO_THROW(EXPECT_TRUE(allclose(step(x, w), want)));
+  EXPECT_EQ(lines_with("[COMPILE] warning: INGOT_INSTRUCTION_LOG: cannot open '" + config_.instruction_log +
+                       "' for appending"),
+            1);
+}
+
 TEST_F(AutoCompile, RegionEvaluatesItsBodyAsOneUnit) {
   config_.auto_compile = false;  // a region is compiled by itself
   config_.debug = true;

@@ -245,19 +245,26 @@ class HotPath {
         speedup = "[COMPILE] speedup " + e.ops + ": eager " + fixed(eager, 3) + " ms -> compiled " + fixed(comp, 3) +
                   " ms per evaluation (" + fixed(comp > 0 ? eager / comp : 0, 2) + "x)";
       }
-      if (!cfg.instruction_log.empty()) write_instruction(cfg.instruction_log, e, compiled, ms);
+      if (!cfg.instruction_log.empty()) write_instruction(cfg, e, compiled, ms);
     }
     if (!speedup.empty() && cfg.debug) compile_log(cfg, speedup);
   }
 
-  // One line per evaluation: time since the first one, how it ran, which graph, its ops.
-  void write_instruction(const std::string& path, const Entry& e, bool compiled, double ms) {
+  // One line per evaluation: time since the first one, how it ran, which graph, its ops. A log
+  // that cannot be opened is a warning once per path, never an exception: the evaluation it
+  // would describe has already run and its results must reach the caller.
+  void write_instruction(const CompileConfig& cfg, const Entry& e, bool compiled, double ms) {
+    const std::string& path = cfg.instruction_log;
     if (path != log_path_) {
       log_.close();
+      log_.clear();
       log_.open(path, std::ios::app);
       log_path_ = path;
-      INGOT_CHECK(log_.good(), "INGOT_INSTRUCTION_LOG: cannot open '", path, "' for appending");
+      if (!log_.good())
+        compile_log(cfg, "[COMPILE] warning: INGOT_INSTRUCTION_LOG: cannot open '" + path +
+                             "' for appending; evaluations are not logged");
     }
+    if (!log_.good()) return;
     log_ << "t=" << fixed(ms_between(start_, Clock::now()), 3) << "ms mode=" << (compiled ? "compiled" : "eager")
          << " graph=" << hex(e.hash) << " run=" << fixed(ms, 3) << "ms ops=" << e.ops << "\n";
     log_.flush();
