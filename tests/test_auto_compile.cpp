@@ -92,6 +92,10 @@ TEST_F(AutoCompile, NewDataSameShapesReusesTheBuildNewShapeRecompiles) {
   EXPECT_EQ(lines_with("[COMPILE] hot sequence matmul -> relu -> sum (seen 3 times)"), 1);
   EXPECT_EQ(lines_with("[COMPILE] recompiling matmul -> relu -> sum: new shape (input 0: [8, 6], was [4, 6])"), 1)
       << log().size();
+  Array w64(random_tensor({6, 5}, 2, -1, 1, DType::Float64));
+  for (int i = 0; i < 3; ++i) step(Array(random_tensor({8, 6}, 30 + i, -1, 1, DType::Float64)), w64);
+  wait_for_background_compiles();
+  EXPECT_EQ(lines_with("[COMPILE] recompiling matmul -> relu -> sum: new dtype (input 0: float64, was float32)"), 1);
 }
 
 TEST_F(AutoCompile, CpuBackendBuildGivesTheEagerResultsAndLogsEveryStage) {
