@@ -4,11 +4,25 @@
 # nanobind extension in build/python, reusing ccache's objects from build/release), then pytest.
 #   INGOT_PY_EXTRAS="jax torch"  also installs those frameworks, so their emitter tests run
 #                                (otherwise they are skipped, and pytest -rs says so).
+#   INGOT_PY_FRAMEWORKS_FROM=DIR  uses the frameworks already installed in the virtual
+#                                environment DIR (e.g. ~/.cache/ingot-bench-venv, which
+#                                scripts/bench.sh fills) instead of downloading them: the tests
+#                                run in build/python-venv-frameworks, whose own packages (ingot,
+#                                numpy) come first and DIR's site-packages after them (a .pth file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=build/python-venv
+frameworks="${INGOT_PY_FRAMEWORKS_FROM:-}"
+if [ -n "$frameworks" ]; then
+  [ -x "$frameworks/bin/python" ] || { echo "INGOT_PY_FRAMEWORKS_FROM=$frameworks is not a virtual environment" >&2; exit 2; }
+  venv=build/python-venv-frameworks
+fi
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 py="$venv/bin/python"
+if [ -n "$frameworks" ]; then
+  site() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+  site "$frameworks/bin/python" >"$(site "$py")/ingot_test_frameworks.pth"
+fi
 # shellcheck disable=SC2086
 "$py" -m pip install -q --disable-pip-version-check nanobind scikit-build-core numpy pytest ml_dtypes ${INGOT_PY_EXTRAS:-}
 "$py" -m pip install -q --disable-pip-version-check --no-build-isolation .

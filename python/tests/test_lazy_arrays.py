@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import ingot as ml
-from conftest import assert_close, needs_torch
+from conftest import assert_close, needs_jax, needs_torch
 
 
 def rand(rng, *shape, dtype=np.float32, low=-2.0, high=2.0):
@@ -85,6 +85,18 @@ def test_torch_tensors_in_and_out_through_dlpack():
     assert np.shares_memory(np.asarray(a), t.numpy())
     out = torch.from_dlpack(ml.exp(a))
     torch.testing.assert_close(out, torch.exp(t))
+
+
+@needs_jax
+def test_jax_arrays_in_and_out_through_dlpack():
+    import jax.numpy as jnp
+    j = jnp.arange(6, dtype=jnp.float32).reshape(2, 3)
+    a = ml.asarray(j)
+    assert np.asarray(a).ctypes.data == j.unsafe_buffer_pointer()  # viewed, not copied
+    y = ml.exp(a)
+    out = jnp.from_dlpack(y)
+    assert out.unsafe_buffer_pointer() == np.asarray(y).ctypes.data
+    np.testing.assert_allclose(np.asarray(out), np.exp(np.asarray(j)), rtol=1e-6)
 
 
 def test_evaluation_is_lazy_and_eval_computes_trees():
