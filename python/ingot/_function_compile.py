@@ -38,10 +38,6 @@ def _cache_for(fn: Callable, shapeless: bool, inputs: Any, outputs: Any) -> _Cac
     return per_function[key]
 
 
-def _as_array(x: Any) -> "_ingot.array":
-    return x if isinstance(x, _ingot.array) else _ingot.array(x)
-
-
 class CompiledFunction:
     """A function compiled by ``ml.compile(fn)``: call it like fn, with ml.arrays (or array data)
     as positional arguments. The first call for each signature (number of arguments and captured
@@ -58,7 +54,7 @@ class CompiledFunction:
         if kwargs:
             raise TypeError(f"compiled function {self._name}() takes positional ml.arrays only, got keyword "
                             f"arguments {sorted(kwargs)} (bind them with functools.partial before ml.compile)")
-        arrays = [_as_array(a) for a in args]
+        arrays = [_tree.as_array(a, f"compiled function {self._name}(): argument {i}") for i, a in enumerate(args)]
         c = self._cache
         ins = _tree.slots(c.inputs, "inputs", mutable=False)
         outs = _tree.slots(c.outputs, "outputs", mutable=True)
@@ -183,7 +179,8 @@ def vjp(fn: Callable, primals: Sequence[Any], cotangents: Sequence[Any]) -> Tupl
     def flat_fn(xs: List["_ingot.array"]) -> List["_ingot.array"]:
         return _tree.flatten(fn(*xs), "the function's result")[0]
 
-    outputs, vjps = _ingot._vjp(flat_fn, [_as_array(p) for p in primals], [_as_array(c) for c in cotangents])
+    outputs, vjps = _ingot._vjp(flat_fn, [_tree.as_array(p, f"vjp: primal {i}") for i, p in enumerate(primals)],
+                                [_tree.as_array(c, f"vjp: cotangent {i}") for i, c in enumerate(cotangents)])
     return list(outputs), list(vjps)
 
 

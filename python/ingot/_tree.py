@@ -32,9 +32,24 @@ def _flatten(x: Any, what: str, path: str, convert: bool, leaves: List["_ingot.a
     if isinstance(x, dict):
         return (dict, list(x), [_flatten(v, what, f"{path}[{k!r}]", convert, leaves) for k, v in x.items()])
     if convert:
-        leaves.append(_ingot.array(x))
+        leaves.append(as_array(x, f"{what}{path}"))
         return _LEAF
     raise TypeError(f"{what}{path} is a {type(x).__name__}: expected ml.arrays, or lists, tuples and dicts of them")
+
+
+def as_array(x: Any, what: str) -> "_ingot.array":
+    """x as an ml.array (array data is copied). Errors name `what`: what is not array data is a
+    TypeError (nanobind's own message would only list the constructor's signature), data of an
+    unsupported dtype an IngotError."""
+    if isinstance(x, _ingot.array):
+        return x
+    try:
+        return _ingot.array(x)
+    except _ingot.IngotError as e:  # data of an unsupported dtype
+        raise _ingot.IngotError(f"{what}: {e}") from None
+    except TypeError:
+        raise TypeError(f"{what} has type {type(x).__name__}: expected an ml.array or array data (a NumPy array, "
+                        "anything with __dlpack__ or the buffer protocol, a list or a number)") from None
 
 
 def unflatten(structure: Any, leaves: List["_ingot.array"]) -> Any:

@@ -306,6 +306,14 @@ def test_compile_usage_errors():
         ml.compile(scaled_tanh)(ml.ones(1), scale=2)
     with pytest.raises(TypeError, match="the result of <lambda>\\(\\) is a float"):
         ml.compile(lambda x: 1.0)(ml.ones(1))
+    # Not array data: the argument is named (nanobind's message listed only array()'s signature).
+    with pytest.raises(TypeError, match="compiled function scaled_tanh\\(\\): argument 1 has type NoneType: expected an "
+                                        "ml.array or array data"):
+        ml.compile(scaled_tanh)(ml.ones(1), None)
+    with pytest.raises(TypeError, match="vjp: cotangent 0 has type NoneType: expected an ml.array"):
+        ml.vjp(scaled_tanh, [ml.ones(1)], [None])
+    with pytest.raises(ml.IngotError, match=r"argument 0\['w'\]: Unsupported dtype complex128 for ml.array"):
+        ml.grad(lambda p: ml.sum(p["w"]))({"w": np.ones(2, np.complex128)})
 
 
 def test_calls_leave_no_reference_cycles_so_results_are_freed_when_dropped():
