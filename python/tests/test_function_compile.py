@@ -127,6 +127,18 @@ def test_shapeless_compiles_once_per_rank(rng):
     assert ml.compile_count() == c0 + 2
 
 
+def test_shapeless_keeps_size_one_dimensions_so_they_broadcast(rng):
+    add = ml.compile(lambda x, y: x + y, shapeless=True)
+    c0 = ml.compile_count()
+    for n in (3, 5):
+        x, y = rand(rng, n, 1), rand(rng, n, 4)
+        assert_close(add(x, y), np.asarray(x) + np.asarray(y))
+    assert ml.compile_count() == c0 + 1
+    x, y = rand(rng, 3, 4), rand(rng, 3, 4)
+    assert_close(add(x, y), np.asarray(x) + np.asarray(y))  # no size-1 dim: a signature of its own
+    assert ml.compile_count() == c0 + 2
+
+
 def test_shapeless_errors_where_the_graph_fixes_a_dimension():
     with pytest.raises(ml.IngotError, match=r"compile\(shapeless=true\).*does not allow other input shapes"):
         ml.compile(lambda x: ml.reshape(x, (6,)), shapeless=True)(ml.zeros((2, 3)))
