@@ -178,6 +178,25 @@ TEST_F(FunctionCompile, ReadingAPlaceholderWhileTracingIsAClearError) {
   EXPECT_TRUE(Contains(error_of([&] { g(ones({2})); }), "placeholders"));
 }
 
+// An array saved from inside a trace holds placeholders forever. Using it later once crashed a
+// shapeless compile (an input beyond the trace's own was indexed) and failed an unshapeless one
+// with vector::_M_range_check; reading it blamed a trace that was no longer running.
+TEST_F(FunctionCompile, AnArrayThatEscapedATraceIsAClearError) {
+  Array leaked;
+  auto f = compile([&](const Array& x) {
+    leaked = x * 2.0f;
+    return x;
+  });
+  f(ones({3}));
+  EXPECT_TRUE(Contains(error_of([&] { (leaked + 1.0f).tensor(); }), "was read after that trace ended"));
+  for (bool shapeless : {false, true}) {
+    auto g = compile([&](const Array& x) { return x + leaked; }, {.shapeless = shapeless});
+    const std::string msg = error_of([&] { g(ones({3})); });
+    EXPECT_TRUE(Contains(msg, "was used by a compiled function after that trace ended")) << msg;
+    EXPECT_TRUE(Contains(msg, "list the variable in compile's `outputs`")) << msg;
+  }
+}
+
 TEST_F(FunctionCompile, CapturedStateUpdatesAcrossCalls) {
   Array total = zeros({2});
   Array calls(Tensor::scalar<int64_t>(0));

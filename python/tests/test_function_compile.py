@@ -279,6 +279,16 @@ def test_reading_values_while_tracing_is_a_clear_error(read):
         ml.grad(lambda x: ml.sum(peeks(x)))(ml.ones(2))
 
 
+def test_an_array_that_escaped_a_trace_is_a_clear_error():
+    saved = []
+    f = ml.compile(lambda x: saved.append(x * 2.0) or x)
+    f(ml.ones(3))
+    with pytest.raises(ml.IngotError, match="was read after that trace ended"):
+        saved[0].tolist()
+    with pytest.raises(ml.IngotError, match="was used by a compiled function after that trace ended"):
+        ml.compile(lambda x: x + saved[0], shapeless=True)(ml.ones(3))  # this one crashed the process
+
+
 def test_exceptions_from_the_function_propagate_as_themselves_and_leave_the_state_alone():
     state = [ml.array(1.0)]
     original = state[0]

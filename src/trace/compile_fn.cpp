@@ -130,6 +130,9 @@ std::shared_ptr<const BuiltGraph> trace_and_build(CompiledState& state, const st
     targets.push_back(outs[i].impl().get());
   }
   LazyGraph lg = build_lazy_graph(targets, DataLeaves::Constants, /*keep_external=*/false, leading);
+  // Every input past this trace's own placeholders is one a finished trace left behind (nested
+  // compiled functions inline, so no other trace runs now); it would have no data to run with.
+  if (lg.inputs.size() > all.size()) fail_escaped_placeholder("used by a compiled function");
   std::vector<ShapeConstraint> constraints;
   if (o.shapeless) {
     for (size_t k = 0; k < lg.input_values.size(); ++k) {

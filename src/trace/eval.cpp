@@ -28,6 +28,7 @@ thread_local int trace_depth = 0;
   const ArrayImpl* p = nullptr;
   for (const ArrayImpl* a : lg.inputs)
     if (a->placeholder) p = a;
+  if (tracing_depth() == 0) fail_escaped_placeholder("read");  // no trace is running: a stale one
   INGOT_FAIL("Cannot read the values of an array while a function is being traced (ingot::compile, grad, vjp): it depends "
              "on the function's inputs, which are placeholders during tracing (shape ",
              to_string(p->shape), ", ", dtype_name(p->dtype),
@@ -37,6 +38,13 @@ thread_local int trace_depth = 0;
 }  // namespace
 
 int& tracing_depth() { return trace_depth; }
+
+void fail_escaped_placeholder(const std::string& use) {
+  INGOT_FAIL("An array computed inside a traced function (ingot::compile, grad, vjp) was ", use,
+             " after that trace ended: it depends on the trace's placeholders, which never hold data. It was saved "
+             "from inside the function (in a variable the function captures). Return it from the function instead, "
+             "or list the variable in compile's `outputs` so it receives the computed value after each call.");
+}
 
 Array placeholder_like(const Array& like) {
   auto impl = std::make_shared<ArrayImpl>();

@@ -20,6 +20,8 @@ std::string fixed(double x, int digits);  // "%.*f", for log lines
 
 // > 0 while compile(fn) or a transform traces a function on this thread.
 int& tracing_depth();
+// Throws the error for an array that escaped a finished trace and is now `use`d ("read", ...).
+[[noreturn]] void fail_escaped_placeholder(const std::string& use);
 
 // Counts one level of tracing for its scope.
 struct TraceGuard {
