@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 import ingot as ml
-from conftest import _FRAMEWORK_BACKENDS
-from emitters_util import op_spec_model
+from conftest import _FRAMEWORK_BACKENDS, op_model
 
 
 # (case, the (grad) op its backward graph must contain, op, {input: shape}, attrs)
@@ -57,7 +56,7 @@ def compile_case(case, op, shapes, attrs, backend, index_input=None):
     if index_input is not None:
         all_shapes["idx"] = list(index_input.shape)
         types["idx"] = "int64"
-    return ml.compile(op_spec_model(op, inputs, attrs), backend, shapes=all_shapes, types=types,
+    return ml.compile(op_model(op, inputs, **attrs), backend, shapes=all_shapes, types=types,
                       data_keys=["idx"] if index_input is not None else [], trainable_keys=list(shapes))
 
 
@@ -85,7 +84,7 @@ def test_backward_graph_runs_in_the_framework(framework, case, grad_op, op, shap
 @pytest.mark.parametrize("framework", ["numpy", "jax", "torch"])
 def test_sum_to_like_sums_the_broadcast_dimensions(framework):
     x = np.random.default_rng(1).normal(size=(3, 2, 4))
-    pm = ml.compile(op_spec_model("sum_to_like", ["x", "like"], {}), framework_backend(framework),
+    pm = ml.compile(op_model("sum_to_like", ["x", "like"]), framework_backend(framework),
                     shapes={"x": [3, 2, 4], "like": [2, 1]}, types={"x": "float64", "like": "float64"},
                     data_keys=["x", "like"])
     out = pm.evaluate({}, {"x": x, "like": np.zeros((2, 1))})["output"]
