@@ -18,6 +18,7 @@ then that first call, compile included: "reps": 0).
   python bench/peers.py [--quick] [--out bench/results/peers.json] [--only torch,jax,...]
 """
 import argparse
+import datetime
 import json
 import os
 import platform
@@ -34,6 +35,11 @@ os.environ.setdefault(
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import numpy as np  # noqa: E402  (numpy is required; the peers are optional)
+
+
+def measured_utc():
+    """When the run happened (UTC), as the C++ benchmarks write it (bench_util.h)."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
 def cpu_model():
@@ -308,6 +314,7 @@ def run_main(tool, default_out, workloads_of, make_data_of, peers, reps_for, war
     result = {
         "tool": tool,
         "quick": args.quick,
+        "measured_utc": measured_utc(),
         "machine": {"cpu": cpu_model(), "hardware_threads": os.cpu_count(), "threads_used": THREADS},
         "versions": {"python": platform.python_version(), "numpy": np.__version__},
         **(extra or {}),
