@@ -220,6 +220,12 @@ def build(cpu, peers, cpu_path):
     return "\n".join(out) + "\n"
 
 
+def subsection(title, tool, results, data, sources):
+    """The opening lines of a "### " subsection: where its figures come from (`sources` goes on)."""
+    return ["", f"### {title}", "",
+            f"From `build-bench/{tool}` (`{results}`" + (", quick run" if data.get("quick") else "") + ")" + sources, ""]
+
+
 def same_gelu_shape(res, shape):
     """Whether a peers' or Python results file measured gelu at `shape` (only such figures compare)."""
     return str(res.get("gelu_shape", res.get("workloads", {}).get("gelu", {}).get("shape"))) \
@@ -243,17 +249,13 @@ def build_fncompile(fn, peers, fn_py=None):
             return None
         return fn_py.get(key, {}).get("compiled_ms")
 
-    out = []
+    out = subsection(
+        "Function compile and auto-compile", "bench_fncompile", "bench/results/fncompile.json", fn,
+        ", `bench/bench_fncompile.py` (Python's `ml.compile`, `bench/results/fncompile_py.json`) and the PyTorch "
+        "peers of `bench/peers.py` (`gelu`, `mlp_train`), per call or training iteration; in brackets the time "
+        "relative to ingot eager (lazy arrays run op by op on the reference interpreter; below 1 is faster). The MLP "
+        f"step is 784 -> 256 -> 10, batch {m['batch']}, softmax cross-entropy, SGD, its backward written with array ops.")
     w = out.append
-    w("")
-    w("### Function compile and auto-compile")
-    w("")
-    w("From `build-bench/bench_fncompile` (`bench/results/fncompile.json`" + (", quick run" if fn.get("quick") else "")
-      + "), `bench/bench_fncompile.py` (Python's `ml.compile`, `bench/results/fncompile_py.json`) and the PyTorch "
-      "peers of `bench/peers.py` (`gelu`, `mlp_train`), per call or training iteration; in brackets the time "
-      "relative to ingot eager (lazy arrays run op by op on the reference interpreter; below 1 is faster). The MLP "
-      f"step is 784 -> 256 -> 10, batch {m['batch']}, softmax cross-entropy, SGD, its backward written with array ops.")
-    w("")
     w("| workload | ingot eager | `compile(fn)` | auto-compile, before the switch | auto-compile, after the switch "
       "| Python `ml.compile` | PyTorch eager | torch.compile |")
     w("|---|---|---|---|---|---|---|---|")
@@ -282,17 +284,13 @@ TRAIN_PEERS = ["torch eager", "torch.compile", "jax jit"]
 def build_train(train, peers):
     """The training-step table (bench_train + bench/peers_train.py) and checkpointing memory."""
     mib = lambda b: b / (1 << 20)
-    out = []
+    out = subsection(
+        "Training step", "bench_train", "bench/results/train.json", train,
+        " and `bench/peers_train.py` (`bench/results/peers_train.json`): one training step (forward, "
+        f"backward, {train.get('optimizer', 'SGD')}) with softmax cross-entropy, median of a few steps; in "
+        "brackets the time relative to the ingot compiled step (above 1: slower than it). ingot eager is "
+        "`evaluate` with gradients, then `Optimizer::update` on the host.")
     w = out.append
-    w("")
-    w("### Training step")
-    w("")
-    w("From `build-bench/bench_train` (`bench/results/train.json`" + (", quick run" if train.get("quick") else "")
-      + ") and `bench/peers_train.py` (`bench/results/peers_train.json`): one training step (forward, "
-      f"backward, {train.get('optimizer', 'SGD')}) with softmax cross-entropy, median of a few steps; in "
-      "brackets the time relative to the ingot compiled step (above 1: slower than it). ingot eager is "
-      "`evaluate` with gradients, then `Optimizer::update` on the host.")
-    w("")
 
     def peer(name, row):
         if not peers:
@@ -359,16 +357,12 @@ def build_graph_opt(go):
     """The graph optimization / memory planning table (bench_graph_opt) and mixed-precision accuracy."""
     mib = lambda b: f"{b / (1 << 20):.2f}" if measured(b) else "—"
     num = lambda x: f"{x:.3f}" if measured(x) else "—"
-    out = []
+    out = subsection(
+        "Graph optimization and memory planning", "bench_graph_opt", "bench/results/graph_opt.json", go,
+        ", reference backend, no timing: node counts at `optimization_level` none and medium, and the memory "
+        "plan (greedy) of the graph that runs: in inference the optimized graph, in training the joint forward + "
+        "backward graph of every output. Peak / lower bound = 1 is the best any placement can do.")
     w = out.append
-    w("")
-    w("### Graph optimization and memory planning")
-    w("")
-    w("From `build-bench/bench_graph_opt` (`bench/results/graph_opt.json`" + (", quick run" if go.get("quick") else "")
-      + "), reference backend, no timing: node counts at `optimization_level` none and medium, and the memory "
-      "plan (greedy) of the graph that runs: in inference the optimized graph, in training the joint forward + "
-      "backward graph of every output. Peak / lower bound = 1 is the best any placement can do.")
-    w("")
     w("| model | mode | nodes (none) | nodes (medium) | fusion groups | planned peak MiB | unplanned MiB "
       "| lower bound MiB | peak / lower bound | peak / unplanned | in place |")
     w("|---|---|---|---|---|---|---|---|---|---|---|")
