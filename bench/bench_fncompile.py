@@ -24,7 +24,7 @@ import numpy as np
 
 import ingot as ml
 
-from peers import cpu_model, measured_utc  # the same machine description as the peers' files
+from machine import cpu_model, measured_utc  # the same machine description as the peers' files
 
 
 def gelu(x):

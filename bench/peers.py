@@ -18,7 +18,6 @@ then that first call, compile included: "reps": 0).
   python bench/peers.py [--quick] [--out bench/results/peers.json] [--only torch,jax,...]
 """
 import argparse
-import datetime
 import json
 import os
 import platform
@@ -36,21 +35,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import numpy as np  # noqa: E402  (numpy is required; the peers are optional)
 
-
-def measured_utc():
-    """When the run happened (UTC), as the C++ benchmarks write it (bench_util.h)."""
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from machine import cpu_model, measured_utc  # noqa: E402
 
 
 def workloads(quick):
