@@ -31,13 +31,12 @@ bool parse_bool(const std::string& name, const std::string& v) {
 
 // Unknown pass names in `optimizations` are errors listing the valid ones.
 void check_pass_names(const std::map<std::string, bool>& optimizations) {
+  const std::vector<std::string> names = pass_names();
   std::string passes;
-  for (const auto& n : pass_names()) passes += (passes.empty() ? "" : ", ") + n;
-  for (const auto& [name, on] : optimizations) {
-    const auto names = pass_names();
+  for (const auto& n : names) passes += (passes.empty() ? "" : ", ") + n;
+  for (const auto& [name, on] : optimizations)
     INGOT_CHECK(std::find(names.begin(), names.end(), name) != names.end(), "Option 'optimizations': unknown pass '",
                 name, "' (valid passes: ", passes, ")");
-  }
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {

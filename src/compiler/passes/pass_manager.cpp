@@ -139,14 +139,12 @@ std::string dump_extension(const std::string& format) {
   return "txt";
 }
 
-}  // namespace
-
-namespace {
 // The passes level high repeats after the others, and how many rounds at most.
 constexpr int kHighCleanupRounds = 4;
 bool is_cleanup_pass(const std::string& name) {
   return name == "constant_folding" || name == "simplify" || name == "cse" || name == "dce";
 }
+
 }  // namespace
 
 OptimizeResult optimize(Graph& g, const CompileOptions& options,
