@@ -65,27 +65,6 @@ Tensor filled(Shape shape, double scale) {
   return t;
 }
 
-std::string read_cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) {
-      auto p = line.find(':');
-      return p == std::string::npos ? line : line.substr(p + 2);
-    }
-  return "unknown";
-}
-
-std::string json_str(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    o += c;
-  }
-  return o + "\"";
-}
-
 // ---- the models ----------------------------------------------------------------------------
 
 Model gelu_model() {
@@ -378,10 +357,8 @@ int main(int argc, char** argv) {
   std::ostringstream js;
   js.precision(6);
   js << "{\n  \"tool\": \"bench_cpu\",\n  \"quick\": " << (quick ? "true" : "false") << ",\n";
-  js << "  \"machine\": {\"cpu\": " << json_str(read_cpu_model()) << ", \"hardware_threads\": "
-     << std::thread::hardware_concurrency() << ", \"threads_used\": " << kThreads << "},\n";
-  js << "  \"versions\": {\"compiler\": " << json_str(tc.version) << ", \"openblas\": " << json_str(tc.openblas)
-     << ", \"bench_built_with\": " << json_str(std::string("g++ ") + __VERSION__) << "},\n";
+  js << "  \"measured_utc\": " << measured_utc_json() << ",\n  \"machine\": " << machine_json(kThreads) << ",\n";
+  js << "  \"versions\": " << versions_json({{"compiler", tc.version}, {"openblas", tc.openblas}}) << ",\n";
   js << "  \"gelu\": {\"shape\": " << json_str(to_string(gshape)) << ", \"bytes_per_array\": " << gx.nbytes()
      << ", \"cpu_ms\": " << gelu_cpu_ms << ", \"cpu_reps\": " << gelu_reps << ", \"reference_ms\": " << gelu_ref_ms
      << ", \"reference_reps\": 1, \"cpu_gbps\": " << gbps(gelu_cpu_ms) << ", \"memcpy_1t_ms\": " << memcpy1_ms
@@ -411,7 +388,20 @@ int main(int argc, char** argv) {
        << "}"
        << (i + 1 < rows.size() ? "," : "") << "\n";
   }
-  js << "  ],\n  \"gemm\": {\"n\": " << gn << ", \"ms\": " << gemm_ms << ", \"gflops\": " << gemm_gflops << "}\n}\n";
+  js << "  ],\n  \"gemm\": {\"n\": " << gn << ", \"ms\": " << gemm_ms << ", \"gflops\": " << gemm_gflops << "},\n";
+  // Every ratio the README states, precomputed (make_table.py adds the peers' in summary.json).
+  js << "  \"ratios\": {\"gelu_reference_over_cpu\": " << json_num(gelu_ref_ms / gelu_cpu_ms)
+     << ", \"gelu_fraction_of_memcpy\": " << json_num(memcpy_warm_ms / gelu_cpu_ms)
+     << ", \"gelu_fraction_of_memcpy_fresh\": " << json_num(memcpy_fresh_ms / gelu_fresh_ms);
+  for (const ModelRow& r : rows) {
+    const std::string k = r.name.substr(0, r.name.find(' '));
+    js << ", \"" << k << "_reference_over_cpu\": " << json_num(r.ref_ms / r.cpu_ms) << ", \"" << k
+       << "_fraction_of_gemm_peak\": " << json_num(r.flops / (r.cpu_ms * 1e-3) / 1e9 / gemm_gflops) << ", \"" << k
+       << "_planned_over_lower_bound\": " << json_num(static_cast<double>(r.planned_peak) / static_cast<double>(r.lower_bound))
+       << ", \"" << k << "_planned_over_unplanned\": "
+       << json_num(static_cast<double>(r.planned_peak) / static_cast<double>(r.unplanned));
+  }
+  js << "}\n}\n";
   std::filesystem::create_directories(std::filesystem::path(json_path).parent_path().empty()
                                           ? std::filesystem::path(".")
                                           : std::filesystem::path(json_path).parent_path(),

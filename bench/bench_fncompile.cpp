@@ -147,6 +147,9 @@ int main(int argc, char** argv) {
 
   std::ostringstream js;
   js << "{\n  \"tool\": \"bench_fncompile\",\n  \"quick\": " << (quick ? "true" : "false") << ",\n"
+     << "  \"measured_utc\": " << measured_utc_json() << ",\n"
+     << "  \"machine\": " << machine_json(default_threads()) << ",\n"
+     << "  \"versions\": " << versions_json() << ",\n"
      << "  \"gelu\": {\"shape\": \"" << to_string(gshape) << "\", \"eager_ms\": " << eager_gelu
      << ", \"compiled_ms\": " << compiled_gelu_ms << ", \"compiled_first_call_ms\": " << gelu_first
      << ", \"max_abs_diff\": " << gelu_diff << "},\n"
@@ -155,7 +158,12 @@ int main(int argc, char** argv) {
      << ", \"auto_threshold\": " << kThreshold << ", \"auto_switched_at_iteration\": " << hot.switched_at + 1
      << ", \"auto_wait_ms\": " << wait_ms
      << ", \"auto_iterations\": " << hot.iter_ms.size() << ", \"compiled_fn_ms\": " << step_ms
-     << ", \"compiled_fn_first_call_ms\": " << step_first << "}\n}\n";
+     << ", \"compiled_fn_first_call_ms\": " << step_first << "},\n"
+     // Every ratio is eager time over the other path's time (above 1: faster than eager).
+     << "  \"ratios\": {\"gelu_eager_over_compiled\": " << json_num(eager_gelu / compiled_gelu_ms)
+     << ", \"mlp_train_eager_over_compiled_fn\": " << json_num(eager_iter / step_ms)
+     << ", \"mlp_train_eager_over_auto_before\": " << json_num(eager_iter / before_ms)
+     << ", \"mlp_train_eager_over_auto_after\": " << json_num(eager_iter / after_ms) << "}\n}\n";
   const std::filesystem::path out(json_path);
   if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
   std::ofstream(json_path) << js.str();

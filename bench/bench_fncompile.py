@@ -14,6 +14,7 @@ import argparse
 import json
 import math
 import os
+import platform
 import statistics
 import sys
 import tempfile
@@ -22,6 +23,8 @@ import time
 import numpy as np
 
 import ingot as ml
+
+from machine import cpu_model, measured_utc  # the same machine description as the peers' files
 
 
 def gelu(x):
@@ -80,7 +83,12 @@ def main():
     step_first, step_ms = timed(lambda: step(xb, yb).eval(), 12 if args.quick else 40)
     print(f"mlp train step (batch 128): ml.compile {step_ms:.2f} ms/iter (first call {step_first:.1f} ms)", flush=True)
 
-    result = {"tool": "bench_fncompile.py", "quick": args.quick, "gelu_shape": str(list(shape)),
+    result = {"tool": "bench_fncompile.py", "quick": args.quick, "measured_utc": measured_utc(),
+              "machine": {"cpu": cpu_model(), "hardware_threads": os.cpu_count(),
+                          "threads_used": int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count())},
+              "versions": {"python": platform.python_version(), "numpy": np.__version__,
+                           "ingot": getattr(ml, "__version__", "unknown")},
+              "gelu_shape": str(list(shape)),
               "gelu": {"compiled_ms": gelu_ms, "compiled_first_call_ms": gelu_first},
               "mlp_train": {"batch": 128, "compiled_ms": step_ms, "compiled_first_call_ms": step_first}}
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)

@@ -154,6 +154,7 @@ int main(int argc, char** argv) {
               << deep.checkpointed_bytes / (1024.0 * 1024.0) << " MiB\n";
     std::ostringstream js;
     js << "{\n  \"tool\": \"bench_train\",\n  \"quick\": " << (quick ? "true" : "false")
+       << ",\n  \"measured_utc\": " << measured_utc_json() << ",\n  \"machine\": " << machine_json(default_threads()) << ",\n  \"versions\": " << versions_json()
        << ",\n  \"optimizer\": \"SGD lr 0.01 momentum 0.9\",\n  \"rows\": [\n";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
@@ -162,7 +163,14 @@ int main(int argc, char** argv) {
          << ", \"loss_difference\": " << r.loss_difference << ", \"memory\": " << json_memory(r.memory) << "}"
          << (i + 1 < rows.size() ? ",\n" : "\n");
     }
-    js << "  ],\n  \"checkpointing\": [" << json_memory(deep) << "]\n}\n";
+    js << "  ],\n  \"checkpointing\": [" << json_memory(deep) << "],\n  \"ratios\": {";
+    // eager / compiled step (above 1: the compiled step is faster); checkpointed / plain peak.
+    for (const Row& r : rows)
+      js << "\"" << r.key << "_eager_over_compiled\": " << json_num(r.eager_ms / r.compiled_ms) << ", \"" << r.key
+         << "_checkpointed_over_plain_peak\": "
+         << json_num(static_cast<double>(r.memory.checkpointed_bytes) / static_cast<double>(r.memory.peak_bytes)) << ", ";
+    js << "\"deep_mlp_checkpointed_over_plain_peak\": "
+       << json_num(static_cast<double>(deep.checkpointed_bytes) / static_cast<double>(deep.peak_bytes)) << "}\n}\n";
     std::ofstream(out) << js.str();
     std::cout << "wrote " << out << "\n";
   } catch (const Error& e) {

@@ -1,14 +1,21 @@
-// Timing helpers every benchmark shares: medians of repeated runs, and fresh cache folders so a
-// "cold" figure really starts from an empty cache.
+// Helpers every benchmark shares: medians of repeated runs, fresh cache folders so a "cold"
+// figure really starts from an empty cache, and the JSON pieces every results file carries (the
+// machine it ran on and the versions involved), so no figure is read without its context.
 #pragma once
 
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "ingot/error.h"
@@ -48,6 +55,70 @@ inline std::string fresh_dir(const std::string& tag) {
   buf.push_back('\0');
   INGOT_CHECK(mkdtemp(buf.data()) != nullptr, "mkdtemp failed for ", tmpl);
   return buf.data();
+}
+
+// The CPU's model name from /proc/cpuinfo ("unknown" elsewhere).
+inline std::string read_cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto p = line.find(':');
+      return p == std::string::npos ? line : line.substr(p + 2);
+    }
+  return "unknown";
+}
+
+// A JSON string literal (quotes and backslashes escaped, control characters dropped).
+inline std::string json_str(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    o += c;
+  }
+  return o + "\"";
+}
+
+// The "machine" object of every results file: CPU model, hardware threads, threads the run used.
+inline std::string machine_json(int threads_used) {
+  return "{\"cpu\": " + json_str(read_cpu_model()) +
+         ", \"hardware_threads\": " + std::to_string(std::thread::hardware_concurrency()) +
+         ", \"threads_used\": " + std::to_string(threads_used) + "}";
+}
+
+// The threads a run that does not set them uses: OpenMP's OMP_NUM_THREADS (scripts/bench.sh sets
+// it for every framework), else every hardware thread.
+inline int default_threads() {
+  const char* e = getenv("OMP_NUM_THREADS");
+  const int n = e ? atoi(e) : 0;
+  return n > 0 ? n : static_cast<int>(std::thread::hardware_concurrency());
+}
+
+// When the run ended, UTC ("2026-11-23 01:43"): make_table.py states it (a file's mtime is not
+// when it was measured once git has checked it out).
+inline std::string measured_utc_json() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+  return json_str(buf);
+}
+
+// The "versions" object: the compiler that built the benchmark, then `extra` (name, version) pairs.
+inline std::string versions_json(const std::vector<std::pair<std::string, std::string>>& extra = {}) {
+  std::string o = "{\"bench_built_with\": " + json_str(std::string("g++ ") + __VERSION__);
+  for (const auto& [k, v] : extra) o += ", " + json_str(k) + ": " + json_str(v);
+  return o + "}";
+}
+
+// A JSON number; NaN and infinities (a ratio over a missing figure) become null.
+inline std::string json_num(double x) {
+  if (!std::isfinite(x)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
 }
 
 }  // namespace ingot::bench

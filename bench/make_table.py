@@ -1,17 +1,25 @@
 #!/usr/bin/env python3
 """Builds the README "## Benchmarks" section from bench/results/cpu.json (bench_cpu) and
 bench/results/peers.json (bench/peers.py; optional), plus the function-compile table
-(fncompile.json) and the training-step table (train.json, peers_train.json) when present.
+(fncompile.json), the training-step table (train.json, peers_train.json) and the graph
+optimization / memory planning table (graph_opt.json) when present, and writes
+bench/results/summary.json: every ratio of every file (the peers' against ingot computed here),
+each file's machine description and every version involved.
 
   python3 bench/make_table.py [--cpu bench/results/cpu.json] [--peers bench/results/peers.json]
-                              [--fncompile ...] [--train ...] [--peers-train ...] [--readme README.md]
+                              [--fncompile ...] [--train ...] [--peers-train ...] [--graph-opt ...]
+                              [--readme README.md] [--summary bench/results/summary.json]
+                              [--print-ratios]
 
 Without --readme the section is printed; with it, the body of "## Benchmarks" (up to the next
-"## " heading or the end) is replaced in place. Standard library only.
+"## " heading or the end) is replaced in place. --print-ratios prints the ratio table (what
+scripts/bench.sh shows at its end). A figure that is missing (absent, an error, or -1) is never
+counted as meeting a target: it reads "not measured". Standard library only.
 """
 import argparse
 import datetime
 import json
+import math
 import os
 import sys
 
@@ -20,8 +28,24 @@ PEER_TITLES = {"torch eager": "PyTorch eager", "torch.compile": "torch.compile",
                "onnxruntime": "ONNX Runtime", "mlx mx.compile": "MLX mx.compile"}
 
 
+def measured(x):
+    """A figure that was measured: a finite number >= 0 (the tools write -1 or leave it out
+    when they could not measure it)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+
+def ratio(a, b):
+    """a / b when both were measured (and b is not 0), else None."""
+    return a / b if measured(a) and measured(b) and b > 0 else None
+
+
+def verdict(ok):
+    """A target's state: True met, False not met, None (a figure missing) not measured."""
+    return "not measured" if ok is None else ("met" if ok else "not met")
+
+
 def fmt_ms(ms):
-    if ms is None:
+    if not measured(ms):
         return "—"
     if ms >= 1000:
         return f"{ms / 1000:.2f} s"
@@ -31,10 +55,10 @@ def fmt_ms(ms):
 
 
 def cell(ms, base, note=""):
-    if ms is None:
+    if not measured(ms):
         return "—"
-    ratio = ms / base if base else float("nan")
-    return f"{fmt_ms(ms)} ({ratio:.2f}×){note}"
+    r = ratio(ms, base)
+    return f"{fmt_ms(ms)} ({r:.2f}×){note}" if r is not None else f"{fmt_ms(ms)}{note}"
 
 
 def load(path):
@@ -45,7 +69,8 @@ def load(path):
 
 
 def build(cpu, peers, cpu_path):
-    when = datetime.datetime.fromtimestamp(os.path.getmtime(cpu_path), datetime.timezone.utc)
+    when = cpu.get("measured_utc") or \
+        f"{datetime.datetime.fromtimestamp(os.path.getmtime(cpu_path), datetime.timezone.utc):%Y-%m-%d %H:%M}"
     g = cpu["gelu"]
     models = cpu["models"]
     mlp = next(m for m in models if m["model"].startswith("mlp"))
@@ -55,13 +80,14 @@ def build(cpu, peers, cpu_path):
             ("cnn", f"ExampleCNN fwd, {cnn['model']}", cnn["cpu_ms"], cnn["reference_ms"], cnn["reference_reps"])]
     out = []
     w = out.append
-    w("Measured by `./scripts/bench.sh` (builds `build-bench`, runs `build-bench/bench_cpu`, installs")
-    w("the Python peers from PyPI when it can and runs `bench/peers.py` in a separate process, then")
-    w("rewrites this section with `bench/make_table.py` from `bench/results/cpu.json` and")
-    w("`bench/results/peers.json`).")
+    w("Measured by `./scripts/bench.sh` (builds `build-bench`, runs `build-bench/bench_cpu` and the other")
+    w("benchmarks, installs the Python peers from PyPI when it can and runs `bench/peers.py` in a separate")
+    w("process, then rewrites this section with `bench/make_table.py` from `bench/results/*.json`, writes")
+    w("every ratio with each file's machine and versions to `bench/results/summary.json` and prints the")
+    w("ratios). A figure that could not be measured never counts as meeting a target: it reads \"not measured\".")
     w("")
     m = cpu["machine"]
-    w(f"Run of {when:%Y-%m-%d %H:%M} UTC on {m['cpu']}, {m['hardware_threads']} hardware threads, "
+    w(f"Run of {when} UTC on {m['cpu']}, {m['hardware_threads']} hardware threads, "
       f"{m['threads_used']} threads for every framework (a shared machine: other work ran beside it, "
       f"so expect ±20% noise).{' QUICK MODE (reduced shapes).' if cpu.get('quick') else ''}")
     vers = dict(cpu.get("versions", {}))
@@ -161,24 +187,30 @@ def build(cpu, peers, cpu_path):
     # The issue's targets, stated next to the figures.
     w("Issue 3 targets against this run:")
     w("")
-    frac = g["fraction_of_memcpy"]
-    w(f"- fused elementwise at ≥ 80% of memcpy bandwidth: **{100 * frac:.0f}%** — "
-      f"{'met' if frac >= 0.8 else 'not met'}.")
-    slower = []
+    frac = g.get("fraction_of_memcpy") if measured(g.get("cpu_ms")) else None
+    frac = frac if measured(frac) else None
+    w("- fused elementwise at ≥ 80% of memcpy bandwidth: "
+      + (f"**{100 * frac:.0f}%** — " if frac is not None else "") + verdict(None if frac is None else frac >= 0.8) + ".")
+    slower, missing_peer = [], []
     for p in ("torch.compile", "jax jit"):
         if p not in present or peers["peers"][p].get("status") != "ok":
-            slower.append(f"{PEER_TITLES[p]} not measured")
+            missing_peer.append(f"{PEER_TITLES[p]} not measured")
             continue
         for key, label, cpu_ms, _, _ in rows:
-            r = peers["peers"][p].get(key)
-            if r and "ms" in r and r["ms"] < cpu_ms:
+            r = peers["peers"][p].get(key) or {}
+            if not measured(cpu_ms) or not measured(r.get("ms")):
+                missing_peer.append(f"{key}: {PEER_TITLES[p]} not measured" if measured(cpu_ms)
+                                    else f"{key}: ingot cpu not measured")
+            elif r["ms"] < cpu_ms:
                 slower.append(f"{key}: {PEER_TITLES[p]} {cpu_ms / r['ms']:.2f}× faster")
-    w("- at least as fast as torch.compile and JAX jit on every row: "
-      + ("**met**." if not slower else "**not met** (" + "; ".join(slower) + ")."))
-    warm = [r["compile_warm_disk_child_process_ms"] for r in (mlp, cnn)]
-    worst = max(warm)
+    missing_peer = list(dict.fromkeys(missing_peer))  # "ingot cpu not measured" once per row
+    state = False if slower else (None if missing_peer else True)
+    w("- at least as fast as torch.compile and JAX jit on every row: **" + verdict(state) + "**"
+      + (" (" + "; ".join(slower + missing_peer) + ")" if slower or missing_peer else "") + ".")
+    warm = [r.get("compile_warm_disk_child_process_ms") for r in (mlp, cnn)]
+    state = None if not all(measured(x) for x in warm) else max(warm) < 10
     w(f"- warm-cache load under 10 ms (new process, disk hit): **{fmt_ms(warm[0])}** (MLP), "
-      f"**{fmt_ms(warm[1])}** (CNN) — {'met' if 0 <= worst < 10 else 'not met'}.")
+      f"**{fmt_ms(warm[1])}** (CNN) — {verdict(state)}.")
     w("")
     w("Correctness check in the same run: max |cpu − reference| is "
       f"{g['max_abs_diff_vs_reference']:.1e} (gelu), {mlp['max_abs_diff_vs_reference']:.1e} (MLP), "
@@ -188,12 +220,23 @@ def build(cpu, peers, cpu_path):
     return "\n".join(out) + "\n"
 
 
+def subsection(title, tool, results, data, sources):
+    """The opening lines of a "### " subsection: where its figures come from (`sources` goes on)."""
+    return ["", f"### {title}", "",
+            f"From `build-bench/{tool}` (`{results}`" + (", quick run" if data.get("quick") else "") + ")" + sources, ""]
+
+
+def same_gelu_shape(res, shape):
+    """Whether a peers' or Python results file measured gelu at `shape` (only such figures compare)."""
+    return str(res.get("gelu_shape", res.get("workloads", {}).get("gelu", {}).get("shape"))) \
+        .replace(" ", "") == shape.replace(" ", "")
+
+
 def build_fncompile(fn, peers, fn_py=None):
     """The function-compile / auto-compile table: bench_fncompile, the PyTorch peers and, when
     measured, Python's ml.compile (bench/bench_fncompile.py), as ratios to ingot eager."""
     g, m = fn["gelu"], fn["mlp_train"]
-    same_gelu = lambda res: str(res.get("gelu_shape", res.get("workloads", {}).get("gelu", {}).get("shape"))) \
-        .replace(" ", "") == g["shape"].replace(" ", "")
+    same_gelu = lambda res: same_gelu_shape(res, g["shape"])
 
     def peer(name, key):
         if not peers or (key == "gelu" and not same_gelu(peers)):  # only figures of the same size
@@ -206,17 +249,13 @@ def build_fncompile(fn, peers, fn_py=None):
             return None
         return fn_py.get(key, {}).get("compiled_ms")
 
-    out = []
+    out = subsection(
+        "Function compile and auto-compile", "bench_fncompile", "bench/results/fncompile.json", fn,
+        ", `bench/bench_fncompile.py` (Python's `ml.compile`, `bench/results/fncompile_py.json`) and the PyTorch "
+        "peers of `bench/peers.py` (`gelu`, `mlp_train`), per call or training iteration; in brackets the time "
+        "relative to ingot eager (lazy arrays run op by op on the reference interpreter; below 1 is faster). The MLP "
+        f"step is 784 -> 256 -> 10, batch {m['batch']}, softmax cross-entropy, SGD, its backward written with array ops.")
     w = out.append
-    w("")
-    w("### Function compile and auto-compile")
-    w("")
-    w("From `build-bench/bench_fncompile` (`bench/results/fncompile.json`" + (", quick run" if fn.get("quick") else "")
-      + "), `bench/bench_fncompile.py` (Python's `ml.compile`, `bench/results/fncompile_py.json`) and the PyTorch "
-      "peers of `bench/peers.py` (`gelu`, `mlp_train`), per call or training iteration; in brackets the time "
-      "relative to ingot eager (lazy arrays run op by op on the reference interpreter; below 1 is faster). The MLP "
-      f"step is 784 -> 256 -> 10, batch {m['batch']}, softmax cross-entropy, SGD, its backward written with array ops.")
-    w("")
     w("| workload | ingot eager | `compile(fn)` | auto-compile, before the switch | auto-compile, after the switch "
       "| Python `ml.compile` | PyTorch eager | torch.compile |")
     w("|---|---|---|---|---|---|---|---|")
@@ -245,17 +284,13 @@ TRAIN_PEERS = ["torch eager", "torch.compile", "jax jit"]
 def build_train(train, peers):
     """The training-step table (bench_train + bench/peers_train.py) and checkpointing memory."""
     mib = lambda b: b / (1 << 20)
-    out = []
+    out = subsection(
+        "Training step", "bench_train", "bench/results/train.json", train,
+        " and `bench/peers_train.py` (`bench/results/peers_train.json`): one training step (forward, "
+        f"backward, {train.get('optimizer', 'SGD')}) with softmax cross-entropy, median of a few steps; in "
+        "brackets the time relative to the ingot compiled step (above 1: slower than it). ingot eager is "
+        "`evaluate` with gradients, then `Optimizer::update` on the host.")
     w = out.append
-    w("")
-    w("### Training step")
-    w("")
-    w("From `build-bench/bench_train` (`bench/results/train.json`" + (", quick run" if train.get("quick") else "")
-      + ") and `bench/peers_train.py` (`bench/results/peers_train.json`): one training step (forward, "
-      f"backward, {train.get('optimizer', 'SGD')}) with softmax cross-entropy, median of a few steps; in "
-      "brackets the time relative to the ingot compiled step (above 1: slower than it). ingot eager is "
-      "`evaluate` with gradients, then `Optimizer::update` on the host.")
-    w("")
 
     def peer(name, row):
         if not peers:
@@ -266,7 +301,7 @@ def build_train(train, peers):
         if peers.get("workloads", {}).get(row["key"], {}).get("input_shape") != row["input_shape"]:
             return None, "other shape"
         r = e.get(row["key"])
-        if not r or "ms" not in r:
+        if not r or not measured(r.get("ms")):
             return None, "failed"
         return r["ms"], ""
     head = ["workload", "ingot compiled step", "ingot eager"] + [PEER_TITLES[p] for p in TRAIN_PEERS]
@@ -293,25 +328,165 @@ def build_train(train, peers):
     w("Issue 4 targets against this run:")
     w("")
     for row in train["rows"]:
-        base = row["compiled_step_ms"]
+        base = row.get("compiled_step_ms")
         eager, why = peer("torch eager", row)
-        if eager is None:
+        if not measured(base):
+            w(f"- {row['workload']}: ≥ 2× faster than PyTorch eager: not measured (the ingot step was not).")
+        elif eager is None:
             w(f"- {row['workload']}: ≥ 2× faster than PyTorch eager: not measured (PyTorch eager {why}).")
         else:
             w(f"- {row['workload']}: ≥ 2× faster than PyTorch eager: PyTorch eager takes **{eager / base:.2f}×** "
-              f"the ingot step's time — {'met' if eager >= 2 * base else 'not met'}.")
+              f"the ingot step's time — {verdict(eager >= 2 * base)}.")
     for row in train["rows"]:
-        base = row["compiled_step_ms"]
-        slower = []
+        base = row.get("compiled_step_ms")
+        slower, missing = [], []
         for p in ("torch.compile", "jax jit"):
             ms, why = peer(p, row)
-            if ms is None:
-                slower.append(f"{PEER_TITLES[p]} {why}")
+            if ms is None or not measured(base):
+                missing.append(f"{PEER_TITLES[p]} {why or 'not measured'}" if measured(base)
+                               else "the ingot step not measured")
             elif ms < base:
                 slower.append(f"{PEER_TITLES[p]} {base / ms:.2f}× faster")
-        w(f"- {row['workload']}: as fast as torch.compile and JAX jit: "
-          + ("**met**." if not slower else "**not met** (" + "; ".join(slower) + ")."))
+        state = False if slower else (None if missing else True)
+        w(f"- {row['workload']}: as fast as torch.compile and JAX jit: **{verdict(state)}**"
+          + (" (" + "; ".join(slower + missing) + ")" if slower or missing else "") + ".")
     return "\n".join(out) + "\n"
+
+
+def build_graph_opt(go):
+    """The graph optimization / memory planning table (bench_graph_opt) and mixed-precision accuracy."""
+    mib = lambda b: f"{b / (1 << 20):.2f}" if measured(b) else "—"
+    num = lambda x: f"{x:.3f}" if measured(x) else "—"
+    out = subsection(
+        "Graph optimization and memory planning", "bench_graph_opt", "bench/results/graph_opt.json", go,
+        ", reference backend, no timing: node counts at `optimization_level` none and medium, and the memory "
+        "plan (greedy) of the graph that runs: in inference the optimized graph, in training the joint forward + "
+        "backward graph of every output. Peak / lower bound = 1 is the best any placement can do.")
+    w = out.append
+    w("| model | mode | nodes (none) | nodes (medium) | fusion groups | planned peak MiB | unplanned MiB "
+      "| lower bound MiB | peak / lower bound | peak / unplanned | in place |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in go.get("models", []):
+        w(f"| {r['model']} | {r.get('mode', 'inference')} | {r['nodes_before']} | {r['nodes_after']} "
+          f"| {r['fusion_groups']} | {mib(r['planned_peak_bytes'])} | {mib(r['unplanned_bytes'])} "
+          f"| {mib(r['lower_bound_bytes'])} | {num(ratio(r['planned_peak_bytes'], r['lower_bound_bytes']))} "
+          f"| {num(ratio(r['planned_peak_bytes'], r['unplanned_bytes']))} | {r['inplace']} |")
+    mp = go.get("mixed_precision", [])
+    if mp:
+        w("")
+        w("Mixed precision (`mixed_precision`) against float32, outputs of randomly initialized models on the "
+          "input `sin(0.37 i)`; relative = max abs error / max |output|:")
+        w("")
+        w("| model | type | max abs error | max relative error |")
+        w("|---|---|---|---|")
+        for a in mp:
+            w(f"| {a['model']} | {a['type']} | {a['max_abs_error']:.3e} | {a['max_rel_error']:.3e} |")
+    return "\n".join(out) + "\n"
+
+
+def peer_ms(peers, name, key):
+    """A peer's median for workload `key`, or None when it was not measured."""
+    e = (peers or {}).get("peers", {}).get(name, {})
+    r = e.get(key) if e.get("status") == "ok" else None
+    return r.get("ms") if r and measured(r.get("ms")) else None
+
+
+def summarize(files):
+    """summary.json: for every results file present, its machine description and versions, its
+    own ratios, and the ratios that need two files (each peer against ingot), computed here.
+    `files`: name -> (path, data or None). A ratio over a missing figure is null."""
+    get = lambda n: files.get(n, (None, None))[1]
+    summary = {"tool": "make_table.py", "files": {}, "machine": {}, "versions": {}, "ratios": {}}
+    for name, (path, data) in files.items():
+        if data is None:
+            continue
+        summary["files"][name] = {"path": path, "quick": data.get("quick", False)}
+        summary["machine"][name] = data.get("machine")
+        summary["versions"][name] = data.get("versions")
+        if data.get("ratios"):
+            summary["ratios"][name] = data["ratios"]
+    cpu, peers = get("cpu"), get("peers")
+    if cpu:
+        base = {"gelu": cpu["gelu"]["cpu_ms"]}
+        base.update({m["model"].split(" ")[0]: m["cpu_ms"] for m in cpu["models"]})
+        refs = {"gelu": cpu["gelu"]["reference_ms"]}
+        refs.update({m["model"].split(" ")[0]: m["reference_ms"] for m in cpu["models"]})
+        summary["ratios"]["inference_over_ingot_cpu"] = {
+            k: {"ingot reference": ratio(refs[k], b), **{p: ratio(peer_ms(peers, p, k), b) for p in PEERS}}
+            for k, b in base.items()}
+    fn = get("fncompile")
+    if fn:
+        fpy, g, m = get("fncompile_py") or {}, fn["gelu"], fn["mlp_train"]
+        gpy = fpy.get("gelu", {}) if fpy and same_gelu_shape(fpy, g["shape"]) else {}
+        gpeers = peers if peers and same_gelu_shape(peers, g["shape"]) else None
+        summary["ratios"]["fncompile_over_ingot_eager"] = {
+            "gelu": {"compile(fn)": ratio(g["compiled_ms"], g["eager_ms"]),
+                     "Python ml.compile": ratio(gpy.get("compiled_ms"), g["eager_ms"]),
+                     **{p: ratio(peer_ms(gpeers, p, "gelu"), g["eager_ms"]) for p in ("torch eager", "torch.compile")}},
+            "mlp_train": {"compile(fn)": ratio(m["compiled_fn_ms"], m["eager_ms"]),
+                          "auto-compile before": ratio(m["auto_before_ms"], m["eager_ms"]),
+                          "auto-compile after": ratio(m["auto_after_ms"], m["eager_ms"]),
+                          "Python ml.compile": ratio(fpy.get("mlp_train", {}).get("compiled_ms"), m["eager_ms"]),
+                          **{p: ratio(peer_ms(peers, p, "mlp_train"), m["eager_ms"])
+                             for p in ("torch eager", "torch.compile")}}}
+    train, ptrain = get("train"), get("peers_train")
+    if train:
+        same = lambda row: (ptrain or {}).get("workloads", {}).get(row["key"], {}).get("input_shape") == row["input_shape"]
+        summary["ratios"]["train_over_ingot_compiled_step"] = {
+            row["key"]: {"ingot eager": ratio(row["eager_ms"], row["compiled_step_ms"]),
+                         **{p: ratio(peer_ms(ptrain, p, row["key"]) if same(row) else None, row["compiled_step_ms"])
+                            for p in TRAIN_PEERS}}
+            for row in train["rows"]}
+    go = get("graph_opt")
+    if go:
+        summary["ratios"]["graph_opt"] = {
+            f"{r['model']}, {r.get('mode', 'inference')}": {
+                "planned_over_lower_bound": ratio(r["planned_peak_bytes"], r["lower_bound_bytes"]),
+                "planned_over_unplanned": ratio(r["planned_peak_bytes"], r["unplanned_bytes"]),
+                "nodes_after_over_before": ratio(r["nodes_after"], r["nodes_before"])}
+            for r in go.get("models", [])}
+    return summary
+
+
+def ratio_lines(summary):
+    """The ratio table scripts/bench.sh prints: one line per ratio, 'not measured' for nulls."""
+    lines = []
+
+    def walk(prefix, d):
+        for k, v in d.items():
+            if isinstance(v, dict):
+                walk(prefix + [k], v)
+            else:
+                lines.append((" / ".join(prefix + [k]), "not measured" if v is None else f"{v:.3f}"))
+    walk([], summary["ratios"])
+    width = max((len(a) for a, _ in lines), default=0)
+    return [f"{a:<{width}}  {b}" for a, b in lines]
+
+
+NOTES_OPEN, NOTES_CLOSE = "<!-- hand-written notes -->", "<!-- /hand-written notes -->"
+
+
+def keep_notes(old_body, body):
+    """Carries the hand-written notes of the old section (each block between NOTES_OPEN and
+    NOTES_CLOSE) into the new one, at the end of the subsection ("### " heading) they were in."""
+    pos = 0
+    while True:
+        start = old_body.find(NOTES_OPEN, pos)
+        if start < 0:
+            return body
+        end = old_body.find(NOTES_CLOSE, start)
+        if end < 0:
+            return body
+        end += len(NOTES_CLOSE)
+        block, pos = old_body[start:end], end
+        heading = old_body.rfind("\n### ", 0, start)
+        title = old_body[heading + 1:old_body.find("\n", heading + 1)] if heading >= 0 else None
+        at = body.find("\n" + title + "\n") if title else 0
+        if title and at < 0:
+            at = len(body)
+        nxt = body.find("\n### ", at + 1)
+        cut = len(body) if nxt < 0 else nxt
+        body = body[:cut].rstrip("\n") + "\n\n" + block + "\n" + body[cut:]
 
 
 def replace_section(readme, body):
@@ -325,7 +500,8 @@ def replace_section(readme, body):
         begin = start + len(marker)
         end = text.find("\n## ", begin)
         tail = "" if end < 0 else text[end:]
-        text = text[:begin] + "\n" + body + tail
+        old_body = text[begin:] if end < 0 else text[begin:end]
+        text = text[:begin] + "\n" + keep_notes(old_body, body) + tail
     with open(readme, "w") as f:
         f.write(text)
 
@@ -338,25 +514,43 @@ def main():
     ap.add_argument("--fncompile-py", default="bench/results/fncompile_py.json")
     ap.add_argument("--train", default="bench/results/train.json")
     ap.add_argument("--peers-train", default="bench/results/peers_train.json")
+    ap.add_argument("--graph-opt", default="bench/results/graph_opt.json")
     ap.add_argument("--readme", default="")
+    ap.add_argument("--summary", default="", help="write every ratio and version here (JSON)")
+    ap.add_argument("--print-ratios", action="store_true", help="print the ratio table")
     a = ap.parse_args()
     cpu = load(a.cpu)
     if cpu is None:
         print(f"make_table: {a.cpu} not found; run build-bench/bench_cpu first", file=sys.stderr)
         return 1
-    peers = load(a.peers)
+    files = {name: (path, load(path)) for name, path in (
+        ("cpu", a.cpu), ("peers", a.peers), ("fncompile", a.fncompile), ("fncompile_py", a.fncompile_py),
+        ("train", a.train), ("peers_train", a.peers_train), ("graph_opt", a.graph_opt))}
+    peers = files["peers"][1]
     body = build(cpu, peers, a.cpu)
-    fn = load(a.fncompile)
+    fn = files["fncompile"][1]
     if fn is not None:
-        body += build_fncompile(fn, peers, load(a.fncompile_py))
-    train = load(a.train)
+        body += build_fncompile(fn, peers, files["fncompile_py"][1])
+    train = files["train"][1]
     if train is not None:
-        body += build_train(train, load(a.peers_train))
+        body += build_train(train, files["peers_train"][1])
+    go = files["graph_opt"][1]
+    if go is not None:
+        body += build_graph_opt(go)
+    summary = summarize(files)
+    if a.summary:
+        os.makedirs(os.path.dirname(a.summary) or ".", exist_ok=True)
+        with open(a.summary, "w") as f:
+            json.dump(summary, f, indent=2)
+            f.write("\n")
+        print(f"wrote {a.summary}")
     if a.readme:
         replace_section(a.readme, body)
         print(f"updated the Benchmarks section of {a.readme}")
-    else:
+    elif not a.print_ratios:
         sys.stdout.write(body)
+    if a.print_ratios:
+        print("\n".join(["ratios (bench/results/summary.json):"] + ratio_lines(summary)))
     return 0
 
 

@@ -35,16 +35,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import numpy as np  # noqa: E402  (numpy is required; the peers are optional)
 
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from machine import cpu_model, measured_utc  # noqa: E402
 
 
 def workloads(quick):
@@ -308,6 +299,7 @@ def run_main(tool, default_out, workloads_of, make_data_of, peers, reps_for, war
     result = {
         "tool": tool,
         "quick": args.quick,
+        "measured_utc": measured_utc(),
         "machine": {"cpu": cpu_model(), "hardware_threads": os.cpu_count(), "threads_used": THREADS},
         "versions": {"python": platform.python_version(), "numpy": np.__version__},
         **(extra or {}),

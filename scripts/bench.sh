@@ -3,12 +3,15 @@
 #   1. configures and builds build-bench (Release, warnings as errors) and runs bench_cpu
 #      -> bench/results/cpu.json, bench_fncompile -> bench/results/fncompile.json (and, where
 #      build/python-venv exists, bench/bench_fncompile.py -> bench/results/fncompile_py.json) and
-#      bench_train (training steps) -> bench/results/train.json
+#      bench_train (training steps) -> bench/results/train.json and bench_graph_opt (node counts
+#      and memory plans, inference and training) -> bench/results/graph_opt.json
 #   2. installs the Python peers from PyPI into a virtual environment when it can (each install
 #      capped in time; a failure only means that peer prints "not installed") and runs
 #      bench/peers.py in its own process -> bench/results/peers.json, and bench/peers_train.py
 #      (training steps) -> bench/results/peers_train.json
-#   3. rewrites the README "## Benchmarks" section with bench/make_table.py.
+#   3. rewrites the README "## Benchmarks" section with bench/make_table.py, which also writes
+#      bench/results/summary.json (every ratio, each file's machine and versions), and prints the
+#      ratio table.
 #
 #   ./scripts/bench.sh [--quick] [--no-peers] [--no-install]
 #   (--no-peers re-measures ingot only and keeps the peers' last figures)
@@ -31,7 +34,7 @@ mkdir -p bench/results
 
 echo "== build (build-bench)"
 cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DINGOT_WERROR=ON >/dev/null || exit 1
-cmake --build build-bench --target bench_cpu bench_fncompile bench_train -j "$(nproc)" || exit 1
+cmake --build build-bench --target bench_cpu bench_fncompile bench_train bench_graph_opt -j "$(nproc)" || exit 1
 
 echo "== bench_cpu"
 build-bench/bench_cpu "${quick[@]}" bench/results/cpu.json || exit 1
@@ -50,6 +53,9 @@ fi
 
 echo "== bench_train"
 build-bench/bench_train "${quick[@]}" bench/results/train.json || exit 1
+
+echo "== bench_graph_opt"
+build-bench/bench_graph_opt "${quick[@]}" bench/results/graph_opt.json || exit 1
 
 if [ "$peers" = 1 ]; then
   venv="${INGOT_BENCH_VENV:-$HOME/.cache/ingot-bench-venv}"
@@ -83,4 +89,5 @@ fi
 echo "== README"
 python3 bench/make_table.py --cpu bench/results/cpu.json --peers bench/results/peers.json \
   --fncompile bench/results/fncompile.json --train bench/results/train.json \
-  --peers-train bench/results/peers_train.json --readme README.md
+  --peers-train bench/results/peers_train.json --graph-opt bench/results/graph_opt.json \
+  --summary bench/results/summary.json --readme README.md --print-ratios || exit 1

@@ -1,6 +1,11 @@
 // Random graphs of mixed ops for equivalence tests of the optimization passes and planners:
 // elementwise (unary, binary with broadcasting), x*1 / x+0 patterns, reductions, matmul,
-// reshape / transpose chains, constant-only subgraphs and duplicated nodes (for CSE).
+// reshape / transpose chains, constant-only subgraphs and duplicated nodes (for CSE). With
+// RandomGraphOptions::model_ops also what models are made of, so every pass has something to
+// rewrite: an NCHW image input, conv2d (constant or parameter weights, bias, stride, padding),
+// conv2d -> batch_norm chains, batch_norm, max / avg / global average pooling, softmax and
+// log_softmax, matmul with a bias, flattening reshapes, 4-D transposes, parameters, and
+// broadcasting of scalars and constants (broadcast_to of a scalar, x*1 and x+0 through it).
 #pragma once
 
 #include <map>
@@ -68,7 +73,13 @@ struct RandomGraph {
   std::map<std::string, Tensor> inputs;
 };
 
-inline RandomGraph random_graph(uint64_t seed, int num_ops = 14) {
+struct RandomGraphOptions {
+  int num_ops = 14;
+  bool model_ops = false;  // also the model ops listed at the top (a different graph per seed)
+};
+
+inline RandomGraph random_graph(uint64_t seed, const RandomGraphOptions& options) {
+  const int num_ops = options.num_ops;
   std::mt19937_64 rng(seed);
   auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
   RandomGraph rg;
@@ -88,6 +99,13 @@ inline RandomGraph random_graph(uint64_t seed, int num_ops = 14) {
     rg.inputs["x" + std::to_string(i)] = random_tensor(s, seed * 31 + static_cast<uint64_t>(i));
     vals.push_back({id, s});
   }
+  if (options.model_ops) {  // an image for the convolutions, pools and batch norms
+    const Shape s = {2, 3, 6, 6};
+    ValueId id = g.add_input("img");
+    leaf_shapes[id] = s;
+    rg.inputs["img"] = random_tensor(s, seed * 29 + 7);
+    vals.push_back({id, s});
+  }
   int consts = 0;
   auto constant = [&](Shape s, double lo = -1, double hi = 1) {
     const int k = consts++;
@@ -103,9 +121,115 @@ inline RandomGraph random_graph(uint64_t seed, int num_ops = 14) {
     vals.push_back({out, s});
     return vals.back();
   };
+  int params = 0;
+  // A weight: a constant, or (model_ops, half the time) a parameter leaf, which run-time
+  // rewrites (conv_bn_folding in inference) and gradients treat differently.
+  auto weight = [&](Shape s, double lo = -1, double hi = 1) {
+    if (!options.model_ops || pick(2)) return constant(std::move(s), lo, hi);
+    const std::string name = "p" + std::to_string(params++);
+    ValueId id = g.add_input(name, ValueKind::Parameter);
+    leaf_shapes[id] = s;
+    rg.inputs[name] = random_tensor(s, seed * 13 + static_cast<uint64_t>(params), lo, hi);
+    vals.push_back({id, s});
+    return vals.back();
+  };
   const std::vector<std::string> unary = {"tanh", "sigmoid", "relu", "neg", "abs", "sin", "identity"};
   const std::vector<std::string> binary = {"add", "sub", "mul", "maximum"};
+  // The model ops, on a random value of a rank they accept (the image when there is none).
+  auto model_op = [&](size_t which) {
+    auto of_rank = [&](size_t rank) {
+      std::vector<V> c;
+      for (const V& v : vals)
+        if (v.shape.size() == rank && (rank != 4 || (v.shape[2] >= 3 && v.shape[3] >= 3))) c.push_back(v);
+      return c.empty() ? V{} : c[pick(c.size())];
+    };
+    const V x = of_rank(4);  // never empty: the image qualifies
+    auto batch_norm = [&](V in) {
+      const int64_t c = in.shape[1];
+      V gamma = weight({c}, 0.5, 1.5), beta = weight({c}), mean = weight({c}), var = weight({c}, 0.5, 1.5);
+      return add("batch_norm", {in.id, gamma.id, beta.id, mean.id, var.id}, in.shape);
+    };
+    switch (which) {
+      case 0:
+      case 1: {  // conv2d, sometimes followed by batch_norm (conv_bn_folding's pattern)
+        if (x.shape.size() != 4) return;
+        const int64_t co = 2 + static_cast<int64_t>(pick(3)), stride = 1 + static_cast<int64_t>(pick(2)),
+                      pad = static_cast<int64_t>(pick(2));
+        V w = weight({co, x.shape[1], 3, 3});
+        std::vector<ValueId> ins = {x.id, w.id};
+        if (pick(2)) ins.push_back(weight({co}).id);
+        const Shape s = {x.shape[0], co, (x.shape[2] + 2 * pad - 3) / stride + 1, (x.shape[3] + 2 * pad - 3) / stride + 1};
+        V y = add("conv2d", ins, s, {{"stride", std::vector<int64_t>{stride, stride}}, {"padding", std::vector<int64_t>{pad, pad}}});
+        if (which == 1) batch_norm(y);
+        return;
+      }
+      case 2:
+        if (x.shape.size() == 4) batch_norm(x);
+        return;
+      case 3: {  // pooling
+        if (x.shape.size() != 4) return;
+        const size_t kind = pick(3);
+        if (kind == 2) {
+          add("global_avg_pool2d", {x.id}, {x.shape[0], x.shape[1]});
+          return;
+        }
+        add(kind ? "avg_pool2d" : "max_pool2d", {x.id}, {x.shape[0], x.shape[1], x.shape[2] / 2, x.shape[3] / 2},
+            {{"kernel", std::vector<int64_t>{2, 2}}, {"stride", std::vector<int64_t>{2, 2}}});
+        return;
+      }
+      case 4: {  // softmax / log_softmax over a random axis of any value
+        V v = vals[pick(vals.size())];
+        if (v.shape.empty()) return;
+        const char* op = pick(2) ? "softmax" : "log_softmax";
+        add(op, {v.id}, v.shape, {{"axis", static_cast<int64_t>(pick(v.shape.size()))}});
+        return;
+      }
+      case 5: {  // matmul with a bias: flatten an image first when there is no matrix
+        V m = of_rank(2);
+        if (m.shape.empty()) {
+          if (x.shape.size() != 4) return;
+          m = add("reshape", {x.id}, {x.shape[0], numel(x.shape) / x.shape[0]},
+                  {{"shape", std::vector<int64_t>{x.shape[0], -1}}});
+        }
+        const int64_t k = 2 + static_cast<int64_t>(pick(3));
+        V w = weight({m.shape[1], k});
+        V y = add("matmul", {m.id, w.id}, {m.shape[0], k});
+        add("add", {y.id, weight({k}).id}, y.shape);
+        return;
+      }
+      case 6: {  // a 4-D transpose (NCHW <-> NHWC and back, or any order)
+        if (x.shape.size() != 4) return;
+        std::vector<int64_t> p = {0, 2, 3, 1};
+        if (pick(2)) std::shuffle(p.begin(), p.end(), rng);
+        Shape s(4);
+        for (size_t i = 0; i < 4; ++i) s[i] = x.shape[static_cast<size_t>(p[i])];
+        add("transpose", {x.id}, s, {{"perm", p}});
+        return;
+      }
+      case 7: {  // a scalar broadcast to a value's shape feeding an elementwise op (0, 1 or any)
+        V v = vals[pick(vals.size())];
+        const double c[] = {0.0, 1.0, 0.5};
+        const size_t which_c = pick(3);
+        ValueId sc = scalar_const(c[which_c]);
+        V b = add("broadcast_to", {sc}, v.shape, {{"shape", std::vector<int64_t>(v.shape.begin(), v.shape.end())}});
+        const char* op = which_c == 0 ? (pick(2) ? "add" : "sub") : (which_c == 1 ? (pick(2) ? "mul" : "div") : "mul");
+        add(op, {v.id, b.id}, v.shape);
+        return;
+      }
+      case 8: {  // a constant of the last dim's size, broadcast along the others
+        V v = vals[pick(vals.size())];
+        if (v.shape.empty()) return;
+        V c = constant({v.shape.back()});
+        add(pick(2) ? "add" : "mul", {v.id, c.id}, v.shape);
+        return;
+      }
+    }
+  };
   for (int k = 0; k < num_ops; ++k) {
+    if (options.model_ops && pick(2)) {
+      model_op(pick(9));
+      continue;
+    }
     V x = vals[pick(vals.size())];
     const size_t r = x.shape.size();
     switch (pick(11)) {
@@ -187,11 +311,19 @@ inline RandomGraph random_graph(uint64_t seed, int num_ops = 14) {
       case 10: add("cast", {x.id}, x.shape, {{"dtype", std::string("float32")}}); break;
     }
   }
-  // Outputs: the last value and a random produced one.
+  // Outputs: the last value and a random one; with model_ops also two random produced values, so
+  // more of the graph is live (and differentiated).
   g.set_output("out0", vals.back().id);
   g.set_output("out1", vals[pick(vals.size())].id);
+  if (options.model_ops)
+    for (int k = 2; k < 4 && !g.nodes().empty(); ++k)
+      g.set_output("out" + std::to_string(k), g.nodes()[pick(g.nodes().size())].outputs[0]);
   annotate(g, leaf_shapes);
   return rg;
+}
+
+inline RandomGraph random_graph(uint64_t seed, int num_ops = 14) {
+  return random_graph(seed, RandomGraphOptions{.num_ops = num_ops});
 }
 
 }  // namespace ingot::testing

@@ -234,5 +234,23 @@ TEST(Autodiff, AppendBackwardChecksItsArguments) {
   expect_error([&] { append_backward(g, {{y, c}}, {x}); }, "the cotangent of 'exp output' has shape [4], expected [3]");
 }
 
+TEST(Autodiff, SameValueSeededTwiceAddsItsCotangents) {
+  // Two outputs naming one value each seed it; the cotangents add before any node is
+  // differentiated (this used to read the current node before there was one).
+  Graph g;
+  const ValueId x = g.add_input("x");
+  const ValueId y = g.add_op("exp", {x});
+  const ValueId c1 = g.add_input("c1"), c2 = g.add_input("c2");
+  infer_shapes(g, {{x, {3}, "", "x"}, {c1, {3}, "", "c1"}, {c2, {3}, "", "c2"}});
+  infer_types(g);
+  const std::vector<ValueId> grads = append_backward(g, {{y, c1}, {y, c2}}, {x});
+  g.set_output("dx", grads.at(0));
+  verify(g);
+  const Tensor xs = Tensor::full(DType::Float32, {3}, 0.5), a = Tensor::full(DType::Float32, {3}, 1),
+               b = Tensor::full(DType::Float32, {3}, 2);
+  const std::vector<Tensor> out = ReferenceBackend().lower(g, CompileOptions{})->run(std::vector<Tensor>{xs, a, b});
+  for (float v : out.at(0).to_vector<float>()) EXPECT_NEAR(v, 3 * std::exp(0.5), 1e-5);
+}
+
 }  // namespace
 }  // namespace ingot::testing

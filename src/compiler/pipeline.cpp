@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -26,6 +27,16 @@ bool parse_bool(const std::string& name, const std::string& v) {
   if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
   if (v == "0" || v == "false" || v == "off" || v == "no") return false;
   INGOT_FAIL("Option '", name, "': expected true or false, got '", v, "'");
+}
+
+// Unknown pass names in `optimizations` are errors listing the valid ones.
+void check_pass_names(const std::map<std::string, bool>& optimizations) {
+  const std::vector<std::string> names = pass_names();
+  std::string passes;
+  for (const auto& n : names) passes += (passes.empty() ? "" : ", ") + n;
+  for (const auto& [name, on] : optimizations)
+    INGOT_CHECK(std::find(names.begin(), names.end(), name) != names.end(), "Option 'optimizations': unknown pass '",
+                name, "' (valid passes: ", passes, ")");
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -66,9 +77,9 @@ void CompileOptions::set(const std::string& name, const std::string& value) {
       std::string pass = item.substr(0, eq);
       m[pass] = eq == std::string::npos ? true : parse_bool("optimizations['" + pass + "']", item.substr(eq + 1));
     }
-    CompileOptions probe;
-    probe.optimizations = m;
-    probe.validate();
+    // Only the names here: whether the set agrees with the other options (mixed_precision) is
+    // validate()'s, once every option is set, whatever the order of set() calls.
+    check_pass_names(m);
     optimizations = std::move(m);
   }
   else if (name == "dump_after_each_pass") dump_after_each_pass = parse_bool(name, value);
@@ -127,6 +138,7 @@ void CompileOptions::validate() const {
   for (const auto& [k, t] : constant_keys)
     INGOT_CHECK(t.defined(), "Option 'constant_keys': '", k, "' has no value");
   optimization_level_index(optimization_level);
+  check_pass_names(optimizations);
   std::string passes;
   for (const auto& n : pass_names()) passes += (passes.empty() ? "" : ", ") + n;
   auto known_pass = [](const std::string& n) {
@@ -134,8 +146,6 @@ void CompileOptions::validate() const {
       if (p == n) return true;
     return false;
   };
-  for (const auto& [name, on] : optimizations)
-    INGOT_CHECK(known_pass(name), "Option 'optimizations': unknown pass '", name, "' (valid passes: ", passes, ")");
   for (const CustomPass& cp : custom_passes) {
     INGOT_CHECK(!cp.name.empty(), "Option 'custom_passes': a custom pass has no name");
     INGOT_CHECK(static_cast<bool>(cp.fn), "Option 'custom_passes': custom pass '", cp.name, "' has no function");
@@ -149,7 +159,36 @@ void CompileOptions::validate() const {
   INGOT_CHECK(checkpoint_segments >= 1, "Option 'checkpoint_segments': must be at least 1, got ", checkpoint_segments);
   INGOT_CHECK(mixed_precision == "none" || mixed_precision == "bfloat16" || mixed_precision == "float16",
               "Option 'mixed_precision': unknown type '", mixed_precision, "' (valid: none, bfloat16, float16)");
+  // Combinations that would otherwise silently do nothing.
+  const auto mp = optimizations.find("mixed_precision");
+  INGOT_CHECK(mp == optimizations.end() || !mp->second || mixed_precision != "none",
+              "Option 'optimizations': the mixed_precision pass is enabled but option 'mixed_precision' is \"none\", "
+              "so it has no type to use; set mixed_precision to bfloat16 or float16 (which also enables the pass)");
+  INGOT_CHECK(!dump_after_each_pass || !dump_graph.empty(),
+              "Option 'dump_after_each_pass' is set but 'dump_graph' is empty: the per-pass files are named "
+              "<dump_graph>.<index>.<pass>.<ext>; set dump_graph to a path (or \"-\" for stdout)");
 }
+
+namespace {
+
+// Enforces max_memory_gb on `plan` (of the `graph` named in the messages).
+void check_memory_limit(const MemoryPlan& plan, const CompileOptions& options, const std::string& graph) {
+  if (options.max_memory_gb <= 0) return;
+  // Without a plan there is no peak to compare: failing here beats a limit that silently does
+  // nothing (a symbolic batch can be any size).
+  INGOT_CHECK(plan.planned, "Option 'max_memory_gb' (", options.max_memory_gb, " GiB) cannot be checked for the ",
+              graph, ": its memory plan has no size (", plan.reason,
+              "); give every symbolic dimension a size in `shapes` (or set static_shapes) to bound it, or set "
+              "max_memory_gb to 0");
+  const double limit = options.max_memory_gb * 1024.0 * 1024.0 * 1024.0;
+  const int64_t need = options.memory_planning == "none" ? plan.unplanned_bytes : plan.planned_peak_bytes;
+  INGOT_CHECK(static_cast<double>(need) <= limit, "Memory plan exceeds max_memory_gb: the planned peak is ",
+              static_cast<double>(need) / (1024.0 * 1024.0 * 1024.0), " GiB (", need,
+              " bytes, memory_planning = ", options.memory_planning, ") but max_memory_gb is ",
+              options.max_memory_gb, " GiB");
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------- stages
 
@@ -315,6 +354,7 @@ JointGraph build_joint_graph(const Graph& forward, const std::vector<std::string
   log.run("memory planning", [&] {
     joint.memory_plan = std::make_shared<const MemoryPlan>(plan_memory(g, options.memory_planning));
     log.note(joint.memory_plan->str());
+    check_memory_limit(*joint.memory_plan, options, "forward + backward graph");
     if (plain) {
       StageLog quiet(false);
       optimize_stage(*plain, options, quiet);
@@ -357,14 +397,7 @@ PhysicalModel compile_inferred(Graph inferred, const Backend& backend, const Com
   MemoryPlan plan = log.run("memory planning", [&] {
     MemoryPlan p = plan_memory(g, options.memory_planning);
     log.note(p.str());
-    if (options.max_memory_gb > 0 && p.planned) {
-      const double limit = options.max_memory_gb * 1024.0 * 1024.0 * 1024.0;
-      const int64_t need = options.memory_planning == "none" ? p.unplanned_bytes : p.planned_peak_bytes;
-      INGOT_CHECK(static_cast<double>(need) <= limit, "Memory plan exceeds max_memory_gb: the planned peak is ",
-                  static_cast<double>(need) / (1024.0 * 1024.0 * 1024.0), " GiB (", need,
-                  " bytes, memory_planning = ", options.memory_planning, ") but max_memory_gb is ",
-                  options.max_memory_gb, " GiB");
-    }
+    check_memory_limit(p, options, "model");
     return p;
   });
   if (!options.dump_graph.empty())

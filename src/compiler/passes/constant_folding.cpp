@@ -3,7 +3,9 @@
 // replaced by a Constant holding the result. The result keeps the dtype type inference gave the
 // node's output (so weak scalars keep the type they resolved to) and is never weak itself.
 // Source ops (random_*: no inputs) are not folded, nor results above
-// PassContext::max_fold_elements elements.
+// PassContext::max_fold_elements elements, nor broadcast_to of a one-element value: that would
+// only copy one number into a full-size constant, where simplify lets an elementwise reader
+// take the scalar itself.
 #include "compiler/passes/passes.h"
 #include "ingot/error.h"
 #include "ir/op_registry.h"
@@ -16,6 +18,9 @@ PassReport fold_constants(Graph& g, const PassContext& ctx) {
   for (size_t i = 0; i < num_nodes; ++i) {
     const Node& n = g.nodes()[i];
     if (n.inputs.empty()) continue;
+    if (n.op == "broadcast_to" && is_static(g.value(n.inputs[0]).shape) &&
+        numel(to_shape(g.value(n.inputs[0]).shape)) == 1)
+      continue;
     bool all_const = true;
     for (ValueId v : n.inputs) all_const = all_const && g.value(v).kind == ValueKind::Constant;
     if (!all_const) continue;

@@ -23,7 +23,7 @@ PassContext pass_context(const CompileOptions& options) {
 const std::vector<PassInfo>& builtin_passes() {
   static const std::vector<PassInfo> passes = {
       {"constant_folding", 1, fold_constants, "runs nodes whose inputs are all constants at compile time"},
-      {"simplify", 1, simplify, "x*1, x+0, x-0, x/1, transpose/reshape chains, no-op casts and identities"},
+      {"simplify", 1, simplify, "x*1, x+0, x-0, x/1, broadcast scalars read directly, transpose/reshape chains, no-op casts and identities"},
       {"cse", 2, eliminate_common_subexpressions, "merges nodes with the same op, attrs and inputs"},
       {"conv_bn_folding", 2, fold_conv_batch_norm, "folds batch_norm into conv2d: constant statistics, or run-time parameters in inference"},
       {"mixed_precision", 99, apply_mixed_precision, "matmul/conv2d in bfloat16/float16 (option mixed_precision)"},
@@ -139,6 +139,12 @@ std::string dump_extension(const std::string& format) {
   return "txt";
 }
 
+// The passes level high repeats after the others, and how many rounds at most.
+constexpr int kHighCleanupRounds = 4;
+bool is_cleanup_pass(const std::string& name) {
+  return name == "constant_folding" || name == "simplify" || name == "cse" || name == "dce";
+}
+
 }  // namespace
 
 OptimizeResult optimize(Graph& g, const CompileOptions& options,
@@ -194,6 +200,25 @@ OptimizeResult optimize(Graph& g, const CompileOptions& options,
     }
     run_custom(p.name);
   }
+  // Level high: the cleanup passes again, until none changes anything. conv_bn_folding,
+  // mixed_precision and batch_chunking add nodes the earlier passes never saw (a weight shared by
+  // two convolutions folded twice, or cast twice), which cse merges and dce removes.
+  if (optimization_level_index(options.optimization_level) >= 3)
+    for (int round = 0; round < kHighCleanupRounds; ++round) {
+      int changes = 0;
+      for (const PassInfo& p : builtin_passes()) {
+        if (!is_cleanup_pass(p.name) || !pass_enabled(options, p.name)) continue;
+        PassReport r = p.fn(g, ctx);
+        r.pass = p.name;
+        check_annotated(g, "pass '" + p.name + "'");
+        changes += r.changes;
+        say(r.summary() + " (high, cleanup round " + std::to_string(round + 1) + ")");
+        for (const std::string& n : r.notes) say("  " + n);
+        result.reports.push_back(std::move(r));
+        dump(p.name);
+      }
+      if (changes == 0) break;
+    }
   run_custom("end");
   result.nodes_after = g.nodes().size();
   say(std::to_string(result.nodes_before) + " -> " + std::to_string(result.nodes_after) + " nodes");

@@ -9,7 +9,8 @@
 //   none    (nothing)
 //   low     constant_folding, simplify, dce
 //   medium  + cse, conv_bn_folding, batch_chunking, layout, fusion    (the default)
-//   high    (the same)
+//   high    medium's passes, then constant_folding, simplify, cse and dce again until none of
+//           them changes anything (at most 4 rounds; custom passes are not repeated)
 //   mixed_precision runs when the option `mixed_precision` is not "none".
 #pragma once
 

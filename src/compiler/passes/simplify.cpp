@@ -6,9 +6,16 @@
 //   reshape(x) to x's own shape     -> x
 //   cast(x) to x's own dtype        -> x
 //   identity(x), dropout(x, training=0), broadcast_to(x) to x's own shape -> x
+//   f(x, broadcast_to(s)) -> f(x, s)  for an elementwise f and a one-element s (a scalar or a
+//                                     [1, 1] constant), when x alone already gives f its shape:
+//                                     elementwise ops broadcast by themselves, and the scalar
+//                                     stays a scalar for the backends (no full-size buffer)
 // A replacement only happens when x has exactly the dtype and shape of the value it replaces, so
-// x*1 that promotes (int * 1.0) or broadcasts (x[3] * ones[2, 3]) is kept.
+// x*1 that promotes (int * 1.0) or broadcasts (x[3] * ones[2, 3]) is kept. The 1 and 0 of x*1,
+// x+0, x-0 and x/1 may be broadcast: broadcast_to(1) counts as 1.
+#include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "compiler/passes/passes.h"
 #include "ir/op_registry.h"
@@ -17,7 +24,9 @@ namespace ingot {
 
 namespace {
 
-bool all_equal_to(const Value& v, double x) {
+bool all_equal_to(const Graph& g, const Value& v, double x) {
+  if (v.producer >= 0 && g.node(v.producer).op == "broadcast_to")
+    return all_equal_to(g, g.value(g.node(v.producer).inputs[0]), x);
   if (v.kind != ValueKind::Constant || !v.constant.defined()) return false;
   const Tensor& t = v.constant;
   if (t.numel() > 4096) return false;
@@ -49,6 +58,49 @@ bool is_identity(const std::vector<int64_t>& p) {
   return true;
 }
 
+// A static shape of one element ([] or [1, ..., 1]).
+bool one_element(const SymShape& s) {
+  for (const SymDim& d : s)
+    if (d.value != 1) return false;
+  return true;
+}
+
+// NumPy broadcasting of `shapes`; nullopt when two dims may differ (a symbol against another
+// symbol or a size other than 1), so callers only act on shapes they can prove.
+std::optional<SymShape> broadcast_of(const std::vector<SymShape>& shapes) {
+  size_t rank = 0;
+  for (const SymShape& s : shapes) rank = std::max(rank, s.size());
+  SymShape out(rank, SymDim(1));
+  for (const SymShape& s : shapes)
+    for (size_t i = 0; i < s.size(); ++i) {
+      SymDim& o = out[rank - s.size() + i];
+      const SymDim& d = s[i];
+      if (d.value == 1 || d == o) continue;
+      if (o.value != 1) return std::nullopt;
+      o = d;
+    }
+  return out;
+}
+
+// f(..., broadcast_to(s), ...) with f elementwise and s one element: the input `k` that can read
+// s itself, leaving f's output shape as it is; -1 when there is none.
+int broadcast_scalar_input(const Graph& g, const Node& n) {
+  if (n.inputs.size() < 2 || get_op(n.op).fusion != FusionClass::Elementwise) return -1;
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    const Value& b = g.value(n.inputs[k]);
+    if (b.producer < 0 || g.node(b.producer).op != "broadcast_to") continue;
+    const ValueId s = g.node(b.producer).inputs[0];
+    // A weak literal would take f's other operand's dtype if types were inferred again; the
+    // broadcast fixed it, so such a scalar keeps its broadcast.
+    if (!one_element(g.value(s).shape) || g.value(s).dtype != b.dtype || g.value(s).weak_type) continue;
+    std::vector<SymShape> shapes;
+    for (size_t j = 0; j < n.inputs.size(); ++j) shapes.push_back(g.value(j == k ? s : n.inputs[j]).shape);
+    const std::optional<SymShape> out = broadcast_of(shapes);
+    if (out && *out == g.value(n.outputs[0]).shape) return static_cast<int>(k);
+  }
+  return -1;
+}
+
 }  // namespace
 
 PassReport simplify(Graph& g, const PassContext&) {
@@ -64,14 +116,22 @@ PassReport simplify(Graph& g, const PassContext&) {
       ValueId repl = -1;
       std::string what;
       auto in = [&](size_t k) { return n.inputs[k]; };
+      if (const int k = broadcast_scalar_input(g, n); k >= 0) {
+        n.inputs[static_cast<size_t>(k)] = g.node(g.value(in(static_cast<size_t>(k))).producer).inputs[0];
+        report.notes.push_back(n.op + " reads a broadcast scalar directly");
+        ++report.changes;
+        changed = true;
+        uses = g.use_counts();
+        continue;
+      }
       if (n.op == "mul" || n.op == "add") {
         double unit = n.op == "mul" ? 1.0 : 0.0;
         for (size_t k = 0; k < 2 && repl < 0; ++k)
-          if (all_equal_to(g.value(in(1 - k)), unit) && same_type_and_shape(g, in(k), out)) repl = in(k);
+          if (all_equal_to(g, g.value(in(1 - k)), unit) && same_type_and_shape(g, in(k), out)) repl = in(k);
         what = n.op == "mul" ? "x*1" : "x+0";
       } else if (n.op == "sub" || n.op == "div") {
         double unit = n.op == "div" ? 1.0 : 0.0;
-        if (all_equal_to(g.value(in(1)), unit) && same_type_and_shape(g, in(0), out)) repl = in(0);
+        if (all_equal_to(g, g.value(in(1)), unit) && same_type_and_shape(g, in(0), out)) repl = in(0);
         what = n.op == "div" ? "x/1" : "x-0";
       } else if (n.op == "identity" || (n.op == "dropout" && n.attrs.get_int("training", 0) == 0)) {
         if (same_type_and_shape(g, in(0), out)) repl = in(0);

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Tests of the benchmark tooling (run by ctest as `bench_tools`): bench_graph_opt's JSON in quick
+mode, and make_table.py's tables, summary.json and target verdicts on small fixtures. No timing is
+asserted: the figures only have to be present and well-formed.
+
+  BENCH_GRAPH_OPT=build/release/bench_graph_opt python3 bench/test_bench_tools.py
+"""
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import make_table  # noqa: E402
+
+MODELS = ("mlp", "cnn", "transformer block")
+
+
+def cpu_fixture():
+    return {
+        "tool": "bench_cpu", "quick": True, "measured_utc": "2026-01-01 00:00",
+        "machine": {"cpu": "test cpu", "hardware_threads": 2, "threads_used": 2},
+        "versions": {"bench_built_with": "g++ 12", "compiler": "c++ 12", "openblas": "libopenblas.so"},
+        "gelu": {"shape": "[4, 1000, 4096]", "cpu_ms": 1.0, "reference_ms": 30.0, "reference_reps": 1,
+                 "cpu_gbps": 12.0, "memcpy_best_gbps": 15.0, "memcpy_fresh_dst_gbps": 11.0,
+                 "fraction_of_memcpy": 0.9, "max_abs_diff_vs_reference": 1e-7},
+        "models": [
+            {"model": m, "flops": 1e9, "cpu_ms": 1.0, "cpu_gflops": 100.0, "reference_ms": 3.0, "reference_reps": 3,
+             "max_abs_diff_vs_reference": 1e-7, "compile_cold_ms": 500.0, "compile_warm_memory_ms": 1.0,
+             "compile_warm_disk_ms": 1.0, "compile_warm_disk_child_process_ms": 5.0, "warm_disk_was_cache_hit": True}
+            for m in ("mlp (batch 128)", "cnn (batch 2, 3x224x224)")],
+        "gemm": {"n": 1024, "ms": 10.0, "gflops": 200.0},
+    }
+
+
+def peers_fixture():
+    ok = {"status": "ok", **{k: {"ms": 2.0, "reps": 5, "first_ms": 50.0} for k in ("gelu", "mlp", "cnn")}}
+    return {"tool": "peers.py", "quick": True, "machine": {"cpu": "test cpu", "hardware_threads": 2, "threads_used": 2},
+            "versions": {"python": "3.11", "numpy": "2.0", "torch": "9.9", "jax": "8.8"},
+            "workloads": {}, "peers": {"torch eager": copy.deepcopy(ok), "torch.compile": copy.deepcopy(ok),
+                                       "jax jit": copy.deepcopy(ok)}}
+
+
+def run_make_table(files, *extra):
+    """make_table.py on the given files only: it runs in an empty folder, so the defaults for the
+    files not given (bench/results/...) do not exist there."""
+    args = [sys.executable, os.path.join(HERE, "make_table.py")]
+    for flag, path in files.items():
+        args += [flag, os.path.abspath(path)]
+    with tempfile.TemporaryDirectory() as cwd:
+        return subprocess.run(args + list(extra), check=True, capture_output=True, text=True, cwd=cwd).stdout
+
+
+class BenchGraphOpt(unittest.TestCase):
+    def test_quick_json_has_machine_versions_both_modes_and_ratios(self):
+        exe = os.environ.get("BENCH_GRAPH_OPT")
+        if not exe:
+            self.skipTest("BENCH_GRAPH_OPT is not set (ctest sets it)")
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "graph_opt.json")
+            subprocess.run([exe, "--quick", out], check=True, capture_output=True)
+            with open(out) as f:
+                go = json.load(f)
+        self.assertEqual(go["tool"], "bench_graph_opt")
+        self.assertTrue(go["quick"])
+        self.assertTrue(go["measured_utc"])
+        self.assertEqual(set(go["machine"]), {"cpu", "hardware_threads", "threads_used"})
+        self.assertIn("bench_built_with", go["versions"])
+        seen = {(r["model"].split(" (")[0], r["mode"]) for r in go["models"]}
+        self.assertEqual(seen, {(m, mode) for m in MODELS for mode in ("inference", "training")})
+        for r in go["models"]:
+            self.assertGreater(r["nodes_before"], 0)
+            self.assertGreater(r["nodes_after"], 0)
+            self.assertGreaterEqual(r["planned_peak_bytes"], r["lower_bound_bytes"])
+            self.assertLessEqual(r["planned_peak_bytes"], r["unplanned_bytes"])
+            self.assertAlmostEqual(r["planned_over_lower_bound"], r["planned_peak_bytes"] / r["lower_bound_bytes"], 4)
+            self.assertAlmostEqual(r["planned_over_unplanned"], r["planned_peak_bytes"] / r["unplanned_bytes"], 4)
+        self.assertEqual(len(go["mixed_precision"]), 4)
+
+
+class MakeTable(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+
+    def write(self, name, data):
+        path = os.path.join(self.dir.name, name)
+        with open(path, "w") as f:
+            json.dump(data, f)
+        return path
+
+    def test_missing_figures_are_not_measured_never_met(self):
+        cpu, peers = cpu_fixture(), peers_fixture()
+        cpu["models"][0]["compile_warm_disk_child_process_ms"] = -1  # the child process failed
+        cpu["gelu"]["cpu_ms"] = -1                                    # not measured
+        peers["peers"]["jax jit"]["cnn"] = {"error": "RuntimeError: out of memory"}
+        text = run_make_table({"--cpu": self.write("cpu.json", cpu), "--peers": self.write("peers.json", peers)})
+        targets = text[text.index("Issue 3 targets"):]
+        self.assertIn("memcpy bandwidth: not measured.", targets)
+        self.assertIn("JAX jit on every row: **not measured** (gelu: ingot cpu not measured; "
+                      "cnn: JAX jit not measured)", targets)
+        self.assertRegex(targets, r"warm-cache load under 10 ms .*— not measured\.")
+        self.assertNotIn("— met", targets)
+        self.assertNotIn("**met**", targets)
+
+    def test_a_slower_peer_is_not_met_even_with_a_missing_one(self):
+        cpu, peers = cpu_fixture(), peers_fixture()
+        peers["peers"]["torch.compile"]["mlp"]["ms"] = 0.5
+        peers["peers"]["jax jit"]["cnn"] = {"error": "failed"}
+        text = run_make_table({"--cpu": self.write("cpu.json", cpu), "--peers": self.write("peers.json", peers)})
+        self.assertIn("**not met** (mlp: torch.compile 2.00× faster; cnn: JAX jit not measured)", text)
+
+    def test_summary_has_every_ratio_and_the_peers_versions(self):
+        cpu, peers = cpu_fixture(), peers_fixture()
+        go = {"tool": "bench_graph_opt", "quick": True, "machine": cpu["machine"], "versions": {"bench_built_with": "g++"},
+              "models": [{"model": "mlp (batch 128)", "mode": "training", "nodes_before": 10, "nodes_after": 8,
+                          "fusion_groups": 3, "planned_peak_bytes": 200, "unplanned_bytes": 800,
+                          "lower_bound_bytes": 100, "inplace": 1}],
+              "mixed_precision": [{"model": "mlp", "type": "float16", "max_abs_error": 1e-4, "max_rel_error": 1e-3}]}
+        summary = os.path.join(self.dir.name, "summary.json")
+        out = run_make_table({"--cpu": self.write("cpu.json", cpu), "--peers": self.write("peers.json", peers),
+                              "--graph-opt": self.write("graph_opt.json", go)},
+                             "--summary", summary, "--print-ratios")
+        with open(summary) as f:
+            s = json.load(f)
+        self.assertEqual(s["versions"]["peers"]["torch"], "9.9")
+        self.assertEqual(s["machine"]["graph_opt"]["cpu"], "test cpu")
+        inf = s["ratios"]["inference_over_ingot_cpu"]
+        self.assertAlmostEqual(inf["mlp"]["torch eager"], 2.0)
+        self.assertAlmostEqual(inf["gelu"]["ingot reference"], 30.0)
+        self.assertIsNone(inf["cnn"]["onnxruntime"])  # not run: null, printed as "not measured"
+        self.assertAlmostEqual(s["ratios"]["graph_opt"]["mlp (batch 128), training"]["planned_over_lower_bound"], 2.0)
+        self.assertRegex(out, r"inference_over_ingot_cpu / mlp / torch eager +2\.000")
+        self.assertRegex(out, r"inference_over_ingot_cpu / cnn / onnxruntime +not measured")
+        # the graph-optimization table is rendered from graph_opt.json
+        table = run_make_table({"--cpu": self.write("cpu.json", cpu), "--graph-opt": self.write("graph_opt.json", go)})
+        self.assertIn("### Graph optimization and memory planning", table)
+        self.assertIn("| mlp (batch 128) | training | 10 | 8 | 3 | 0.00 | 0.00 | 0.00 | 2.000 | 0.250 | 1 |", table)
+        self.assertIn("| mlp | float16 | 1.000e-04 | 1.000e-03 |", table)
+
+    def test_readme_rewrite_keeps_hand_written_notes_in_their_subsection(self):
+        readme = os.path.join(self.dir.name, "README.md")
+        with open(readme, "w") as f:
+            f.write("# x\n\n## Benchmarks\n\nold\n\n### Graph optimization and memory planning\n\nold table\n\n"
+                    f"{make_table.NOTES_OPEN}\nmy note\n{make_table.NOTES_CLOSE}\n\n## After\n\nkept\n")
+        go = {"models": [], "mixed_precision": []}
+        run_make_table({"--cpu": self.write("cpu.json", cpu_fixture()), "--graph-opt": self.write("g.json", go),
+                        "--readme": readme})
+        with open(readme) as f:
+            text = f.read()
+        self.assertNotIn("old table", text)
+        self.assertLess(text.index("### Graph optimization"), text.index("my note"))
+        self.assertLess(text.index("my note"), text.index("## After"))
+        self.assertEqual(text.count("my note"), 1)
+        self.assertTrue(text.endswith("## After\n\nkept\n"))
+
+
+if __name__ == "__main__":
+    unittest.main()
