@@ -39,9 +39,11 @@ class TrainModel {
   // Adds a loss block (terminals "input", "target", ..., "output"). `connections` link the loss's
   // terminals to wires of the model by name: its "input" must name an output of the model
   // ("output" is the canonical one); other names that are no wire of the model become new data
-  // inputs (targets). The loss output is reduced to a scalar by `reduction` ("mean" or "sum";
-  // a no-op on a loss that already reduced itself), scaled by `coefficient`, exposed as `name`
-  // (default "loss_<i>") and added to "final_cost".
+  // inputs (targets). The loss output is reduced to a scalar by `reduction` ("mean" or "sum"),
+  // scaled by `coefficient`, exposed as `name` (default "loss_<i>") and added to "final_cost".
+  // A block that reduces itself (CrossEntropyLoss() with its default "mean") is taken as it is
+  // when its reduction is the one asked; another is an error at compile time (build the block
+  // with reduction "none" so that add_loss reduces it).
   TrainModel& add_loss(const Model& loss, const Connections& connections, const std::string& reduction = "mean",
                        double coefficient = 1.0, const std::string& name = "");
   // Adds coefficient * sum(|p|) ("l1") or coefficient * 0.5 * sum(p^2) ("l2", so its gradient is
