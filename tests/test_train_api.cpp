@@ -67,3 +67,114 @@ TEST(TrainAddLoss, ABlockThatReducesItselfMustAgreeWithTheReductionAsked) {
 
 }  // namespace
 }  // namespace ingot::testing
+
+namespace ingot::testing {
+namespace {
+
+// ---------------------------------------------------------------- run-time hyperparameters
+
+// Classifier 4 -> 8 -> 3 with cross entropy, float32, batch 6.
+TrainModel small_classifier() {
+  Model body;
+  body += Linear(8);
+  body += Tanh();
+  body += Linear(3);
+  TrainModel tm(body);
+  tm.add_loss(CrossEntropyLoss(), {{"input", "output"}, {"target", "target"}});
+  tm.add_metric(ClassAccuracy(), {{"input", "output"}, {"target", "target"}}, "accuracy");
+  return tm;
+}
+
+CompileOptions small_options() {
+  CompileOptions o;
+  o.shapes = {{"input", {6, 4}}};
+  return o;
+}
+
+TensorMap small_batch(uint64_t seed) {
+  return {{"input", random_tensor({6, 4}, seed, -1, 1, DType::Float32)},
+          {"target", Tensor::from_vector<int64_t>({0, 1, 2, 2, 1, 0}, {6})}};
+}
+
+TensorMap cloned(const TensorMap& m) {
+  TensorMap c;
+  for (const auto& [k, v] : m) c.emplace(k, v.clone());
+  return c;
+}
+
+// Two steps: the first with `first` as compiled, then `change` applied to `a`, whose second
+// step must equal, bit for bit, that of `b` (compiled with the changed value from the start,
+// its first step run with the first value the same way), and recompile nothing.
+void expect_change_matches_compiled(const Optimizer& first, const Optimizer& second, const std::string& name,
+                                    double first_value, double second_value) {
+  TrainStep a = compile_train_step(small_classifier(), CpuBackend(), first, small_options());
+  TrainStep b = compile_train_step(small_classifier(), CpuBackend(), second, small_options());
+  TensorMap pa = a.randomize_params(1), pb = cloned(pa);
+  OptimizerState sa = a.init_state(pa), sb = b.init_state(pb);
+  b.set_hyperparameter(name, first_value);
+  const int compiles = CpuBackend::compile_count();
+  a.run(pa, sa, small_batch(1));
+  b.run(pb, sb, small_batch(1));
+  a.set_hyperparameter(name, second_value);
+  b.set_hyperparameter(name, second_value);
+  const TensorMap before = cloned(pa);
+  a.run(pa, sa, small_batch(2));
+  b.run(pb, sb, small_batch(2));
+  EXPECT_EQ(CpuBackend::compile_count(), compiles) << name;
+  for (const auto& [param, v] : pa) {
+    EXPECT_EQ(max_abs_diff(v, pb.at(param)), 0.0) << name << " " << param;
+    EXPECT_GT(max_abs_diff(v, before.at(param)), 0.0) << name << " " << param;
+  }
+  for (const auto& [slot, v] : sa.slots) EXPECT_EQ(max_abs_diff(v, sb.slots.at(slot)), 0.0) << name << " " << slot;
+}
+
+TEST(TrainHyperparameters, ChangingThemBetweenStepsEqualsCompilingWithThem) {
+  expect_change_matches_compiled(SGD({.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-3}),
+                                 SGD({.lr = 0.02, .momentum = 0.9, .weight_decay = 1e-3}), "lr", 0.1, 0.02);
+  expect_change_matches_compiled(SGD({.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-3}),
+                                 SGD({.lr = 0.1, .momentum = 0.5, .weight_decay = 1e-3}), "momentum", 0.9, 0.5);
+  expect_change_matches_compiled(SGD({.lr = 0.1, .weight_decay = 1e-3}), SGD({.lr = 0.1, .weight_decay = 0.2}),
+                                 "weight_decay", 1e-3, 0.2);
+  expect_change_matches_compiled(AdamW({.lr = 0.01, .weight_decay = 0.01}), AdamW({.lr = 0.01, .weight_decay = 0.3}),
+                                 "weight_decay", 0.01, 0.3);
+  expect_change_matches_compiled(Adam({.lr = 0.01, .weight_decay = 0.01}), Adam({.lr = 0.002, .weight_decay = 0.01}),
+                                 "lr", 0.01, 0.002);
+}
+
+// Plain SGD: the update is lr * gradient, so the same step at half the rate moves each parameter
+// half as far.
+TEST(TrainHyperparameters, SetLrScalesThePlainSgdUpdate) {
+  TrainStep step = compile_train_step(small_classifier(), ReferenceBackend(), SGD({.lr = 0.1}), small_options());
+  const TensorMap p0 = step.randomize_params(2);
+  TensorMap fast = cloned(p0), slow = cloned(p0);
+  OptimizerState s1 = step.init_state(fast), s2 = step.init_state(slow);
+  step.run(fast, s1, small_batch(3));
+  step.set_lr(0.05);
+  step.run(slow, s2, small_batch(3));
+  for (const auto& [name, p] : p0)
+    for (int64_t i = 0; i < p.numel(); ++i)
+      EXPECT_NEAR(slow.at(name).item(i) - p.item(i), 0.5 * (fast.at(name).item(i) - p.item(i)), 1e-6) << name;
+}
+
+TEST(TrainHyperparameters, ErrorsNameTheHyperparameter) {
+  TrainStep step = compile_train_step(small_classifier(), ReferenceBackend(), SGD({.lr = 0.1}), small_options());
+  EXPECT_TRUE(Contains(error_of([&] { step.set_hyperparameter("momentum", 0.9); }),
+                       "SGD: 'momentum' cannot change at run time (run-time hyperparameters of this SGD: lr; "
+                       "weight_decay and momentum are among them only when the optimizer is built with a non-zero"));
+  EXPECT_TRUE(Contains(error_of([&] { step.set_lr(-1); }), "SGD: lr must be positive, got -1"));
+  EXPECT_TRUE(Contains(error_of([&] { step.set_hyperparameter("lrr", 0.1); }), "'lrr' cannot change at run time"));
+  SGD nesterov({.lr = 0.1, .momentum = 0.9, .nesterov = true});
+  EXPECT_TRUE(Contains(error_of([&] { nesterov.set_hyperparameter("momentum", 0); }), "nesterov needs momentum > 0"));
+  AdamW adamw;
+  EXPECT_EQ(adamw.hyperparameters(), (std::vector<std::string>{"lr", "weight_decay"}));
+  EXPECT_TRUE(Contains(error_of([&] { adamw.set_hyperparameter("beta1", 0.5); }),
+                       "AdamW: 'beta1' cannot change at run time (run-time hyperparameters of this AdamW: lr, weight_decay"));
+  // A copy of the step keeps its own values.
+  TrainStep copy = step;
+  copy.set_lr(0.5);
+  EXPECT_DOUBLE_EQ(dynamic_cast<const SGD&>(step.optimizer()).options().lr, 0.1);
+  EXPECT_DOUBLE_EQ(dynamic_cast<const SGD&>(copy.optimizer()).options().lr, 0.5);
+}
+
+}  // namespace
+}  // namespace ingot::testing

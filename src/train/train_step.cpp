@@ -94,6 +94,13 @@ TrainStep compile_train_step(const TrainModel& model, const Backend& backend, co
   return TrainStep(std::move(forward), std::move(compiled), std::move(opt), std::move(trained));
 }
 
+void TrainStep::set_hyperparameter(const std::string& name, double value) {
+  // A fresh copy: copies of this step share the optimizer they were compiled with.
+  std::unique_ptr<Optimizer> changed = optimizer_->clone();
+  changed->set_hyperparameter(name, value);
+  optimizer_ = std::move(changed);
+}
+
 StepResult TrainStep::run(TensorMap& params, OptimizerState& state, const TensorMap& batch) const {
   const Graph& g = step_->joint.graph;
   const int64_t step = state.step + 1;
