@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
+#include <set>
 
 #include "autodiff_test_util.h"
 #include "ingot/cpu_backend.h"
@@ -174,6 +176,90 @@ TEST(TrainHyperparameters, ErrorsNameTheHyperparameter) {
   copy.set_lr(0.5);
   EXPECT_DOUBLE_EQ(dynamic_cast<const SGD&>(step.optimizer()).options().lr, 0.1);
   EXPECT_DOUBLE_EQ(dynamic_cast<const SGD&>(copy.optimizer()).options().lr, 0.5);
+}
+
+}  // namespace
+}  // namespace ingot::testing
+
+namespace ingot::testing {
+namespace {
+
+// ---------------------------------------------------------------- optimizer slots
+
+// BatchNorm2d's running statistics are parameters the optimizer does not train: no slots for
+// them, and the forward pass still moves them.
+TEST(TrainOptimizerSlots, OnlyTrainedParametersGetSlots) {
+  Model body;
+  body += BatchNorm2d(1e-5, 0.5);
+  body += GlobalAvgPool2d();
+  TrainModel tm(body);
+  tm.add_loss(MSELoss(), {{"input", "output"}, {"target", "target"}});
+  CompileOptions o;
+  o.shapes = {{"input", {2, 2, 2, 2}}, {"target", {2, 2}}};
+  for (const auto& [name, opt] : std::vector<std::pair<std::string, std::shared_ptr<Optimizer>>>{
+           {"sgd", std::make_shared<SGD>(SGDOptions{.lr = 0.1, .momentum = 0.9})},
+           {"adam", std::make_shared<Adam>()}}) {
+    const TrainStep step = compile_train_step(tm, ReferenceBackend(), *opt, o);
+    TensorMap params = step.randomize_params(0);
+    OptimizerState state = step.init_state(params);
+    std::set<std::string> slots;
+    for (const auto& [slot, t] : state.slots) slots.insert(slot);
+    std::set<std::string> expected;
+    for (const char* p : {"batch_norm2d_0.weight", "batch_norm2d_0.bias"})
+      for (const std::string& s : opt->slot_names()) expected.insert(s + ":" + p);
+    EXPECT_EQ(slots, expected) << name;
+    const Tensor mean0 = params.at("batch_norm2d_0.running_mean").clone();
+    const Tensor var0 = params.at("batch_norm2d_0.running_var").clone();
+    step.run(params, state, {{"input", random_tensor({2, 2, 2, 2}, 3, -2, 2)}, {"target", random_tensor({2, 2}, 4)}});
+    EXPECT_GT(max_abs_diff(params.at("batch_norm2d_0.running_mean"), mean0), 0.0) << name;
+    EXPECT_GT(max_abs_diff(params.at("batch_norm2d_0.running_var"), var0), 0.0) << name;
+    params.erase("batch_norm2d_0.bias");
+    EXPECT_TRUE(Contains(error_of([&] { step.init_state(params); }),
+                         "TrainStep::init_state: missing parameter 'batch_norm2d_0.bias'"));
+  }
+}
+
+// ---------------------------------------------------------------- errors
+
+TEST(TrainApiErrors, UnknownBatchKeyIsNamedWithTheInputs) {
+  const TrainStep step = compile_train_step(small_classifier(), ReferenceBackend(), SGD(), small_options());
+  TensorMap params = step.randomize_params(0);
+  OptimizerState state = step.init_state(params);
+  TensorMap batch = small_batch(0);
+  batch.emplace("targets", batch.at("target"));
+  EXPECT_TRUE(Contains(error_of([&] { step.run(params, state, batch); }),
+                       "TrainStep::run: the batch has 'targets', which is no input of the model (inputs: input, target)"));
+}
+
+TEST(TrainApiErrors, AddMetricErrorsNameTheMetric) {
+  TrainModel tm = small_classifier();
+  EXPECT_TRUE(Contains(error_of([&] { tm.add_metric(ClassAccuracy(), {{"inptu", "output"}}, "acc"); }),
+                       "Metric ClassAccuracy has no terminal 'inptu' (terminals: input, target)"));
+  EXPECT_TRUE(Contains(error_of([&] { tm.add_metric(ClassAccuracy(), {{"input", "logits"}, {"target", "target"}}, "acc"); }),
+                       "Metric ClassAccuracy: its input is connected to 'logits', which is not an output of the model "
+                       "(outputs: output)"));
+  EXPECT_TRUE(Contains(error_of([&] { tm.add_metric(ClassAccuracy(), {{"target", "target"}}, "acc"); }),
+                       "Metric ClassAccuracy: connect its 'input' to an output of the model"));
+  EXPECT_TRUE(Contains(error_of([&] { tm.add_metric(ClassAccuracy(), {{"input", "output"}}, ""); }),
+                       "add_metric: give the metric a name"));
+  EXPECT_TRUE(Contains(error_of([&] { tm.add_metric(ClassAccuracy(), {{"input", "output"}}, "accuracy"); }),
+                       "add_metric: a metric named 'accuracy' exists already"));
+  EXPECT_TRUE(Contains(error_of([&] { tm.add_metric(ClassAccuracy(), {{"input", "output"}}, "loss_0"); }),
+                       "add_metric: 'loss_0' names a loss"));
+  // A target wired to the model's float input, where ClassAccuracy wants int64 classes [N].
+  tm.add_metric(ClassAccuracy(), {{"input", "output"}, {"target", "input"}}, "bad_target");
+  const std::string e = error_of([&] { compile(tm, ReferenceBackend(), small_options()); });
+  EXPECT_TRUE(Contains(e, "Cannot infer shape for 'input'")) << e;
+}
+
+TEST(TrainApiErrors, EvaluateLossNeedsAFinalCost) {
+  Model m;
+  m += Linear(3);
+  CompileOptions o;
+  o.shapes = {{"input", {2, 4}}};
+  const PhysicalModel pm = compile(m, ReferenceBackend(), o);
+  EXPECT_TRUE(Contains(error_of([&] { evaluate_loss(pm, pm.randomize_params(0), {{"input", random_tensor({2, 4}, 1)}}); }),
+                       "evaluate_loss: the model has no 'final_cost' output; compile a TrainModel"));
 }
 
 }  // namespace

@@ -235,7 +235,10 @@ struct StepResult {
 class TrainStep {
  public:
   TensorMap randomize_params(uint64_t seed = 0) const { return forward_.randomize_params(seed); }
-  OptimizerState init_state(const TensorMap& params) const { return optimizer_->init(params); }
+  // Zero optimizer slots for the trained parameters in `params` (trained_parameters(): not
+  // BatchNorm2d's running statistics, which the forward pass updates).
+  OptimizerState init_state(const TensorMap& params) const;
+  // A batch key that is no input of the model is an error listing the inputs.
   StepResult run(TensorMap& params, OptimizerState& state, const TensorMap& batch) const;
   // The optimizer's run-time hyperparameters (Optimizer::hyperparameters()): the compiled step
   // reads them as scalar inputs, so changing them between runs (a schedule) recompiles nothing.

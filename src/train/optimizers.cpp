@@ -6,6 +6,7 @@
 #include "ingot/error.h"
 #include "ingot/train.h"
 #include "runtime/write_back.h"
+#include "train/names.h"
 
 namespace ingot {
 
@@ -29,18 +30,12 @@ void check_adam(const AdamOptions& o, const std::string& n) {
   check_hyper(std::isfinite(o.eps) && o.eps > 0, n, "eps", o.eps, "positive");
   check_hyper(std::isfinite(o.weight_decay) && o.weight_decay >= 0, n, "weight_decay", o.weight_decay, "non-negative");
 }
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string s;
-  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s;
-}
 }  // namespace
 
 void Optimizer::set_hyperparameter(const std::string& hyperparameter, double value) {
   const std::vector<std::string> names = hyperparameters();
   INGOT_CHECK(std::find(names.begin(), names.end(), hyperparameter) != names.end(), name(), ": '", hyperparameter,
-              "' cannot change at run time (run-time hyperparameters of this ", name(), ": ", joined(names),
+              "' cannot change at run time (run-time hyperparameters of this ", name(), ": ", train::joined(names),
               "; weight_decay and momentum are among them only when the optimizer is built with a non-zero "
               "value, as its update has no term for them otherwise)");
   apply_hyperparameter(hyperparameter, value);

@@ -10,16 +10,13 @@
 #include "ingot/models.h"
 #include "ingot/train.h"
 #include "train/graph_builder.h"
+#include "train/names.h"
 
 namespace ingot {
 
 namespace {
 
-std::string joined(const std::vector<std::string>& names) {
-  std::string s;
-  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s.empty() ? std::string("none") : s;
-}
+using train::joined;
 
 bool contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
