@@ -10,6 +10,7 @@
 #include "autodiff_test_util.h"
 #include "ingot/cpu_backend.h"
 #include "ingot/ingot.h"
+#include "train_test_util.h"
 
 namespace ingot::testing {
 namespace {
@@ -42,20 +43,22 @@ struct LinearFit {
   }
 };
 
-TEST(TrainAddLoss, ReducesPerElementLossesAsAsked) {
+// final_cost = scale * sum((y - t)^2): reduced by add_loss, or by the block when they agree.
+TEST(TrainAddLoss, ReducesAsAsked) {
   const LinearFit fit;
-  auto [mean_cost, squares] = fit.cost_and_sum_of_squares(MSELoss("none"), "mean");
-  EXPECT_NEAR(mean_cost, squares / 6, 1e-12);
-  auto [sum_cost, squares2] = fit.cost_and_sum_of_squares(MSELoss("none"), "sum");
-  EXPECT_NEAR(sum_cost, squares2, 1e-12);
+  struct Case {
+    std::string block_reduction, reduction;
+    double scale;
+  };
+  for (const Case& c : {Case{"none", "mean", 1.0 / 6}, Case{"none", "sum", 1.0}, Case{"mean", "mean", 1.0 / 6},
+                        Case{"sum", "sum", 1.0}}) {
+    auto [cost, squares] = fit.cost_and_sum_of_squares(MSELoss(c.block_reduction), c.reduction);
+    EXPECT_NEAR(cost, c.scale * squares, 1e-12) << "MSELoss(" << c.block_reduction << "), " << c.reduction;
+  }
 }
 
-TEST(TrainAddLoss, ABlockThatReducesItselfMustAgreeWithTheReductionAsked) {
+TEST(TrainAddLoss, ABlockThatReducesItselfOtherwiseIsAnError) {
   const LinearFit fit;
-  auto [mean_cost, squares] = fit.cost_and_sum_of_squares(MSELoss("mean"), "mean");
-  EXPECT_NEAR(mean_cost, squares / 6, 1e-12);
-  auto [sum_cost, squares2] = fit.cost_and_sum_of_squares(MSELoss("sum"), "sum");
-  EXPECT_NEAR(sum_cost, squares2, 1e-12);
   // Before, add_loss ignored its reduction here and returned the block's mean as the sum.
   EXPECT_TRUE(Contains(error_of([&] { fit.cost_and_sum_of_squares(MSELoss("mean"), "sum"); }),
                        "add_loss 'mse': MSELoss already reduces its output by 'mean' but the reduction asked is "
@@ -75,29 +78,6 @@ namespace {
 
 // ---------------------------------------------------------------- run-time hyperparameters
 
-// Classifier 4 -> 8 -> 3 with cross entropy, float32, batch 6.
-TrainModel small_classifier() {
-  Model body;
-  body += Linear(8);
-  body += Tanh();
-  body += Linear(3);
-  TrainModel tm(body);
-  tm.add_loss(CrossEntropyLoss(), {{"input", "output"}, {"target", "target"}});
-  tm.add_metric(ClassAccuracy(), {{"input", "output"}, {"target", "target"}}, "accuracy");
-  return tm;
-}
-
-CompileOptions small_options() {
-  CompileOptions o;
-  o.shapes = {{"input", {6, 4}}};
-  return o;
-}
-
-TensorMap small_batch(uint64_t seed) {
-  return {{"input", random_tensor({6, 4}, seed, -1, 1, DType::Float32)},
-          {"target", Tensor::from_vector<int64_t>({0, 1, 2, 2, 1, 0}, {6})}};
-}
-
 TensorMap cloned(const TensorMap& m) {
   TensorMap c;
   for (const auto& [k, v] : m) c.emplace(k, v.clone());
@@ -109,19 +89,19 @@ TensorMap cloned(const TensorMap& m) {
 // its first step run with the first value the same way), and recompile nothing.
 void expect_change_matches_compiled(const Optimizer& first, const Optimizer& second, const std::string& name,
                                     double first_value, double second_value) {
-  TrainStep a = compile_train_step(small_classifier(), CpuBackend(), first, small_options());
-  TrainStep b = compile_train_step(small_classifier(), CpuBackend(), second, small_options());
+  TrainStep a = compile_train_step(classifier_train_model(0), CpuBackend(), first, classifier_options(DType::Float32));
+  TrainStep b = compile_train_step(classifier_train_model(0), CpuBackend(), second, classifier_options(DType::Float32));
   TensorMap pa = a.randomize_params(1), pb = cloned(pa);
   OptimizerState sa = a.init_state(pa), sb = b.init_state(pb);
   b.set_hyperparameter(name, first_value);
   const int compiles = CpuBackend::compile_count();
-  a.run(pa, sa, small_batch(1));
-  b.run(pb, sb, small_batch(1));
+  a.run(pa, sa, batch_of(6, 1, DType::Float32));
+  b.run(pb, sb, batch_of(6, 1, DType::Float32));
   a.set_hyperparameter(name, second_value);
   b.set_hyperparameter(name, second_value);
   const TensorMap before = cloned(pa);
-  a.run(pa, sa, small_batch(2));
-  b.run(pb, sb, small_batch(2));
+  a.run(pa, sa, batch_of(6, 2, DType::Float32));
+  b.run(pb, sb, batch_of(6, 2, DType::Float32));
   EXPECT_EQ(CpuBackend::compile_count(), compiles) << name;
   for (const auto& [param, v] : pa) {
     EXPECT_EQ(max_abs_diff(v, pb.at(param)), 0.0) << name << " " << param;
@@ -146,20 +126,20 @@ TEST(TrainHyperparameters, ChangingThemBetweenStepsEqualsCompilingWithThem) {
 // Plain SGD: the update is lr * gradient, so the same step at half the rate moves each parameter
 // half as far.
 TEST(TrainHyperparameters, SetLrScalesThePlainSgdUpdate) {
-  TrainStep step = compile_train_step(small_classifier(), ReferenceBackend(), SGD({.lr = 0.1}), small_options());
+  TrainStep step = compile_train_step(classifier_train_model(0), ReferenceBackend(), SGD({.lr = 0.1}), classifier_options(DType::Float32));
   const TensorMap p0 = step.randomize_params(2);
   TensorMap fast = cloned(p0), slow = cloned(p0);
   OptimizerState s1 = step.init_state(fast), s2 = step.init_state(slow);
-  step.run(fast, s1, small_batch(3));
+  step.run(fast, s1, batch_of(6, 3, DType::Float32));
   step.set_lr(0.05);
-  step.run(slow, s2, small_batch(3));
+  step.run(slow, s2, batch_of(6, 3, DType::Float32));
   for (const auto& [name, p] : p0)
     for (int64_t i = 0; i < p.numel(); ++i)
       EXPECT_NEAR(slow.at(name).item(i) - p.item(i), 0.5 * (fast.at(name).item(i) - p.item(i)), 1e-6) << name;
 }
 
 TEST(TrainHyperparameters, ErrorsNameTheHyperparameter) {
-  TrainStep step = compile_train_step(small_classifier(), ReferenceBackend(), SGD({.lr = 0.1}), small_options());
+  TrainStep step = compile_train_step(classifier_train_model(0), ReferenceBackend(), SGD({.lr = 0.1}), classifier_options(DType::Float32));
   EXPECT_TRUE(Contains(error_of([&] { step.set_hyperparameter("momentum", 0.9); }),
                        "SGD: 'momentum' cannot change at run time (run-time hyperparameters of this SGD: lr; "
                        "weight_decay and momentum are among them only when the optimizer is built with a non-zero"));
@@ -189,13 +169,8 @@ namespace {
 // BatchNorm2d's running statistics are parameters the optimizer does not train: no slots for
 // them, and the forward pass still moves them.
 TEST(TrainOptimizerSlots, OnlyTrainedParametersGetSlots) {
-  Model body;
-  body += BatchNorm2d(1e-5, 0.5);
-  body += GlobalAvgPool2d();
-  TrainModel tm(body);
-  tm.add_loss(MSELoss(), {{"input", "output"}, {"target", "target"}});
-  CompileOptions o;
-  o.shapes = {{"input", {2, 2, 2, 2}}, {"target", {2, 2}}};
+  const TrainModel tm = batch_norm_train_model(batch_norm_body(0.5));
+  const CompileOptions o = batch_norm_options();
   for (const auto& [name, opt] : std::vector<std::pair<std::string, std::shared_ptr<Optimizer>>>{
            {"sgd", std::make_shared<SGD>(SGDOptions{.lr = 0.1, .momentum = 0.9})},
            {"adam", std::make_shared<Adam>()}}) {
@@ -222,17 +197,17 @@ TEST(TrainOptimizerSlots, OnlyTrainedParametersGetSlots) {
 // ---------------------------------------------------------------- errors
 
 TEST(TrainApiErrors, UnknownBatchKeyIsNamedWithTheInputs) {
-  const TrainStep step = compile_train_step(small_classifier(), ReferenceBackend(), SGD(), small_options());
+  const TrainStep step = compile_train_step(classifier_train_model(0), ReferenceBackend(), SGD(), classifier_options(DType::Float32));
   TensorMap params = step.randomize_params(0);
   OptimizerState state = step.init_state(params);
-  TensorMap batch = small_batch(0);
+  TensorMap batch = batch_of(6, 0, DType::Float32);
   batch.emplace("targets", batch.at("target"));
   EXPECT_TRUE(Contains(error_of([&] { step.run(params, state, batch); }),
                        "TrainStep::run: the batch has 'targets', which is no input of the model (inputs: input, target)"));
 }
 
 TEST(TrainApiErrors, AddMetricErrorsNameTheMetric) {
-  TrainModel tm = small_classifier();
+  TrainModel tm = classifier_train_model(0);
   EXPECT_TRUE(Contains(error_of([&] { tm.add_metric(ClassAccuracy(), {{"inptu", "output"}}, "acc"); }),
                        "Metric ClassAccuracy has no terminal 'inptu' (terminals: input, target)"));
   EXPECT_TRUE(Contains(error_of([&] { tm.add_metric(ClassAccuracy(), {{"input", "logits"}, {"target", "target"}}, "acc"); }),
@@ -244,11 +219,11 @@ TEST(TrainApiErrors, AddMetricErrorsNameTheMetric) {
                        "add_metric: give the metric a name"));
   EXPECT_TRUE(Contains(error_of([&] { tm.add_metric(ClassAccuracy(), {{"input", "output"}}, "accuracy"); }),
                        "add_metric: a metric named 'accuracy' exists already"));
-  EXPECT_TRUE(Contains(error_of([&] { tm.add_metric(ClassAccuracy(), {{"input", "output"}}, "loss_0"); }),
-                       "add_metric: 'loss_0' names a loss"));
+  EXPECT_TRUE(Contains(error_of([&] { tm.add_metric(ClassAccuracy(), {{"input", "output"}}, "ce"); }),
+                       "add_metric: 'ce' names a loss"));
   // A target wired to the model's float input, where ClassAccuracy wants int64 classes [N].
   tm.add_metric(ClassAccuracy(), {{"input", "output"}, {"target", "input"}}, "bad_target");
-  const std::string e = error_of([&] { compile(tm, ReferenceBackend(), small_options()); });
+  const std::string e = error_of([&] { compile(tm, ReferenceBackend(), classifier_options(DType::Float32)); });
   EXPECT_TRUE(Contains(e, "Cannot infer shape for 'input'")) << e;
 }
 
