@@ -4,8 +4,9 @@
 // seeds' CNN (batch 32, 3x64x64; --quick: 3x16x16), both with SGD (lr 0.01, momentum 0.9) on
 // softmax cross-entropy: the same workloads as bench/peers.py's train_mlp and train_cnn.
 //
-// Memory: the planned peak of each training step with and without gradient checkpointing
-// (checkpoint_segments 2), plus a deep MLP where activations dominate.
+// Memory: the planned peak of each training step (the compiler's plan) and the CPU backend's
+// arena (what its executable allocates for intermediates), with and without gradient
+// checkpointing (checkpoint_segments 2), plus a deep MLP where activations dominate.
 //
 //   ./scripts/build.sh release && build/release/bench_train [--quick] [bench/results/train.json]
 #include <cstring>
@@ -48,19 +49,28 @@ CompileOptions options_for(const Shape& input_shape, bool checkpointing) {
   return o;
 }
 
-// The planned peak of a training step without and with gradient checkpointing.
+// The planned peak and the CPU arena of a training step without and with gradient checkpointing.
 struct Memory {
   std::string model;
   Shape input_shape;
   int64_t peak_bytes = 0, checkpointed_bytes = 0;
+  int64_t arena_bytes = 0, checkpointed_arena_bytes = 0;
   int recomputed_nodes = 0;
 };
 
 Memory memory_of(const std::string& model_name, const Model& model, const Shape& input_shape) {
-  const GradientMemory m = compile_train_step(with_cross_entropy(model), ReferenceBackend(), SGD(),
-                                              options_for(input_shape, true))
-                               .gradient_memory();
-  return {model_name, input_shape, m.without_checkpointing_bytes, m.planned_peak_bytes, m.recomputed_nodes};
+  const GradientMemory m =
+      compile_train_step(with_cross_entropy(model), CpuBackend(), SGD(), options_for(input_shape, true)).gradient_memory();
+  return {model_name,    input_shape,           m.without_checkpointing_bytes, m.planned_peak_bytes,
+          m.without_checkpointing_arena_bytes, m.arena_bytes, m.recomputed_nodes};
+}
+
+std::string memory_text(const Memory& m) {
+  std::ostringstream s;
+  s << "planned peak " << m.peak_bytes / (1024.0 * 1024.0) << " MiB, checkpointed "
+    << m.checkpointed_bytes / (1024.0 * 1024.0) << " MiB; CPU arena " << m.arena_bytes / (1024.0 * 1024.0)
+    << " MiB, checkpointed " << m.checkpointed_arena_bytes / (1024.0 * 1024.0) << " MiB";
+  return s.str();
 }
 
 struct Row {
@@ -109,9 +119,8 @@ Row bench_step(const std::string& key, const std::string& workload, const Model&
   r.loss_difference = std::abs(compiled_loss - eager_loss);
   r.memory = memory_of(key, model, input_shape);
   std::cout << workload << ": compiled step " << r.compiled_ms << " ms, eager (evaluate + update) " << r.eager_ms
-            << " ms (" << r.eager_ms / r.compiled_ms << "x), |loss difference| " << r.loss_difference
-            << ", planned peak " << r.memory.peak_bytes / (1024.0 * 1024.0) << " MiB, checkpointed "
-            << r.memory.checkpointed_bytes / (1024.0 * 1024.0) << " MiB\n";
+            << " ms (" << r.eager_ms / r.compiled_ms << "x), |loss difference| " << r.loss_difference << ", "
+            << memory_text(r.memory) << "\n";
   return r;
 }
 
@@ -119,6 +128,7 @@ std::string json_memory(const Memory& m) {
   std::ostringstream js;
   js << "{\"model\": \"" << m.model << "\", \"input_shape\": " << json_shape(m.input_shape)
      << ", \"peak_bytes\": " << m.peak_bytes << ", \"checkpointed_bytes\": " << m.checkpointed_bytes
+     << ", \"arena_bytes\": " << m.arena_bytes << ", \"checkpointed_arena_bytes\": " << m.checkpointed_arena_bytes
      << ", \"checkpoint_segments\": 2, \"recomputed_nodes\": " << m.recomputed_nodes << "}";
   return js.str();
 }
@@ -150,8 +160,7 @@ int main(int argc, char** argv) {
                               ExampleCNN(), {32, 3, side, side}, 10, quick ? 2 : 5));
     // Activations dominate here (1024 rows, 16 layers), as in the models checkpointing is for.
     const Memory deep = memory_of("deep MLP 16 x 256, batch 1024", deep_mlp(16, 256), {1024, 256});
-    std::cout << deep.model << ": planned peak " << deep.peak_bytes / (1024.0 * 1024.0) << " MiB, checkpointed "
-              << deep.checkpointed_bytes / (1024.0 * 1024.0) << " MiB\n";
+    std::cout << deep.model << ": " << memory_text(deep) << "\n";
     std::ostringstream js;
     js << "{\n  \"tool\": \"bench_train\",\n  \"quick\": " << (quick ? "true" : "false")
        << ",\n  \"measured_utc\": " << measured_utc_json() << ",\n  \"machine\": " << machine_json(default_threads()) << ",\n  \"versions\": " << versions_json()

@@ -4,6 +4,7 @@
 // a deep CNN, and bad option values are errors naming the option.
 #include <gtest/gtest.h>
 
+#include "backends/cpu/executable.h"
 #include "compiler/checkpointing.h"
 #include "compiler/memory_plan.h"
 #include "ingot/cpu_backend.h"
@@ -115,6 +116,32 @@ TEST(GradientCheckpointing, PlannedPeakIsLowerOnDeepModels) {
     EXPECT_LT(m.planned_peak_bytes, m.without_checkpointing_bytes)
         << human_bytes(m.planned_peak_bytes) << " vs " << human_bytes(m.without_checkpointing_bytes);
   }
+}
+
+// The CPU backend's arena (what its executable holds for intermediates, after its own fusion and
+// in-place reuse, not the compiler's plan) drops too, and arena_bytes is what a lowered
+// executable of the gradient graph holds.
+TEST(GradientCheckpointing, CpuArenaIsSmallerOnADeepMlp) {
+  const CompileOptions o = options_for({1024, 32}, DType::Float32, true, 4);
+  const PhysicalModel pm = compile(with_loss(deep_mlp(12, 64)), CpuBackend(), o);
+  const GradientMemory m = pm.gradient_memory({kFinalCost});
+  EXPECT_GT(m.arena_bytes, 0);
+  EXPECT_LT(m.arena_bytes, m.without_checkpointing_arena_bytes)
+      << human_bytes(m.arena_bytes) << " vs " << human_bytes(m.without_checkpointing_arena_bytes);
+  const Graph& g = pm.gradient_graph({kFinalCost});
+  std::vector<Shape> inputs;
+  for (ValueId id : g.leaves())
+    if (g.value(id).kind != ValueKind::Constant) inputs.push_back(to_shape(g.value(id).shape));
+  EXPECT_EQ(cpu::execution_plan(*CpuBackend().lower(g, o), inputs).placement.arena_bytes, m.arena_bytes);
+  // Without checkpointing both figures are the one arena; the reference backend has none.
+  const GradientMemory plain =
+      compile(with_loss(deep_mlp(12, 64)), CpuBackend(), options_for({1024, 32}, DType::Float32, false))
+          .gradient_memory({kFinalCost});
+  EXPECT_EQ(plain.arena_bytes, m.without_checkpointing_arena_bytes);
+  EXPECT_EQ(compile(with_loss(deep_mlp(2, 4)), ReferenceBackend(), options_for({4, 6}, DType::Float32, true))
+                .gradient_memory({kFinalCost})
+                .arena_bytes,
+            0);
 }
 
 TEST(GradientCheckpointing, OneSegmentRecomputesNothing) {

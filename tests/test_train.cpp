@@ -9,6 +9,7 @@
 #include "autodiff_test_util.h"
 #include "ingot/cpu_backend.h"
 #include "ingot/ingot.h"
+#include "train_test_util.h"
 
 namespace ingot::testing {
 namespace {
@@ -162,33 +163,6 @@ TEST(TrainOptimizers, BadHyperparametersAreErrors) {
 }
 
 // ---------------------------------------------------------------- TrainModel
-
-// A two-layer classifier of 4 features into 3 classes with cross entropy, L2 on the weights and
-// accuracy.
-TrainModel classifier_train_model(double l2 = 0.01) {
-  Model body;
-  body += Linear(8);
-  body += Tanh();
-  body += Linear(3);
-  TrainModel tm(body);
-  tm.add_loss(CrossEntropyLoss("none"), {{"input", "output"}, {"target", "target"}}, "mean", 1.0, "ce");
-  if (l2 > 0) tm.add_regularization("l2", l2, "*weight");
-  tm.add_metric(ClassAccuracy(), {{"input", "output"}, {"target", "target"}}, "accuracy");
-  return tm;
-}
-
-CompileOptions classifier_options(DType t, int64_t batch = 6) {
-  CompileOptions o;
-  o.shapes = {{"input", {batch, 4}}};
-  o.types = {{"input", t}, {"linear_0.weight", t}, {"linear_0.bias", t}, {"linear_1.weight", t}, {"linear_1.bias", t}};
-  return o;
-}
-
-TensorMap batch_of(int64_t n, uint64_t seed, DType t) {
-  std::vector<int64_t> labels;
-  for (int64_t i = 0; i < n; ++i) labels.push_back((i * 7 + static_cast<int64_t>(seed)) % 3);
-  return {{"input", random_tensor({n, 4}, seed, -1, 1, t)}, {"target", i64(labels, {n})}};
-}
 
 TEST(TrainModelTest, FinalCostIsLossPlusRegularizationAndGradientsMatchFiniteDifferences) {
   const PhysicalModel pm = compile(classifier_train_model(0.05), ReferenceBackend(), classifier_options(DType::Float64));
@@ -345,14 +319,9 @@ namespace {
 // BatchNorm2d's running statistics: no gradient, and each step moves them by the momentum formula
 // (variance unbiased); an inference compile then reads them.
 TEST(TrainBatchNorm, RunningStatisticsFollowTheMomentumFormula) {
-  Model body;
-  body += BatchNorm2d(1e-5, 0.25);
-  body += GlobalAvgPool2d();
-  TrainModel tm(body);
-  tm.add_loss(MSELoss(), {{"input", "output"}, {"target", "target"}});
-  CompileOptions o;
-  o.shapes = {{"input", {2, 2, 2, 2}}, {"target", {2, 2}}};  // "target": the loss's new input
-  const TrainStep step = compile_train_step(tm, ReferenceBackend(), SGD({.lr = 0.1}), o);
+  const Model body = batch_norm_body(0.25);
+  const TrainStep step = compile_train_step(batch_norm_train_model(body), ReferenceBackend(), SGD({.lr = 0.1}),
+                                            batch_norm_options());
   EXPECT_EQ(step.trained_parameters(), (std::vector<std::string>{"batch_norm2d_0.weight", "batch_norm2d_0.bias"}));
   TensorMap params = step.randomize_params(0);
   OptimizerState state = step.init_state(params);

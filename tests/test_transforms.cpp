@@ -142,3 +142,38 @@ TEST(Transforms, ErrorsNameTheProblem) {
 
 }  // namespace
 }  // namespace ingot
+
+namespace ingot {
+namespace {
+
+// Second order: grad of grad works through ops whose gradient rules are made of differentiable
+// ops (x^3 -> 6x), and stops with an error naming the op at conv2d's and the pools' gradient ops,
+// which have no gradient rule of their own.
+TEST(Transforms, GradOfGrad) {
+  const UnaryArrayFunction cube = [](const Array& x) { return sum(x * x * x); };
+  const UnaryArrayFunction first = grad(cube);
+  const Tensor x = f64({3}, 5);
+  const Tensor second = grad(UnaryArrayFunction([&](const Array& v) { return sum(first(v)); }))(Array(x)).tensor();
+  for (int64_t i = 0; i < 3; ++i) EXPECT_NEAR(second.item(i), 6 * x.item(i), 1e-9);
+
+  struct Case {
+    std::string op;
+    std::function<Array(const Array&, const Array&)> f;
+  };
+  const Tensor w = f64({2, 1, 2, 2}, 6);
+  for (const Case& c : {Case{"conv2d_input_grad", [](const Array& v, const Array& k) { return conv2d(v, k); }},
+                        Case{"max_pool2d_grad", [](const Array& v, const Array&) { return max_pool2d(v, {2, 2}); }}}) {
+    const ArrayFunction loss = [&](const std::vector<Array>& a) {
+      const Array y = c.f(a[0], a[1]);
+      return std::vector<Array>{sum(y * y)};
+    };
+    const auto inner = grad(loss, {0});
+    const auto outer = grad(ArrayFunction([&](const std::vector<Array>& a) { return std::vector<Array>{sum(inner(a)[0])}; }), {0});
+    const std::string e = error_of([&] { outer({Array(f64({1, 1, 4, 4}, 7)), Array(w)})[0].tensor(); });
+    EXPECT_TRUE(Contains(e, "Cannot differentiate through '" + c.op + "'")) << e;
+    EXPECT_TRUE(Contains(e, "has no second-order rule")) << e;
+  }
+}
+
+}  // namespace
+}  // namespace ingot

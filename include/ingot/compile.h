@@ -94,6 +94,10 @@ class Backend {
   virtual std::string name() const = 0;
   virtual std::unique_ptr<Executable> lower(const Graph& graph, const CompileOptions& options) const = 0;
   virtual std::unique_ptr<Backend> clone() const = 0;
+  // Bytes of the arena that lower(graph, options)'s executable holds for intermediates during a
+  // call, worked out without building it (static shapes); 0 where the backend allocates per
+  // kernel (the reference backend) or a shape is symbolic. Gradient checkpointing reports it.
+  virtual int64_t arena_bytes(const Graph&, const CompileOptions&) const { return 0; }
 };
 
 // The oracle: executes the graph op by op with each op's reference kernel.

@@ -38,6 +38,8 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   std::unique_ptr<Executable> lower(const Graph& graph, const CompileOptions& options) const override;
   std::unique_ptr<Backend> clone() const override { return std::make_unique<CpuBackend>(options_); }
+  // The arena lower's executable allocates: its generated code's buffers, placed (no compiler run).
+  int64_t arena_bytes(const Graph& graph, const CompileOptions& options) const override;
   const CpuOptions& options() const { return options_; }
 
   // How many times this process has invoked the compiler (a cache hit does not).

@@ -23,13 +23,18 @@ struct CompileOptions;
 struct MemoryPlan;  // src/compiler/memory_plan.h
 struct JointGraph;  // src/compiler/gradient_pipeline.h
 
-// Planned memory of a joint forward + backward graph (PhysicalModel::gradient_memory,
+// Memory of a joint forward + backward graph (PhysicalModel::gradient_memory,
 // TrainStep::gradient_memory); 0 bytes when not planned (symbolic shapes).
 struct GradientMemory {
-  int64_t planned_peak_bytes = 0;
+  int64_t planned_peak_bytes = 0;  // the compiler's memory plan
   // The same graph without gradient checkpointing (equal to planned_peak_bytes when the option is off).
   int64_t without_checkpointing_bytes = 0;
   int recomputed_nodes = 0;  // forward nodes duplicated into the backward graph
+  // What the backend's executable allocates for intermediates (Backend::arena_bytes: the CPU
+  // backend's arena; 0 for the reference backend), with and without checkpointing. The CPU
+  // backend's own schedule and fusion make it differ from the plan.
+  int64_t arena_bytes = 0;
+  int64_t without_checkpointing_arena_bytes = 0;
 };
 
 // What evaluate returns when gradients are asked for.

@@ -39,9 +39,11 @@ class TrainModel {
   // Adds a loss block (terminals "input", "target", ..., "output"). `connections` link the loss's
   // terminals to wires of the model by name: its "input" must name an output of the model
   // ("output" is the canonical one); other names that are no wire of the model become new data
-  // inputs (targets). The loss output is reduced to a scalar by `reduction` ("mean" or "sum";
-  // a no-op on a loss that already reduced itself), scaled by `coefficient`, exposed as `name`
-  // (default "loss_<i>") and added to "final_cost".
+  // inputs (targets). The loss output is reduced to a scalar by `reduction` ("mean" or "sum"),
+  // scaled by `coefficient`, exposed as `name` (default "loss_<i>") and added to "final_cost".
+  // A block that reduces itself (CrossEntropyLoss() with its default "mean") is taken as it is
+  // when its reduction is the one asked; another is an error at compile time (build the block
+  // with reduction "none" so that add_loss reduces it).
   TrainModel& add_loss(const Model& loss, const Connections& connections, const std::string& reduction = "mean",
                        double coefficient = 1.0, const std::string& name = "");
   // Adds coefficient * sum(|p|) ("l1") or coefficient * 0.5 * sum(p^2) ("l2", so its gradient is
@@ -114,6 +116,13 @@ class Optimizer {
   virtual std::vector<std::string> slot_names() const = 0;
   // Zero slots for `params`, step 0.
   OptimizerState init(const TensorMap& params) const;
+  // Hyperparameters that may change between updates (a schedule): "lr", and "weight_decay" /
+  // SGD's "momentum" when built with a non-zero value (the update has no term for them
+  // otherwise). The compiled training step reads them as run-time scalars (scalars()).
+  virtual std::vector<std::string> hyperparameters() const = 0;
+  // Sets one of hyperparameters(), checked as the constructor checks it; any other name is an
+  // error listing them.
+  void set_hyperparameter(const std::string& name, double value);
   // The eager form: applies one update to every parameter that has a gradient in `grads`
   // (computed in float64, stored back in each parameter's dtype) and advances state.step.
   void update(TensorMap& params, const TensorMap& grads, OptimizerState& state) const;
@@ -123,8 +132,9 @@ class Optimizer {
   virtual void update_one(double* p, const double* g, std::vector<double*>& slots, int64_t n, int64_t step) const = 0;
 
   // The graph-building form (used by compile_train_step): run-time scalars the update reads,
-  // computed on the host for update number `step` (1-based), e.g. the learning rate and Adam's
-  // bias corrections. Passed as float64 scalar inputs so a schedule needs no recompile.
+  // computed on the host from the current hyperparameters for update number `step` (1-based),
+  // e.g. the learning rate and Adam's bias corrections. Passed as float64 scalar inputs, so a
+  // schedule needs no recompile.
   virtual std::vector<std::pair<std::string, double>> scalars(int64_t step) const = 0;
   struct GraphUpdate {
     ValueId param;
@@ -136,6 +146,10 @@ class Optimizer {
   using ConstFn = std::function<ValueId(double value)>;  // a scalar constant of the param's dtype
   virtual GraphUpdate build_update(const OpFn& op, const ConstFn& constant, ValueId param, ValueId grad,
                                    const std::vector<ValueId>& slots, const std::vector<ValueId>& scalars) const = 0;
+
+ protected:
+  // Sets a name from hyperparameters() after checking the value.
+  virtual void apply_hyperparameter(const std::string& name, double value) = 0;
 };
 
 struct SGDOptions {
@@ -152,6 +166,7 @@ class SGD final : public Optimizer {
   std::string name() const override { return "SGD"; }
   std::unique_ptr<Optimizer> clone() const override { return std::make_unique<SGD>(*this); }
   std::vector<std::string> slot_names() const override;
+  std::vector<std::string> hyperparameters() const override;
   void update_one(double* p, const double* g, std::vector<double*>& slots, int64_t n, int64_t step) const override;
   std::vector<std::pair<std::string, double>> scalars(int64_t step) const override;
   GraphUpdate build_update(const OpFn& op, const ConstFn& constant, ValueId param, ValueId grad,
@@ -159,7 +174,10 @@ class SGD final : public Optimizer {
   const SGDOptions& options() const { return o_; }
 
  private:
+  void apply_hyperparameter(const std::string& name, double value) override;
   SGDOptions o_;
+  // Fixed at construction: they decide the update's terms and slots, which a compiled step keeps.
+  bool has_momentum_, has_weight_decay_;
 };
 
 struct AdamOptions {
@@ -179,6 +197,7 @@ class Adam : public Optimizer {
   std::string name() const override { return decoupled_ ? "AdamW" : "Adam"; }
   std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Adam>(*this); }
   std::vector<std::string> slot_names() const override { return {"m", "v"}; }
+  std::vector<std::string> hyperparameters() const override;
   void update_one(double* p, const double* g, std::vector<double*>& slots, int64_t n, int64_t step) const override;
   std::vector<std::pair<std::string, double>> scalars(int64_t step) const override;
   GraphUpdate build_update(const OpFn& op, const ConstFn& constant, ValueId param, ValueId grad,
@@ -186,8 +205,10 @@ class Adam : public Optimizer {
   const AdamOptions& options() const { return o_; }
 
  private:
+  void apply_hyperparameter(const std::string& name, double value) override;
   AdamOptions o_;
   bool decoupled_;
+  bool has_weight_decay_;  // fixed at construction, as SGD's
 };
 // AdamW: Adam with decoupled weight decay (default 0.01, as in PyTorch).
 class AdamW final : public Adam {
@@ -214,8 +235,16 @@ struct StepResult {
 class TrainStep {
  public:
   TensorMap randomize_params(uint64_t seed = 0) const { return forward_.randomize_params(seed); }
-  OptimizerState init_state(const TensorMap& params) const { return optimizer_->init(params); }
+  // Zero optimizer slots for the trained parameters in `params` (trained_parameters(): not
+  // BatchNorm2d's running statistics, which the forward pass updates).
+  OptimizerState init_state(const TensorMap& params) const;
+  // A batch key that is no input of the model is an error listing the inputs.
   StepResult run(TensorMap& params, OptimizerState& state, const TensorMap& batch) const;
+  // The optimizer's run-time hyperparameters (Optimizer::hyperparameters()): the compiled step
+  // reads them as scalar inputs, so changing them between runs (a schedule) recompiles nothing.
+  // Copies of this TrainStep keep their own values.
+  void set_lr(double lr) { set_hyperparameter("lr", lr); }
+  void set_hyperparameter(const std::string& name, double value);
 
   // The forward model with losses and metrics (for evaluation, inference-mode compiles, names).
   const PhysicalModel& model() const { return forward_; }

@@ -28,10 +28,15 @@ class Backward final : public VjpContext {
     if (!any_out || !any_in) return;
     const OpDef& def = get_op(n.op);
     if (!def.vjp) {
+      // Gradient ops (conv2d's and the pools') appear only in backward graphs: reaching one means
+      // a gradient of a gradient, where marking inputs as data would not help.
+      const bool gradient_op = n.op.size() > 5 && n.op.compare(n.op.size() - 5, 5, "_grad") == 0;
       INGOT_FAIL("Cannot differentiate through ", where_of(n), " (it produces '",
-                 describe_value(g_, n.outputs[0]),
-                 "'): the op has no gradient rule; mark the inputs that feed it as data_keys or "
-                 "constants, or discard the outputs that read it");
+                 describe_value(g_, n.outputs[0]), "'): the op has no gradient rule",
+                 gradient_op ? "; it is a gradient op, and ingot has no second-order rule for it (grad of grad "
+                               "through conv2d and the pools)"
+                             : "; mark the inputs that feed it as data_keys or constants, or discard the outputs "
+                               "that read it");
     }
     def.vjp(*this);
   }

@@ -4,25 +4,10 @@
 #include <map>
 #include <set>
 
+#include "compiler/passes/passes.h"
 #include "ingot/error.h"
 
 namespace ingot {
-
-namespace {
-
-// Puts g's nodes in `order` (a permutation of their ids, still topological), renumbering them.
-void reorder_nodes(Graph& g, const std::vector<NodeId>& order) {
-  std::vector<Node> nodes;
-  nodes.reserve(order.size());
-  for (NodeId id : order) {
-    nodes.push_back(std::move(g.node(id)));
-    nodes.back().id = static_cast<NodeId>(nodes.size() - 1);
-    for (ValueId v : nodes.back().outputs) g.value(v).producer = nodes.back().id;
-  }
-  g.nodes() = std::move(nodes);
-}
-
-}  // namespace
 
 std::string CheckpointReport::str() const {
   return std::to_string(segments) + " forward segments; " + std::to_string(recomputed_nodes) +

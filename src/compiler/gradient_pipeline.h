@@ -25,6 +25,7 @@ struct JointGraph {
   // With gradient_checkpointing: what it did, and the plan of the same graph without it.
   CheckpointReport checkpoint;
   std::shared_ptr<const MemoryPlan> plain_memory_plan;
+  int64_t arena_bytes = 0, plain_arena_bytes = 0;  // Backend::arena_bytes of the graph and of the plain one
 };
 
 // Its planned peaks with and without checkpointing (PhysicalModel and TrainStep report them).

@@ -369,6 +369,11 @@ JointGraph build_joint_graph(const Graph& forward, const std::vector<std::string
   joint.executable = log.run("lower", [&] {
     std::shared_ptr<const Executable> e = backend.lower(g, options);
     log.note("backend: " + backend.name() + ", " + std::to_string(g.nodes().size()) + " nodes (forward + backward)");
+    joint.arena_bytes = backend.arena_bytes(g, options);
+    joint.plain_arena_bytes = plain ? backend.arena_bytes(*plain, options) : joint.arena_bytes;
+    if (plain && joint.arena_bytes > 0)
+      log.note("gradient checkpointing: backend arena " + human_bytes(joint.arena_bytes) + ", " +
+               human_bytes(joint.plain_arena_bytes) + " without");
     return e;
   });
   return joint;
@@ -380,6 +385,8 @@ GradientMemory joint_memory(const JointGraph& joint) {
   m.planned_peak_bytes = peak(joint.memory_plan);
   m.without_checkpointing_bytes = joint.plain_memory_plan ? peak(joint.plain_memory_plan) : m.planned_peak_bytes;
   m.recomputed_nodes = joint.checkpoint.recomputed_nodes;
+  m.arena_bytes = joint.arena_bytes;
+  m.without_checkpointing_arena_bytes = joint.plain_arena_bytes;
   return m;
 }
 

@@ -10,16 +10,13 @@
 #include "ingot/models.h"
 #include "ingot/train.h"
 #include "train/graph_builder.h"
+#include "train/names.h"
 
 namespace ingot {
 
 namespace {
 
-std::string joined(const std::vector<std::string>& names) {
-  std::string s;
-  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s.empty() ? std::string("none") : s;
-}
+using train::joined;
 
 bool contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -62,6 +59,17 @@ bool glob_match(const std::string& pattern, const std::string& name) {
   }
   while (p < pattern.size() && pattern[p] == '*') ++p;
   return p == pattern.size();
+}
+
+// "mean" or "sum" when the scalar `loss` is a whole reduction of a larger value (a loss block
+// built with reduction "mean" or "sum"), else "" (a loss that is a scalar by other means, where
+// a mean and a sum over its one element agree).
+std::string own_reduction(const Graph& g, ValueId loss) {
+  const NodeId producer = g.value(loss).producer;
+  if (producer < 0) return "";
+  const Node& n = g.node(producer);
+  if ((n.op != "mean" && n.op != "sum") || g.value(n.inputs[0]).shape.empty()) return "";
+  return n.op;
 }
 
 }  // namespace
@@ -135,6 +143,11 @@ Graph TrainModel::inferred_graph(const CompileOptions& options) const {
       term = l.reduction == "mean" ? b.mean_all(out) : b.sum_all(out);
       for (auto& [name, v] : g.outputs())
         if (name == l.name) v = term;  // the loss as reported: reduced
+    } else if (const std::string own = own_reduction(g, out); !own.empty() && own != l.reduction) {
+      // Re-reducing a scalar cannot turn a mean into a sum: refuse rather than ignore the request.
+      INGOT_FAIL("add_loss '", l.name, "': ", l.block.type_name(), " already reduces its output by '", own,
+                 "' but the reduction asked is '", l.reduction, "'; build the loss with reduction \"none\" so that ",
+                 "add_loss reduces it, or ask for '", own, "'");
     }
     if (l.coefficient != 1.0) term = b.op("mul", {term, b.scalar(l.coefficient, g.value(term).dtype)});
     if (total < 0) cost_type = g.value(term).dtype;

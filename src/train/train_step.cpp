@@ -8,6 +8,7 @@
 #include "ingot/error.h"
 #include "ingot/train.h"
 #include "train/graph_builder.h"
+#include "train/names.h"
 
 namespace ingot {
 
@@ -94,11 +95,32 @@ TrainStep compile_train_step(const TrainModel& model, const Backend& backend, co
   return TrainStep(std::move(forward), std::move(compiled), std::move(opt), std::move(trained));
 }
 
+OptimizerState TrainStep::init_state(const TensorMap& params) const {
+  TensorMap trained;
+  for (const std::string& name : trained_) {
+    auto it = params.find(name);
+    INGOT_CHECK(it != params.end(), "TrainStep::init_state: missing parameter '", name, "'");
+    trained.emplace(name, it->second);
+  }
+  return optimizer_->init(trained);
+}
+
+void TrainStep::set_hyperparameter(const std::string& name, double value) {
+  // A fresh copy: copies of this step share the optimizer they were compiled with.
+  std::unique_ptr<Optimizer> changed = optimizer_->clone();
+  changed->set_hyperparameter(name, value);
+  optimizer_ = std::move(changed);
+}
+
 StepResult TrainStep::run(TensorMap& params, OptimizerState& state, const TensorMap& batch) const {
   const Graph& g = step_->joint.graph;
   const int64_t step = state.step + 1;
   std::map<std::string, double> scalar_values;
   for (const auto& [name, value] : optimizer_->scalars(step)) scalar_values[kScalarPrefix + name] = value;
+  const std::vector<std::string> inputs = forward_.input_names();
+  for (const auto& [key, value] : batch)
+    INGOT_CHECK(std::find(inputs.begin(), inputs.end(), key) != inputs.end(), "TrainStep::run: the batch has '", key,
+                "', which is no input of the model (inputs: ", train::joined(inputs), ")");
   std::vector<Tensor> args;
   for (ValueId id : g.leaves()) {
     const Value& v = g.value(id);

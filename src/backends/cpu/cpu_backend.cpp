@@ -285,11 +285,7 @@ class CpuExecutable final : public Executable {
 
   // Arena offsets from the slots' sizes under these shapes, and the oneDNN primitives.
   void plan(Binding& b) const {
-    for (const cpu::ArenaSlot& slot : code_.arena_slots) {
-      const Value& v = graph_.value(slot.value);
-      const int64_t bytes = numel(b.shapes[static_cast<size_t>(v.id)]) * static_cast<int64_t>(dtype_size(v.dtype));
-      b.requests.push_back({bytes, slot.first, slot.last, slot.reuses});
-    }
+    b.requests = cpu::arena_requests(graph_, code_, b.shapes);
     b.placement = place_buffers(b.requests, strategy_);
     for (const cpu::DnnlConvCall& c : code_.dnnl_convs) {
       const Node& n = graph_.node(c.node);
@@ -397,17 +393,24 @@ std::unique_ptr<Executable> CpuBackend::lower(const Graph& graph, const CompileO
                               options.memory_planning, pass_enabled(options, "layout"));
 }
 
-std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const FusionPlan& plan,
-                                                 const CpuBackend::CpuOptions& options_, bool verbose,
-                                                 const std::string& memory_planning, bool channels_last) {
-  const cpu::Toolchain tc = cpu::find_toolchain(options_.compiler);
+cpu::PreparedCode cpu::prepare_code(const Graph& graph, const FusionPlan& plan, const CpuBackend::CpuOptions& options,
+                                    const std::string& memory_planning, bool channels_last) {
+  const cpu::Toolchain tc = cpu::find_toolchain(options.compiler);
   cpu::CodegenOptions co;
   co.blas = !tc.openblas.empty();
   co.dnnl = cpu::dnnl_available();
   co.inplace = memory_planning != "none";
-  co.num_threads = options_.num_threads;
+  co.num_threads = options.num_threads;
   const LayoutPlan layouts = channels_last ? plan_layouts(graph, cpu::cpu_layout_target(co.dnnl)) : nchw_plan(graph);
-  cpu::GeneratedCode code = cpu::generate_cpp(graph, plan, layouts, co);
+  return {tc, cpu::generate_cpp(graph, plan, layouts, co)};
+}
+
+std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const FusionPlan& plan,
+                                                 const CpuBackend::CpuOptions& options_, bool verbose,
+                                                 const std::string& memory_planning, bool channels_last) {
+  cpu::PreparedCode prepared = cpu::prepare_code(graph, plan, options_, memory_planning, channels_last);
+  const cpu::Toolchain& tc = prepared.toolchain;
+  cpu::GeneratedCode& code = prepared.code;
   cpu::BuildRequest req;
   req.source = code.source;
   req.flags = cpu::compile_flags(options_.extra_flags);

@@ -6,11 +6,24 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/codegen.h"
+#include "backends/cpu/toolchain.h"
 #include "compiler/fusion_plan.h"
 #include "compiler/memory_plan.h"
 #include "ingot/cpu_backend.h"
 
 namespace ingot::cpu {
+
+// What lower_with_plan builds: the generated code (with its arena slots) and the toolchain.
+struct PreparedCode {
+  Toolchain toolchain;
+  GeneratedCode code;
+};
+PreparedCode prepare_code(const Graph& graph, const FusionPlan& plan, const CpuBackend::CpuOptions& options,
+                          const std::string& memory_planning, bool channels_last);
+
+// One request per arena slot of `code`, sized for `shapes` (every value's, by id).
+std::vector<BufferRequest> arena_requests(const Graph& graph, const GeneratedCode& code, const std::vector<Shape>& shapes);
 
 // channels_last: store buffers as plan_layouts decides for this backend (the layout pass's
 // decisions), else all NCHW.
