@@ -68,7 +68,8 @@ struct RandomGraph {
   std::map<std::string, Tensor> inputs;
 };
 
-inline RandomGraph random_graph(uint64_t seed, int num_ops = 14) {
+// `leaf_shapes_from`: the shapes inputs are drawn from (empty: {2,3}, {3,4}, {2,3,4}, {4}).
+inline RandomGraph random_graph(uint64_t seed, int num_ops = 14, const std::vector<Shape>& leaf_shapes_from = {}) {
   std::mt19937_64 rng(seed);
   auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
   RandomGraph rg;
@@ -79,7 +80,8 @@ inline RandomGraph random_graph(uint64_t seed, int num_ops = 14) {
     Shape shape;
   };
   std::vector<V> vals;
-  const std::vector<Shape> base = {{2, 3}, {3, 4}, {2, 3, 4}, {4}};
+  const std::vector<Shape> base =
+      leaf_shapes_from.empty() ? std::vector<Shape>{{2, 3}, {3, 4}, {2, 3, 4}, {4}} : leaf_shapes_from;
   const int num_inputs = 2 + static_cast<int>(pick(2));
   for (int i = 0; i < num_inputs; ++i) {
     Shape s = base[pick(base.size())];
