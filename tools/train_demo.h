@@ -83,7 +83,7 @@ inline void progress(int64_t epoch, int64_t epochs, int64_t done, int64_t total,
 // (evaluated with the training-mode forward model: BatchNorm on the batch's statistics).
 inline double train_and_report(const std::string& name, const Model& model, const ShapeTemplate& sample_shape,
                                const Dataset& train, const Dataset& test, int64_t batch, int64_t epochs,
-                               const Optimizer& optimizer) {
+                               const Optimizer& optimizer, const Backend& backend) {
   TrainModel tm(model);
   tm.add_loss(CrossEntropyLoss(), {{"input", "output"}, {"target", "target"}}, "mean", 1.0, "cross_entropy");
   tm.add_metric(ClassAccuracy(), {{"input", "output"}, {"target", "target"}}, "accuracy");
@@ -92,10 +92,10 @@ inline double train_and_report(const std::string& name, const Model& model, cons
   shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
   o.shapes = {{"input", shape}};
   const auto t0 = std::chrono::steady_clock::now();
-  const TrainStep step = compile_train_step(tm, CpuBackend(), optimizer, o);
+  const TrainStep step = compile_train_step(tm, backend, optimizer, o);
   const double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "== train " << name << " == " << train.size() << " samples, batch " << batch << ", "
-            << optimizer.name() << ", compiled training step (CPU backend): " << step.graph().nodes().size()
+            << optimizer.name() << ", compiled training step (" << backend.name() << " backend): " << step.graph().nodes().size()
             << " nodes, built in " << compile_ms << " ms\n";
   TensorMap params = step.randomize_params(0);
   OptimizerState state = step.init_state(params);
@@ -119,12 +119,12 @@ inline double train_and_report(const std::string& name, const Model& model, cons
   return accuracy;
 }
 
-inline void train_bundled_models() {
+inline void train_bundled_models(const Backend& backend) {
   train_and_report("mlp", ExampleMLP(), {784}, blobs(1024, 784, 10, 100, 1), blobs(512, 784, 10, 100, 2), 128, 2,
-                   SGD({.lr = 0.05, .momentum = 0.9}));
+                   SGD({.lr = 0.05, .momentum = 0.9}), backend);
   // 8x8 images keep the CNN's step small: its convolution gradients still run on reference kernels.
   train_and_report("cnn", ExampleCNN(4), {3, 8, 8}, quadrant_images(256, 8, 2), quadrant_images(128, 8, 3), 32, 3,
-                   Adam({.lr = 0.01}));
+                   Adam({.lr = 0.01}), backend);
 }
 
 }  // namespace ingot::demo
