@@ -1110,12 +1110,10 @@ std::string comment_safe(const std::string& s) {
   std::string o;
   for (size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
-    if (c == '*' && i + 1 < s.size() && s[i + 1] == '/') {
-      o += "*_";
-      continue;
-    }
-    if (c == '\\') o += "\\\\";  // no line continuation in // comments
-    else if (c < 0x20 || c > 0x7e) o += '?';
+    if (c == '*' && i + 1 < s.size() && s[i + 1] == '/') o += "*_";  // would end a block comment
+    else if (c == '\\') o += '/';  // a backslash last on the line splices the next line into the comment
+    else if (c == '?' && !o.empty() && o.back() == '?') o += '_';  // "??/" is a backslash under -trigraphs
+    else if (c < 0x20 || c > 0x7e) o += '_';  // newlines end the comment; '_' never makes a "??"
     else o += c;
   }
   return o;
