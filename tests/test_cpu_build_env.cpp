@@ -2,10 +2,14 @@
 // (run by hand on the file_path file) and the cache directory it falls back to.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 
+#include "backends/cpu/cache.h"
 #include "cpu_test_util.h"
 #include "ingot/ingot.h"
 #include "op_test_util.h"
@@ -14,6 +18,7 @@ namespace ingot {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::Contains;
 using testing::TempDir;
 
 // The printed command builds the file_path file, not the cache's copy, and builds it right: run
@@ -44,6 +49,69 @@ TEST(CpuBuildEnv, VerboseBuildCommandBuildsTheFilePathFile) {
   ASSERT_NE(handle, nullptr) << ::dlerror();
   EXPECT_NE(::dlsym(handle, "ingot_entry"), nullptr);
   ::dlclose(handle);
+}
+
+// The error private_cache_dir(root) raises, or "" when it accepts the directory.
+std::string refusal(const std::string& root) {
+  try {
+    cpu::private_cache_dir(root);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+TEST(CpuBuildEnv, PrivateCacheDirIsOursAloneOrRefused) {
+  TempDir root("ingot-private");
+  const std::string dir = root.path + "/ingot-cache-" + std::to_string(::geteuid());
+  EXPECT_EQ(cpu::private_cache_dir(root.path), dir);
+  struct stat st {};
+  ASSERT_EQ(::lstat(dir.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(st.st_uid, ::geteuid());
+  EXPECT_EQ(refusal(root.path), "");  // it exists and is ours: accepted again
+
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);  // planted world-writable
+  std::string err = refusal(root.path);
+  EXPECT_TRUE(Contains(err, "refusing the cache directory '" + dir + "': other users can write to it (mode 777)"));
+  EXPECT_TRUE(Contains(err, "$INGOT_CACHE_DIR"));
+  ASSERT_EQ(::chmod(dir.c_str(), 0770), 0);
+  EXPECT_TRUE(Contains(refusal(root.path), "(mode 770)"));
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+
+  if (::geteuid() == 0) {  // only root can give the directory away
+    ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
+    EXPECT_TRUE(Contains(refusal(root.path), "it belongs to user 65534, not to this user (0)"));
+  }
+  fs::remove_all(dir);
+  fs::create_directory_symlink(root.path, dir);  // a link to a directory someone else chose
+  EXPECT_TRUE(Contains(refusal(root.path), "it is not a directory"));
+}
+
+// With none of $INGOT_CACHE_DIR, $XDG_CACHE_HOME and $HOME (in a child process, so the test's
+// environment is untouched) the cache goes to the per-user /tmp/ingot-cache-<uid>.
+TEST(CpuBuildEnv, NoHomeFallsBackToAPerUserTmpDir) {
+  const std::string want = "/tmp/ingot-cache-" + std::to_string(::geteuid());
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    for (const char* v : {"INGOT_CACHE_DIR", "XDG_CACHE_HOME", "HOME"}) ::unsetenv(v);
+    int status = 1;
+    try {
+      status = cpu::default_cache_dir() == want ? 0 : 2;
+    } catch (...) {
+      status = 3;
+    }
+    ::_exit(status);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: another directory, 3: refused";
+  struct stat st {};
+  ASSERT_EQ(::lstat(want.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
 }
 
 }  // namespace
