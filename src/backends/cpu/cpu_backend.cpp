@@ -8,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "backends/cpu/abi.h"
 #include "backends/cpu/cache.h"
@@ -16,6 +17,7 @@
 #include "backends/cpu/dnnl_conv_backward.h"
 #include "backends/cpu/executable.h"
 #include "backends/cpu/toolchain.h"
+#include "backends/cpu/widen.h"
 #include "compiler/fusion_plan.h"
 #include "core/buffer_cache.h"
 #include "compiler/memory_plan.h"
@@ -394,8 +396,10 @@ class CpuExecutable final : public Executable {
 int CpuBackend::compile_count() { return cpu::compiler_invocations().load(); }
 
 std::unique_ptr<Executable> CpuBackend::lower(const Graph& graph, const CompileOptions& options) const {
-  return cpu::lower_with_plan(graph, fusion_plan_for(graph, options), options_, options.verbose,
-                              options.memory_planning, pass_enabled(options, "layout"), options.file_path);
+  const std::optional<Graph> widened = cpu::widen_half_dense(graph);  // mixed precision's dense ops
+  const Graph& g = widened ? *widened : graph;
+  return cpu::lower_with_plan(g, fusion_plan_for(g, options), options_, options.verbose, options.memory_planning,
+                              pass_enabled(options, "layout"), options.file_path);
 }
 
 std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const FusionPlan& plan,
