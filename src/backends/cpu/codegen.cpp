@@ -12,7 +12,6 @@
 #include "backends/cpu/codegen_conv.h"
 #include "backends/cpu/codegen_reduce.h"
 #include "backends/cpu/prelude.h"
-#include "backends/cpu/toolchain.h"
 #include "ingot/error.h"
 #include "ir/op_registry.h"
 
@@ -1179,8 +1178,7 @@ bool is_native(const Graph& g, const Node& n) {
 
 LayoutTarget cpu_layout_target(bool dnnl) {
   LayoutTarget t;
-  // oneDNN's AVX-512 kernels block channels by 16, its AVX2 ones by 8.
-  t.channel_block = host_cpu_signature().find(" avx512f") != std::string::npos ? 16 : 8;
+  t.channel_block = host_channel_block();  // oneDNN's AVX-512 kernels block channels by 16, AVX2 ones by 8
   t.handles_layouts = [dnnl](const Graph& g, const Node& n) { return is_native(g, n) && (n.op != "conv2d" || dnnl); };
   return t;
 }
