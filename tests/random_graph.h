@@ -76,10 +76,12 @@ struct RandomGraph {
 struct RandomGraphOptions {
   int num_ops = 14;
   bool model_ops = false;  // also the model ops listed at the top (a different graph per seed)
+  std::vector<Shape> leaf_shapes_from;  // the shapes inputs are drawn from (empty: {2,3}, {3,4}, {2,3,4}, {4})
 };
 
 inline RandomGraph random_graph(uint64_t seed, const RandomGraphOptions& options) {
   const int num_ops = options.num_ops;
+  const std::vector<Shape>& leaf_shapes_from = options.leaf_shapes_from;
   std::mt19937_64 rng(seed);
   auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
   RandomGraph rg;
@@ -90,7 +92,8 @@ inline RandomGraph random_graph(uint64_t seed, const RandomGraphOptions& options
     Shape shape;
   };
   std::vector<V> vals;
-  const std::vector<Shape> base = {{2, 3}, {3, 4}, {2, 3, 4}, {4}};
+  const std::vector<Shape> base =
+      leaf_shapes_from.empty() ? std::vector<Shape>{{2, 3}, {3, 4}, {2, 3, 4}, {4}} : leaf_shapes_from;
   const int num_inputs = 2 + static_cast<int>(pick(2));
   for (int i = 0; i < num_inputs; ++i) {
     Shape s = base[pick(base.size())];
@@ -322,8 +325,8 @@ inline RandomGraph random_graph(uint64_t seed, const RandomGraphOptions& options
   return rg;
 }
 
-inline RandomGraph random_graph(uint64_t seed, int num_ops = 14) {
-  return random_graph(seed, RandomGraphOptions{.num_ops = num_ops});
+inline RandomGraph random_graph(uint64_t seed, int num_ops = 14, const std::vector<Shape>& leaf_shapes_from = {}) {
+  return random_graph(seed, RandomGraphOptions{.num_ops = num_ops, .leaf_shapes_from = leaf_shapes_from});
 }
 
 }  // namespace ingot::testing

@@ -14,8 +14,9 @@ struct Result {
   std::string output;  // stdout and stderr together
 };
 
-Result run_cli(const std::string& args) {
-  std::string cmd = std::string(INGOT_CLI_PATH) + " " + args + " 2>&1";
+// Runs a shell command line, collecting its output and exit status.
+Result run_cli_as(const std::string& command_line) {
+  std::string cmd = command_line + " 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
   Result r{-1, ""};
   if (!pipe) return r;
@@ -26,6 +27,8 @@ Result run_cli(const std::string& args) {
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
+
+Result run_cli(const std::string& args) { return run_cli_as(std::string(INGOT_CLI_PATH) + " " + args); }
 
 }  // namespace
 
@@ -85,4 +88,27 @@ TEST(Cli, DemoComparesBackends) {
                            "max |cpu - reference|",
                            "== train mlp ==", "== train cnn ==", "epoch 2/2 [", "samples/s", "accuracy reached"})
     EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
+}
+
+// Without a C++ compiler (none on PATH, $INGOT_CXX missing) the CPU backend cannot build: the error
+// says so and names the way out, which then works.
+TEST(Cli, NoCompilerNamesTheReferenceFallback) {
+  const std::string env = "env INGOT_CXX=/nonexistent/ingot-no-cxx CXX= PATH=/nonexistent ";
+  const std::string cli = std::string(INGOT_CLI_PATH);
+  auto run_without_compiler = [&](const std::string& args) {
+    return run_cli_as(env + cli + " " + args);
+  };
+  Result r = run_without_compiler("demo --batch 2");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("no usable C++ compiler"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ingot demo --backend reference"), std::string::npos) << r.output;
+  r = run_without_compiler("demo --batch 2 --backend reference");
+  EXPECT_EQ(r.status, 0) << r.output;
+  for (const char* part : {"== mlp ==", "== cnn ==", "compile: reference", "== train cnn ==", "(reference backend)",
+                           "accuracy reached"})
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
+  EXPECT_EQ(r.output.find("cpu cold"), std::string::npos) << r.output;
+  r = run_cli("demo --backend gpu");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--backend expects reference or cpu, got 'gpu'"), std::string::npos) << r.output;
 }

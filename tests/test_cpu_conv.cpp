@@ -6,6 +6,7 @@
 #include "backends/cpu/codegen.h"
 #include "backends/cpu/codegen_conv.h"
 #include "backends/cpu/dnnl_conv.h"
+#include "compiler/passes/passes.h"
 #include "cpu_test_util.h"
 
 using namespace ingot;
@@ -202,3 +203,26 @@ TEST(CpuConvPostOps, ReorderedWeightsAreKeptPerValueNotPerAddress) {
   ASSERT_EQ(weight_offsets.size(), 2u);
   EXPECT_EQ(weight_offsets[0], weight_offsets[1]);
 }
+
+namespace {
+
+// The layout pass's report (verbose) states the channel block the CPU backend uses on this
+// machine and the same decisions: 16 channels are nchw16c under AVX-512 and nchw8c under AVX2.
+TEST(CpuLayoutReport, StatesTheBlockTheBackendUses) {
+  Graph g = make_graph({{"x", {2, 3, 9, 9}}, {"w", {16, 3, 3, 3}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    ValueId c = g.add_op("conv2d", {in[0], in[1]}, {{"padding", V{1, 1}}});
+    g.set_output("y", g.add_op("global_avg_pool2d", {g.add_op("relu", {c})}));
+  });
+  const LayoutTarget backend = cpu::cpu_layout_target(true);
+  EXPECT_EQ(backend.channel_block, host_channel_block());
+  const PassReport report = choose_layout(g);
+  ASSERT_GE(report.notes.size(), 2u);
+  EXPECT_NE(report.notes[0].find("(" + std::to_string(backend.channel_block) + "-channel blocks)"), std::string::npos)
+      << report.notes[0];
+  std::string reported;
+  for (size_t i = 1; i < report.notes.size(); ++i) reported += report.notes[i] + "\n";
+  EXPECT_EQ(reported, plan_layouts(g, backend).str(g));
+  EXPECT_NE(reported.find(backend.channel_block == 16 ? "nchw16c" : "nchw8c"), std::string::npos) << reported;
+}
+
+}  // namespace

@@ -11,7 +11,7 @@ namespace {
 
 TEST(TrainDemo, BundledModelsReachTheStatedAccuracy) {
   std::ostringstream log;
-  const demo::DemoAccuracy a = demo::train_bundled_models(log);
+  const demo::DemoAccuracy a = demo::train_bundled_models(CpuBackend(), log);
   EXPECT_GE(a.mlp, 0.99) << log.str();
   EXPECT_GE(a.cnn, 0.99) << log.str();
   EXPECT_NE(log.str().find("held-out samples (inference mode)"), std::string::npos);

@@ -19,12 +19,15 @@ namespace {
 constexpr const char* kUsage = R"(ingot: a compiler for machine-learning models
 
 usage:
-  ingot demo [--batch N]                 compile the bundled MLP and CNN with the reference
+  ingot demo [--batch N] [--backend reference|cpu]
+                                         compile the bundled MLP and CNN with the reference
                                          interpreter and the native CPU backend, check they
                                          agree and time both (batch default 64;
                                          the CNN uses at most 16); then train both
                                          with the compiled training step on generated
-                                         data and print the accuracy reached
+                                         data and print the accuracy reached.
+                                         --backend reference: the interpreter alone, for
+                                         machines without a C++ compiler (default cpu)
   ingot dump <model> [options]           print a model's compiled graph
   ingot summary <model> [--shape ...]    print a model's blocks, shapes and parameters
   ingot save <model> <file.json>         write a model's structure as JSON
@@ -43,7 +46,8 @@ dump options:
   --verbose                print each compile stage and what it decided
 
 Backends: ReferenceBackend() (the interpreter, the oracle) and CpuBackend() (generated C++ built
-with the system compiler and cached on disk). If no compiler is available, use the reference.
+with the system compiler and cached on disk). If no compiler is available, use the reference:
+--backend reference.
 )";
 
 ShapeTemplate parse_shape(const std::string& spec) {
@@ -83,6 +87,7 @@ struct Args {
   std::string format = "text";
   bool inference = false, verbose = false;
   int64_t batch = 64;
+  std::string backend = "cpu";  // cpu | reference: what `demo` compiles with
 };
 
 Args parse_args(int argc, char** argv, int first) {
@@ -108,6 +113,10 @@ Args parse_args(int argc, char** argv, int first) {
       a.inference = true;
     } else if (s == "--verbose") {
       a.verbose = true;
+    } else if (s == "--backend") {
+      a.backend = value();
+      INGOT_CHECK(a.backend == "cpu" || a.backend == "reference", "--backend expects reference or cpu, got '",
+                  a.backend, "'");
     } else if (s.rfind("--", 0) == 0) {
       INGOT_FAIL("Unknown option '", s, "' (see ingot --help)");
     } else {
@@ -155,9 +164,20 @@ double time_ms(F&& f) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Compiles a bundled model with the reference interpreter and the native CPU backend, checks
-// they agree, and shows what compilation bought.
-void demo_model(const std::string& name, const Shape& input_shape, bool show_graph) {
+// Runs `f`, work of the CPU backend: when it fails (no C++ compiler, a failed build) the error
+// says how to run the demo without it.
+template <class F>
+auto with_fallback_hint(F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    INGOT_FAIL(e.what(), "\nTo run without the CPU backend (no C++ compiler needed): ingot demo --backend reference");
+  }
+}
+
+// Compiles a bundled model with the reference interpreter and (with_cpu) the native CPU backend,
+// checks they agree, and shows what compilation bought.
+void demo_model(const std::string& name, const Shape& input_shape, bool show_graph, bool with_cpu) {
   Model model = example_model(name);
   CompileOptions opts;
   opts.shapes = {{"input", default_shapes(name).at("input")}};
@@ -166,31 +186,36 @@ void demo_model(const std::string& name, const Shape& input_shape, bool show_gra
 
   std::optional<PhysicalModel> ref, cpu;
   double ref_ms = time_ms([&] { ref.emplace(compile(model, ReferenceBackend(), opts)); });
-  CpuBackend::CpuOptions cold_options;
-  cold_options.cache = false;  // force a build to show the cold compile time
-  double cold_ms = time_ms([&] { cpu.emplace(compile(model, CpuBackend(cold_options), opts)); });
-  compile(model, CpuBackend(), opts);  // make sure the disk cache holds it
-  double warm_ms = time_ms([&] { cpu.emplace(compile(model, CpuBackend(), opts)); });
-  std::cout << "compile: reference " << ref_ms << " ms; cpu cold " << cold_ms << " ms, warm (disk cache) "
-            << warm_ms << " ms\n";
-  std::cout << "shapes:";
-  for (const auto& [k, s] : cpu->get_shapes()) std::cout << "\n  " << k << ": " << to_string(s);
+  std::cout << "compile: reference " << ref_ms << " ms";
+  if (with_cpu) {
+    CpuBackend::CpuOptions cold_options;
+    cold_options.cache = false;  // force a build to show the cold compile time
+    double cold_ms = time_ms([&] { with_fallback_hint([&] { cpu.emplace(compile(model, CpuBackend(cold_options), opts)); }); });
+    compile(model, CpuBackend(), opts);  // make sure the disk cache holds it
+    double warm_ms = time_ms([&] { cpu.emplace(compile(model, CpuBackend(), opts)); });
+    std::cout << "; cpu cold " << cold_ms << " ms, warm (disk cache) " << warm_ms << " ms";
+  }
+  const PhysicalModel& shown = with_cpu ? *cpu : *ref;
+  std::cout << "\nshapes:";
+  for (const auto& [k, s] : shown.get_shapes()) std::cout << "\n  " << k << ": " << to_string(s);
   std::cout << "\ntypes:";
-  for (const auto& [k, t] : cpu->get_types()) std::cout << "\n  " << k << ": " << dtype_name(t);
+  for (const auto& [k, t] : shown.get_types()) std::cout << "\n  " << k << ": " << dtype_name(t);
   std::cout << "\n";
-  if (show_graph) std::cout << "\noptimized graph:\n" << print_graph(cpu->graph()) << "\n";
+  if (show_graph) std::cout << "\noptimized graph:\n" << print_graph(shown.graph()) << "\n";
 
-  TensorMap params = cpu->randomize_params(0);
+  TensorMap params = shown.randomize_params(0);
   TensorMap inputs = {{"input", random_input(input_shape, 1)}};
   const Tensor want = ref->evaluate(params, inputs).at("output");
-  const Tensor got = cpu->evaluate(params, inputs).at("output");
-  const int reps = 20;
+  const Tensor got = shown.evaluate(params, inputs).at("output");
   double t_ref = time_evaluate(*ref, params, inputs, 3);
-  double t_cpu = time_evaluate(*cpu, params, inputs, reps);
   std::cout << "evaluate(input " << to_string(input_shape) << ") -> output " << to_string(got.shape()) << "\n"
-            << "  reference: " << t_ref << " ms   cpu: " << t_cpu << " ms   speedup: " << t_ref / t_cpu << "x"
-            << "   max |cpu - reference|: " << max_abs_diff(got, want) << "\n"
-            << "  first row: " << got.str(10) << "\n\n";
+            << "  reference: " << t_ref << " ms";
+  if (with_cpu) {
+    double t_cpu = time_evaluate(*cpu, params, inputs, 20);
+    std::cout << "   cpu: " << t_cpu << " ms   speedup: " << t_ref / t_cpu << "x"
+              << "   max |cpu - reference|: " << max_abs_diff(got, want);
+  }
+  std::cout << "\n  first row: " << got.str(10) << "\n\n";
 }
 
 int run(int argc, char** argv) {
@@ -202,9 +227,11 @@ int run(int argc, char** argv) {
   std::string cmd = argv[1];
   Args a = parse_args(argc, argv, 2);
   if (cmd == "demo") {
-    demo_model("mlp", {a.batch, 784}, true);
-    demo_model("cnn", {std::min<int64_t>(a.batch, 16), 3, 32, 32}, false);  // ~120 MFLOP a sample
-    demo::train_bundled_models();
+    const bool with_cpu = a.backend == "cpu";
+    demo_model("mlp", {a.batch, 784}, true, with_cpu);
+    demo_model("cnn", {std::min<int64_t>(a.batch, 16), 3, 32, 32}, false, with_cpu);  // ~120 MFLOP a sample
+    if (with_cpu) with_fallback_hint([] { demo::train_bundled_models(CpuBackend()); });
+    else demo::train_bundled_models(ReferenceBackend());
     return 0;
   }
   if (cmd == "dump" || cmd == "summary") {

@@ -84,7 +84,7 @@ inline void progress(std::ostream& out, int64_t epoch, int64_t epochs, int64_t d
 // running statistics the training steps kept, Dropout off).
 inline double train_and_report(const std::string& name, const Model& model, const ShapeTemplate& sample_shape,
                                const Dataset& train, const Dataset& test, int64_t batch, int64_t epochs,
-                               const Optimizer& optimizer, std::ostream& out = std::cout) {
+                               const Optimizer& optimizer, const Backend& backend, std::ostream& out = std::cout) {
   TrainModel tm(model);
   tm.add_loss(CrossEntropyLoss(), {{"input", "output"}, {"target", "target"}}, "mean", 1.0, "cross_entropy");
   tm.add_metric(ClassAccuracy(), {{"input", "output"}, {"target", "target"}}, "accuracy");
@@ -93,10 +93,10 @@ inline double train_and_report(const std::string& name, const Model& model, cons
   shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
   o.shapes = {{"input", shape}};
   const auto t0 = std::chrono::steady_clock::now();
-  const TrainStep step = compile_train_step(tm, CpuBackend(), optimizer, o);
+  const TrainStep step = compile_train_step(tm, backend, optimizer, o);
   const double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  out << "== train " << name << " == " << train.size() << " samples, batch " << batch << ", "
-            << optimizer.name() << ", compiled training step (CPU backend): " << step.graph().nodes().size()
+  out << "== train " << name << " == " << train.size() << " samples, batch " << batch << ", " << optimizer.name()
+      << ", compiled training step (" << backend.name() << " backend): " << step.graph().nodes().size()
             << " nodes, built in " << compile_ms << " ms\n";
   TensorMap params = step.randomize_params(0);
   OptimizerState state = step.init_state(params);
@@ -116,7 +116,7 @@ inline double train_and_report(const std::string& name, const Model& model, cons
   }
   CompileOptions inference = o;
   inference.inference = true;
-  const TensorMap held_out = compile(tm, CpuBackend(), inference).evaluate(params, test.batch(0, test.size()));
+  const TensorMap held_out = compile(tm, backend, inference).evaluate(params, test.batch(0, test.size()));
   const double accuracy = held_out.at("accuracy").item();
   out << "  accuracy reached on " << test.size() << " held-out samples (inference mode): " << 100 * accuracy
       << "%\n\n";
@@ -128,13 +128,13 @@ struct DemoAccuracy {
 };
 
 // Fixed seeds throughout (datasets, initial parameters), so tests can hold the demo to its figures.
-inline DemoAccuracy train_bundled_models(std::ostream& out = std::cout) {
+inline DemoAccuracy train_bundled_models(const Backend& backend, std::ostream& out = std::cout) {
   DemoAccuracy a;
   a.mlp = train_and_report("mlp", ExampleMLP(), {784}, blobs(1024, 784, 10, 100, 1), blobs(512, 784, 10, 100, 2), 128,
-                           2, SGD({.lr = 0.05, .momentum = 0.9}), out);
+                           2, SGD({.lr = 0.05, .momentum = 0.9}), backend, out);
   // 8x8 images keep the demo short: a few seconds for the CNN's 24 steps on 2 cores.
   a.cnn = train_and_report("cnn", ExampleCNN(4), {3, 8, 8}, quadrant_images(256, 8, 2), quadrant_images(128, 8, 3), 32,
-                           3, Adam({.lr = 0.01}), out);
+                           3, Adam({.lr = 0.01}), backend, out);
   return a;
 }
 

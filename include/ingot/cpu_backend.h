@@ -24,7 +24,8 @@ class CpuBackend final : public Backend {
  public:
   struct CpuOptions {
     bool cache = true;
-    // Default: $INGOT_CACHE_DIR, else $XDG_CACHE_HOME/ingot, else ~/.cache/ingot.
+    // Default: $INGOT_CACHE_DIR, else $XDG_CACHE_HOME/ingot, else ~/.cache/ingot, else a
+    // per-user /tmp/ingot-cache-<uid> (mode 0700; refused if another user could write to it).
     std::string cache_dir;
     // Default: $INGOT_CXX, $CXX, then c++, g++, clang++ found on PATH at run time.
     std::string compiler;

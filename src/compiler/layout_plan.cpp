@@ -14,6 +14,15 @@ std::string_view layout_name(Layout l) {
   return "?";
 }
 
+int host_channel_block() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const int block = __builtin_cpu_supports("avx512f") ? 16 : 8;  // CPUID and OS support
+  return block;
+#else
+  return 8;
+#endif
+}
+
 int layout_channel_block(Layout l) { return l == Layout::Nchw8c ? 8 : l == Layout::Nchw16c ? 16 : 0; }
 
 std::string LayoutPlan::str(const Graph& g) const {

@@ -31,6 +31,10 @@ struct LayoutPlan {
   std::string str(const Graph& g) const;
 };
 
+// The channel block oneDNN's convolutions use on this machine: 16 with AVX-512 (avx512f), else 8
+// (AVX2). The CPU backend's target and the layout pass's report both take it from here.
+int host_channel_block();
+
 // What a backend can run in the layouts above.
 struct LayoutTarget {
   // Channels per block for the blocked layout (8 for AVX2, 16 for AVX-512); 0: channels-last only.

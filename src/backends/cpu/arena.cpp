@@ -2,6 +2,7 @@
 // memory planner's placement. CpuBackend::arena_bytes works it out for a graph without running
 // the compiler, so gradient checkpointing can report the arena of the graph it did not build.
 #include "backends/cpu/executable.h"
+#include "backends/cpu/widen.h"
 #include "compiler/passes/passes.h"
 
 namespace ingot {
@@ -23,11 +24,16 @@ int64_t CpuBackend::arena_bytes(const Graph& graph, const CompileOptions& option
     if (!is_static(v.shape)) return 0;  // sized per call, from the input shapes
     shapes.push_back(to_shape(v.shape));
   }
-  // The code lower would generate, without building it.
+  // The code lower would generate (on the same widened graph), without building it.
+  const std::optional<Graph> widened = cpu::widen_half_dense(graph);
+  const Graph& g = widened ? *widened : graph;
+  if (widened) {
+    shapes.clear();
+    for (const Value& v : g.values()) shapes.push_back(to_shape(v.shape));
+  }
   const cpu::PreparedCode prepared =
-      cpu::prepare_code(graph, fusion_plan_for(graph, options), options_, options.memory_planning,
-                        pass_enabled(options, "layout"));
-  return place_buffers(cpu::arena_requests(graph, prepared.code, shapes), options.memory_planning).arena_bytes;
+      cpu::prepare_code(g, fusion_plan_for(g, options), options_, options.memory_planning, pass_enabled(options, "layout"));
+  return place_buffers(cpu::arena_requests(g, prepared.code, shapes), options.memory_planning).arena_bytes;
 }
 
 }  // namespace ingot

@@ -146,13 +146,6 @@ std::string fnv1a128_hex(std::string_view data) {
   return out;
 }
 
-std::string default_cache_dir() {
-  if (const char* d = std::getenv("INGOT_CACHE_DIR"); d && *d) return d;
-  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/ingot";
-  if (const char* d = std::getenv("HOME"); d && *d) return std::string(d) + "/.cache/ingot";
-  return "/tmp/ingot-cache";
-}
-
 std::string cache_key(const BuildRequest& req) {
   std::string material = "ingot-cpu " + std::to_string(kAbiVersion) + "\n";
   auto add = [&](const std::string& s) {

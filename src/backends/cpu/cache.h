@@ -21,8 +21,14 @@ namespace ingot::cpu {
 // FNV-1a, 128-bit, as 32 lowercase hex digits.
 std::string fnv1a128_hex(std::string_view data);
 
-// $INGOT_CACHE_DIR, else $XDG_CACHE_HOME/ingot, else ~/.cache/ingot (else /tmp/ingot-cache).
+// $INGOT_CACHE_DIR, else $XDG_CACHE_HOME/ingot, else ~/.cache/ingot, else
+// private_cache_dir("/tmp") (src/backends/cpu/cache_dir.cpp).
 std::string default_cache_dir();
+
+// <root>/ingot-cache-<uid>, created 0700. Libraries in it are dlopen'ed, so a directory another
+// user could write to is refused (ingot::Error naming it and why): one that exists but is not a
+// directory (a symlink included), is not owned by this user, or is writable by group or others.
+std::string private_cache_dir(const std::string& root);
 
 struct LoadedLibrary {
   void* handle = nullptr;

@@ -12,7 +12,6 @@
 #include "backends/cpu/codegen_conv.h"
 #include "backends/cpu/codegen_reduce.h"
 #include "backends/cpu/prelude.h"
-#include "backends/cpu/toolchain.h"
 #include "ingot/error.h"
 #include "ir/op_registry.h"
 
@@ -1110,12 +1109,10 @@ std::string comment_safe(const std::string& s) {
   std::string o;
   for (size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
-    if (c == '*' && i + 1 < s.size() && s[i + 1] == '/') {
-      o += "*_";
-      continue;
-    }
-    if (c == '\\') o += "\\\\";  // no line continuation in // comments
-    else if (c < 0x20 || c > 0x7e) o += '?';
+    if (c == '*' && i + 1 < s.size() && s[i + 1] == '/') o += "*_";  // would end a block comment
+    else if (c == '\\') o += '/';  // a backslash last on the line splices the next line into the comment
+    else if (c == '?' && !o.empty() && o.back() == '?') o += '_';  // "??/" is a backslash under -trigraphs
+    else if (c < 0x20 || c > 0x7e) o += '_';  // newlines end the comment; '_' never makes a "??"
     else o += c;
   }
   return o;
@@ -1181,8 +1178,7 @@ bool is_native(const Graph& g, const Node& n) {
 
 LayoutTarget cpu_layout_target(bool dnnl) {
   LayoutTarget t;
-  // oneDNN's AVX-512 kernels block channels by 16, its AVX2 ones by 8.
-  t.channel_block = host_cpu_signature().find(" avx512f") != std::string::npos ? 16 : 8;
+  t.channel_block = host_channel_block();  // oneDNN's AVX-512 kernels block channels by 16, AVX2 ones by 8
   t.handles_layouts = [dnnl](const Graph& g, const Node& n) { return is_native(g, n) && (n.op != "conv2d" || dnnl); };
   return t;
 }

@@ -79,7 +79,8 @@ LayoutTarget cpu_layout_target(bool dnnl);
 // True when `op` (with this node's dtypes and attributes) has native code.
 bool is_native(const Graph& g, const Node& n);
 
-// "/*" comment text safe for any user string: no "*/", no newlines, printable ASCII.
+// Comment text (`//` or `/* */`) safe for any user string: printable ASCII without "*/",
+// backslashes (a line splice) or "??" (trigraphs); newlines and other bytes become '_'.
 std::string comment_safe(const std::string& s);
 
 }  // namespace ingot::cpu

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "backends/cpu/abi.h"
 #include "backends/cpu/cache.h"
@@ -15,6 +17,7 @@
 #include "backends/cpu/dnnl_conv_backward.h"
 #include "backends/cpu/executable.h"
 #include "backends/cpu/toolchain.h"
+#include "backends/cpu/widen.h"
 #include "compiler/fusion_plan.h"
 #include "core/buffer_cache.h"
 #include "compiler/memory_plan.h"
@@ -389,8 +392,10 @@ class CpuExecutable final : public Executable {
 int CpuBackend::compile_count() { return cpu::compiler_invocations().load(); }
 
 std::unique_ptr<Executable> CpuBackend::lower(const Graph& graph, const CompileOptions& options) const {
-  return cpu::lower_with_plan(graph, fusion_plan_for(graph, options), options_, options.verbose,
-                              options.memory_planning, pass_enabled(options, "layout"));
+  const std::optional<Graph> widened = cpu::widen_half_dense(graph);  // mixed precision's dense ops
+  const Graph& g = widened ? *widened : graph;
+  return cpu::lower_with_plan(g, fusion_plan_for(g, options), options_, options.verbose, options.memory_planning,
+                              pass_enabled(options, "layout"), options.file_path);
 }
 
 cpu::PreparedCode cpu::prepare_code(const Graph& graph, const FusionPlan& plan, const CpuBackend::CpuOptions& options,
@@ -407,7 +412,8 @@ cpu::PreparedCode cpu::prepare_code(const Graph& graph, const FusionPlan& plan, 
 
 std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const FusionPlan& plan,
                                                  const CpuBackend::CpuOptions& options_, bool verbose,
-                                                 const std::string& memory_planning, bool channels_last) {
+                                                 const std::string& memory_planning, bool channels_last,
+                                                 const std::string& file_path) {
   cpu::PreparedCode prepared = cpu::prepare_code(graph, plan, options_, memory_planning, channels_last);
   const cpu::Toolchain& tc = prepared.toolchain;
   cpu::GeneratedCode& code = prepared.code;
@@ -425,10 +431,16 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
               << " nodes native in " << code.kernels << " kernels, " << code.fallback_nodes.size()
               << " on reference kernels:";
     for (NodeId n : code.fallback_nodes) std::cerr << " " << graph.node(n).op;
-    std::cerr << "\n[cpu] build by hand: "
-              << cpu::join_command(cpu::build_command(tc, req.flags, req.cache_dir + "/" + key + ".cpp",
-                                                      req.cache_dir + "/" + key + ".so"))
-              << "\n";
+    // The file a user reads is the file_path copy (written by compile once lowering returns), so
+    // the command builds that one, next to it; without file_path, the cache's copy.
+    std::string source_path = req.cache_dir + "/" + key + ".cpp", library_path = req.cache_dir + "/" + key + ".so";
+    if (!file_path.empty()) {
+      source_path = std::filesystem::absolute(file_path).string();
+      library_path = std::filesystem::path(source_path).replace_extension(".so").string();
+      if (library_path == source_path) library_path += ".so";
+    }
+    std::cerr << "\n[cpu] build " << (file_path.empty() ? "the cached source" : "the file_path file " + source_path)
+              << " by hand: " << cpu::join_command(cpu::build_command(tc, req.flags, source_path, library_path)) << "\n";
   }
   std::shared_ptr<const cpu::LoadedLibrary> lib = cpu::load_or_build(req);
   auto exe = std::make_unique<CpuExecutable>(graph, std::move(code), std::move(lib), memory_planning);

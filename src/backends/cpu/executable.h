@@ -26,11 +26,12 @@ PreparedCode prepare_code(const Graph& graph, const FusionPlan& plan, const CpuB
 std::vector<BufferRequest> arena_requests(const Graph& graph, const GeneratedCode& code, const std::vector<Shape>& shapes);
 
 // channels_last: store buffers as plan_layouts decides for this backend (the layout pass's
-// decisions), else all NCHW.
+// decisions), else all NCHW. file_path (CompileOptions::file_path): where compile writes the
+// source; `verbose` then prints the command that builds that file, not the cache's copy.
 std::unique_ptr<Executable> lower_with_plan(const Graph& graph, const FusionPlan& plan,
                                             const CpuBackend::CpuOptions& options, bool verbose,
                                             const std::string& memory_planning = "greedy",
-                                            bool channels_last = true);
+                                            bool channels_last = true, const std::string& file_path = "");
 
 // What a CPU executable runs with for these input shapes (planned at load for static shapes, on
 // the first call otherwise): the arena requests (one per intermediate buffer, steps = generated

@@ -17,6 +17,10 @@
 // group only when every other group it reads from comes earlier in the plan, so the groups stay in
 // a valid execution order. Every node is in exactly one group.
 //
+// Then Elementwise groups of one iteration shape connected by a value are merged (maximal
+// elementwise regions), unless a path through a third group connects them: see
+// merge_elementwise_regions.
+//
 // Backends get the plan with fusion_plan_for(graph, options) (compiler/passes/passes.h): fusion
 // on (optimizations["fusion"], default from medium up) -> plan_fusion, off -> unfused_plan. The
 // reference backend runs node by node and does not consume it.
@@ -48,6 +52,100 @@ GroupKind kind_of(FusionClass c) {
     case FusionClass::Injective: return GroupKind::Injective;
     default: return GroupKind::Opaque;
   }
+}
+
+// Second step: the greedy walk above joins a node to one producer's group only, so an
+// elementwise node whose operands are all leaves (the `0.5 * x` of a composite gelu, each side of
+// `relu(a) + tanh(b)`) starts a group of its own. Here Elementwise groups of one iteration shape
+// that a value connects are merged, unless a path through another group joins them (merging
+// would make a cycle: that group needs the first half's result and feeds the second half).
+// Groups are then put back in a valid execution order.
+std::vector<Building> merge_elementwise_regions(const Graph& g, const std::vector<std::vector<NodeId>>& readers,
+                                                std::vector<Building>& groups, std::vector<int>& group_of) {
+  std::vector<int> parent(groups.size());
+  for (size_t i = 0; i < parent.size(); ++i) parent[i] = static_cast<int>(i);
+  auto find = [&](int x) {
+    while (parent[static_cast<size_t>(x)] != x) x = parent[static_cast<size_t>(x)] = parent[static_cast<size_t>(parent[static_cast<size_t>(x)])];
+    return x;
+  };
+  // The groups reading a value produced in merged group `a`.
+  auto successors = [&](int a, std::vector<int>& out) {
+    out.clear();
+    for (NodeId n : groups[static_cast<size_t>(a)].nodes)
+      for (ValueId v : g.node(n).outputs)
+        for (NodeId r : readers[v]) {
+          const int b = find(group_of[r]);
+          if (b != a && std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+        }
+  };
+  // Whether `to` is reachable from `from` through at least one other group.
+  auto indirect_path = [&](int from, int to) {
+    std::vector<int> next, stack;
+    std::vector<bool> seen(groups.size(), false);
+    successors(from, next);
+    for (int s : next)
+      if (s != to) stack.push_back(s);
+    while (!stack.empty()) {
+      const int c = stack.back();
+      stack.pop_back();
+      if (seen[static_cast<size_t>(c)]) continue;
+      seen[static_cast<size_t>(c)] = true;
+      successors(c, next);
+      for (int s : next) {
+        if (s == to) return true;
+        if (!seen[static_cast<size_t>(s)]) stack.push_back(s);
+      }
+    }
+    return false;
+  };
+  // Open Elementwise groups: single-output elementwise nodes only (no reduction absorbed them).
+  auto mergeable = [&](int a) {
+    const Building& b = groups[static_cast<size_t>(a)];
+    return b.kind == GroupKind::Elementwise && b.open;
+  };
+  for (const Node& n : g.nodes()) {
+    for (ValueId v : n.inputs) {
+      const NodeId p = g.value(v).producer;
+      if (p < 0) continue;
+      const int from = find(group_of[p]), to = find(group_of[n.id]);
+      if (from == to || !mergeable(from) || !mergeable(to) ||
+          groups[static_cast<size_t>(from)].shape != groups[static_cast<size_t>(to)].shape || indirect_path(from, to))
+        continue;
+      Building& keep = groups[static_cast<size_t>(from)];
+      Building& gone = groups[static_cast<size_t>(to)];
+      keep.nodes.insert(keep.nodes.end(), gone.nodes.begin(), gone.nodes.end());
+      std::sort(keep.nodes.begin(), keep.nodes.end());  // node ids follow the graph's topological order
+      gone.nodes.clear();
+      parent[static_cast<size_t>(to)] = from;
+    }
+  }
+  for (int& gi : group_of) gi = find(gi);
+
+  // Execution order: repeatedly take the ready group whose first node comes first (Kahn's
+  // algorithm); without merges this is the original order.
+  std::vector<int> pending(groups.size(), 0);
+  std::vector<std::vector<int>> succ(groups.size());
+  for (size_t a = 0; a < groups.size(); ++a)
+    if (!groups[a].nodes.empty()) {
+      successors(static_cast<int>(a), succ[a]);
+      for (int b : succ[a]) ++pending[static_cast<size_t>(b)];
+    }
+  std::set<std::pair<NodeId, int>> ready;
+  for (size_t a = 0; a < groups.size(); ++a)
+    if (!groups[a].nodes.empty() && pending[a] == 0) ready.insert({groups[a].nodes.front(), static_cast<int>(a)});
+  size_t live = 0;
+  for (const Building& b : groups) live += !b.nodes.empty();
+  std::vector<Building> ordered;
+  while (!ready.empty()) {
+    const int a = ready.begin()->second;
+    ready.erase(ready.begin());
+    for (int b : succ[static_cast<size_t>(a)])
+      if (--pending[static_cast<size_t>(b)] == 0) ready.insert({groups[static_cast<size_t>(b)].nodes.front(), b});
+    ordered.push_back(std::move(groups[static_cast<size_t>(a)]));
+  }
+  INGOT_CHECK(ordered.size() == live, "fusion: merged groups form a cycle (", live - ordered.size(),
+              " groups unordered)");
+  return ordered;
 }
 
 }  // namespace
@@ -132,7 +230,7 @@ FusionPlan plan_fusion(const Graph& g) {
   }
 
   FusionPlan plan;
-  for (Building& b : groups) {
+  for (Building& b : merge_elementwise_regions(g, readers, groups, group_of)) {
     FusionGroup fg;
     fg.kind = b.kind;
     fg.anchor = b.anchor;

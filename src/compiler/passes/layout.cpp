@@ -1,7 +1,7 @@
 // The layout pass: which rank-4 buffers a backend stores channels-last (compiler/layout_plan.h
 // states the rules). Like the fusion pass it decides without rewriting the graph: backends call
 // layout_plan_for(graph, options, target), and this pass reports the decisions for a CPU target
-// with 8-channel blocks.
+// with this machine's channel block (host_channel_block(), the CPU backend's).
 //
 // The plan starts from every channels-last conv2d's output and carries the layout forward
 // through batch_norm and elementwise nodes whose full-shape inputs agree; then, to a fixpoint, a
@@ -107,11 +107,14 @@ LayoutPlan layout_plan_for(const Graph& g, const CompileOptions& options, const 
 
 PassReport choose_layout(Graph& g, const PassContext&) {
   PassReport report;
-  const LayoutPlan plan = plan_layouts(g);
+  LayoutTarget host;
+  host.channel_block = host_channel_block();  // the block the CPU backend uses on this machine
+  const LayoutPlan plan = plan_layouts(g, host);
   size_t moved = 0;
   for (Layout l : plan.of_value) moved += l != Layout::Nchw;
-  report.notes.push_back(std::to_string(moved) + " buffers channels-last for a CPU target (8-channel blocks); "
-                         "the graph is unchanged, backends call layout_plan_for");
+  report.notes.push_back(std::to_string(moved) + " buffers channels-last for this machine's CPU target (" +
+                         std::to_string(host.channel_block) +
+                         "-channel blocks); the graph is unchanged, backends call layout_plan_for");
   std::istringstream lines(plan.str(g));
   for (std::string line; std::getline(lines, line);) report.notes.push_back(line);
   return report;

@@ -7,52 +7,73 @@
 
 namespace ingot {
 
-PassReport apply_mixed_precision(Graph& g, const PassContext& ctx) {
-  PassReport report;
-  if (ctx.mixed_precision == "none") return report;
-  const DType low = parse_dtype(ctx.mixed_precision);
+std::vector<NodeId> run_in_dtype(Graph& g, const std::function<std::optional<DType>(const Node&)>& compute,
+                                 const std::string& suffix) {
   const size_t count = g.nodes().size();
   std::vector<std::vector<NodeId>> before(count), after(count);  // new nodes around each node
+  std::vector<size_t> changed;
   for (size_t i = 0; i < count; ++i) {
     const Node node = g.nodes()[i];
-    if (node.op != "matmul" && node.op != "conv2d") continue;
-    bool f32 = g.value(node.outputs[0]).dtype == DType::Float32;
-    for (ValueId v : node.inputs) f32 = f32 && g.value(v).dtype == DType::Float32;
-    if (!f32) continue;
+    const std::optional<DType> t = compute(node);
+    if (!t) continue;
+    INGOT_CHECK(node.outputs.size() == 1, "run_in_dtype: ", node.op, " has ", node.outputs.size(), " results");
     std::vector<ValueId> ins;
     for (ValueId v : node.inputs) {
-      ValueId c = g.add_op("cast", {v}, {{"dtype", std::string(dtype_name(low))}}, node.scope);
-      g.value(c).dtype = low;
+      ValueId c = g.add_op("cast", {v}, {{"dtype", std::string(dtype_name(*t))}}, node.scope);
+      g.value(c).dtype = *t;
       g.value(c).shape = g.value(v).shape;
       g.value(c).shape_known = true;
       before[i].push_back(g.value(c).producer);
       ins.push_back(c);
     }
     const ValueId out = node.outputs[0];
+    const DType result = g.value(out).dtype;
     g.nodes()[i].inputs = ins;
-    ValueId back = g.add_op("cast", {out}, {{"dtype", std::string("float32")}}, node.scope);
+    ValueId back = g.add_op("cast", {out}, {{"dtype", std::string(dtype_name(result))}}, node.scope);
     replace_uses(g, out, back);
     g.node(g.value(back).producer).inputs = {out};  // replace_uses rewrote the cast's own input
     Value& b = g.value(back);
-    b.dtype = DType::Float32;
+    b.dtype = result;
     b.shape = g.value(out).shape;
     b.shape_known = true;
     b.name = g.value(out).name;
-    g.value(out).name = b.name.empty() ? "" : b.name + ".lowp";
-    g.value(out).dtype = low;
+    g.value(out).name = b.name.empty() ? "" : b.name + "." + suffix;
+    g.value(out).dtype = *t;
     after[i].push_back(b.producer);
+    changed.push_back(i);
+  }
+  if (changed.empty()) return {};
+  std::vector<NodeId> order, new_id(count);
+  for (size_t i = 0; i < count; ++i) {
+    for (NodeId n : before[i]) order.push_back(n);
+    new_id[i] = static_cast<NodeId>(order.size());
+    order.push_back(static_cast<NodeId>(i));
+    for (NodeId n : after[i]) order.push_back(n);
+  }
+  reorder_nodes(g, order);
+  std::vector<NodeId> r;
+  for (size_t i : changed) r.push_back(new_id[i]);
+  return r;
+}
+
+PassReport apply_mixed_precision(Graph& g, const PassContext& ctx) {
+  PassReport report;
+  if (ctx.mixed_precision == "none") return report;
+  const DType low = parse_dtype(ctx.mixed_precision);
+  const std::vector<NodeId> changed = run_in_dtype(
+      g,
+      [&](const Node& node) -> std::optional<DType> {
+        if (node.op != "matmul" && node.op != "conv2d") return std::nullopt;
+        bool f32 = g.value(node.outputs[0]).dtype == DType::Float32;
+        for (ValueId v : node.inputs) f32 = f32 && g.value(v).dtype == DType::Float32;
+        return f32 ? std::optional<DType>(low) : std::nullopt;
+      },
+      "lowp");
+  for (NodeId n : changed) {
+    const Node& node = g.node(n);
     ++report.changes;
     report.notes.push_back(node.op + (node.scope.empty() ? "" : " in '" + node.scope + "'") + " in " +
                            std::string(dtype_name(low)));
-  }
-  if (report.changes) {
-    std::vector<NodeId> order;
-    for (size_t i = 0; i < count; ++i) {
-      for (NodeId n : before[i]) order.push_back(n);
-      order.push_back(static_cast<NodeId>(i));
-      for (NodeId n : after[i]) order.push_back(n);
-    }
-    reorder_nodes(g, order);
   }
   return report;
 }

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,14 @@ PassReport apply_mixed_precision(Graph& g, const PassContext& ctx);
 PassReport chunk_batch(Graph& g, const PassContext& ctx);
 PassReport choose_layout(Graph& g, const PassContext& ctx = {});  // reports plan_layouts(g)
 PassReport fusion_pass(Graph& g, const PassContext& ctx = {});  // reports plan_fusion(g)
+
+// Runs each node for which `compute` names a dtype in that dtype: cast nodes convert its inputs
+// to it and its result back to the result's dtype (the result's readers, graph outputs and name
+// move to that cast; the node's own result is renamed "<name>.<suffix>"). Nodes are reordered so
+// casts sit next to their node. Returns the changed nodes' new ids. Used by mixed_precision
+// (float32 -> low) and by the CPU backend (low -> float32, src/backends/cpu/widen.cpp).
+std::vector<NodeId> run_in_dtype(Graph& g, const std::function<std::optional<DType>(const Node&)>& compute,
+                                 const std::string& suffix);
 
 // The fusion plan a backend should use: plan_fusion(g) when the "fusion" pass is enabled for
 // these options, else unfused_plan(g). Backends call this themselves (the plan is not stored).

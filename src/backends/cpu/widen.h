@@ -1,0 +1,20 @@
+// Mixed precision on the CPU backend: a matmul / conv2d in float16 or bfloat16 (the
+// mixed_precision pass makes them) runs as the float32 GEMM / oneDNN convolution.
+#pragma once
+
+#include <optional>
+
+#include "ingot/graph.h"
+
+namespace ingot::cpu {
+
+// `g` with every float16 / bfloat16 matmul and conv2d run in float32: cast nodes widen the
+// operands (exact) and round the float32 result once to the low type, which is what the
+// reference kernel computes (float32 accumulation, one rounding). nullopt when there is none.
+//
+// Why widen: the generated code has no half-precision GEMM, and oneDNN's bf16 convolutions need
+// AVX-512 (avx512_core); on AVX2 machines (the ones this backend is measured on) this is the
+// native path. The widening casts fuse into the loops around the dense op.
+std::optional<Graph> widen_half_dense(const Graph& g);
+
+}  // namespace ingot::cpu
