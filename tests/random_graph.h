@@ -76,7 +76,7 @@ struct RandomGraph {
 struct RandomGraphOptions {
   int num_ops = 14;
   bool model_ops = false;  // also the model ops listed at the top (a different graph per seed)
-  std::vector<Shape> leaf_shapes_from;  // the shapes inputs are drawn from (empty: {2,3}, {3,4}, {2,3,4}, {4})
+  std::vector<Shape> leaf_shapes_from = {};  // the shapes inputs are drawn from (empty: {2,3}, {3,4}, {2,3,4}, {4})
 };
 
 inline RandomGraph random_graph(uint64_t seed, const RandomGraphOptions& options) {
