@@ -19,17 +19,13 @@ std::vector<BufferRequest> cpu::arena_requests(const Graph& graph, const Generat
 }
 
 int64_t CpuBackend::arena_bytes(const Graph& graph, const CompileOptions& options) const {
-  std::vector<Shape> shapes;
-  for (const Value& v : graph.values()) {
-    if (!is_static(v.shape)) return 0;  // sized per call, from the input shapes
-    shapes.push_back(to_shape(v.shape));
-  }
   // The code lower would generate (on the same widened graph), without building it.
   const std::optional<Graph> widened = cpu::widen_half_dense(graph);
   const Graph& g = widened ? *widened : graph;
-  if (widened) {
-    shapes.clear();
-    for (const Value& v : g.values()) shapes.push_back(to_shape(v.shape));
+  std::vector<Shape> shapes;
+  for (const Value& v : g.values()) {
+    if (!is_static(v.shape)) return 0;  // sized per call, from the input shapes
+    shapes.push_back(to_shape(v.shape));
   }
   const cpu::PreparedCode prepared =
       cpu::prepare_code(g, fusion_plan_for(g, options), options_, options.memory_planning, pass_enabled(options, "layout"));

@@ -99,14 +99,7 @@ struct Choice {
 
 std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, const memory::desc& dst_user,
                              const memory::desc& wei_user, const memory::desc& bias_md, std::string* errors) {
-  const int64_t g = s.groups;
-  const memory::dims src{s.n, s.cin, s.h, s.w}, dst{s.n, s.cout, s.oh, s.ow};
-  const memory::dims wei = g > 1 ? memory::dims{g, s.cout / g, s.cin / g, s.kh, s.kw}
-                                 : memory::dims{s.cout, s.cin, s.kh, s.kw};
-  // oneDNN counts dilation from 0 and wants the right padding that yields exactly oh x ow.
-  const memory::dims strides{s.sh, s.sw}, dilates{s.dh - 1, s.dw - 1}, pad_l{s.ph, s.pw};
-  const memory::dims pad_r{(s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1 - s.h - s.ph,
-                           (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1 - s.w - s.pw};
+  const DnnlConvDims dims = dnnl_conv_dims(s);
   Choice c;
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // thread-safe execution
@@ -130,16 +123,17 @@ std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, co
     memory::desc src, dst;
     bool any_weights;
   };
-  const Config configs[] = {{src_user, dst_user, true},
-                            {memory::desc(src, Dt::f32, Tag::nhwc), memory::desc(dst, Dt::f32, Tag::nhwc), true},
-                            {memory::desc(src, Dt::f32, Tag::nchw), memory::desc(dst, Dt::f32, Tag::nchw), false}};
+  const auto plain = [&](Tag tag, bool any_weights) {
+    return Config{memory::desc(dims.src, Dt::f32, tag), memory::desc(dims.dst, Dt::f32, tag), any_weights};
+  };
+  const Config configs[] = {{src_user, dst_user, true}, plain(Tag::nhwc, true), plain(Tag::nchw, false)};
   std::optional<Choice> best;
   for (const Config& cfg : configs) {
     try {
-      const memory::desc wei_md = cfg.any_weights ? memory::desc(wei, Dt::f32, Tag::any) : wei_user;
+      const memory::desc wei_md = cfg.any_weights ? memory::desc(dims.wei, Dt::f32, Tag::any) : wei_user;
       const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                               cfg.src, wei_md, s.has_bias ? bias_md : memory::desc(), cfg.dst,
-                                              strides, dilates, pad_l, pad_r);
+                                              dims.strides, dims.dilates, dims.pad_l, dims.pad_r);
       c.pd = dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
       c.name = c.pd.impl_info_str();
       if (!best || kernel_class(c.name) < kernel_class(best->name)) best = c;

@@ -62,16 +62,10 @@ DnnlConvGrad::DnnlConvGrad(const ConvSpec& s, ConvGradKind kind) : impl_(std::ma
     m.name = "none (zeros)";
     return;
   }
-  const memory::dims src{s.n, s.cin, s.h, s.w}, dst{s.n, s.cout, s.oh, s.ow};
-  const memory::dims wei = g > 1 ? memory::dims{g, s.cout / g, s.cin / g, s.kh, s.kw}
-                                 : memory::dims{s.cout, s.cin, s.kh, s.kw};
-  // oneDNN counts dilation from 0 and wants the right padding that yields exactly oh x ow.
-  const memory::dims strides{s.sh, s.sw}, dilates{s.dh - 1, s.dw - 1}, pad_l{s.ph, s.pw};
-  const memory::dims pad_r{(s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1 - s.h - s.ph,
-                           (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1 - s.w - s.pw};
-  const memory::desc x_user(src, Dt::f32, activation_tag(s.src_layout));
-  const memory::desc dy_user(dst, Dt::f32, activation_tag(s.dst_layout));
-  const memory::desc w_user(wei, Dt::f32, g > 1 ? Tag::goihw : Tag::oihw);
+  const DnnlConvDims dims = dnnl_conv_dims(s);
+  const memory::desc x_user(dims.src, Dt::f32, activation_tag(s.src_layout));
+  const memory::desc dy_user(dims.dst, Dt::f32, activation_tag(s.dst_layout));
+  const memory::desc w_user(dims.wei, Dt::f32, g > 1 ? Tag::goihw : Tag::oihw);
   // a and b: the operands run() takes; out: what it writes.
   const bool input_grad = kind == ConvGradKind::Input;
   m.a_user = input_grad ? dy_user : x_user, m.a_arg = input_grad ? DNNL_ARG_DIFF_DST : DNNL_ARG_SRC;
@@ -90,11 +84,11 @@ DnnlConvGrad::DnnlConvGrad(const ConvSpec& s, ConvGradKind kind) : impl_(std::ma
   bool have = false;
   for (const Config& c : configs) {
     try {
-      const memory::desc src_md(src, Dt::f32, c.activations), dst_md(dst, Dt::f32, c.activations);
-      const memory::desc wei_md = c.any_weights ? memory::desc(wei, Dt::f32, Tag::any) : w_user;
+      const memory::desc src_md(dims.src, Dt::f32, c.activations), dst_md(dims.dst, Dt::f32, c.activations);
+      const memory::desc wei_md = c.any_weights ? memory::desc(dims.wei, Dt::f32, Tag::any) : w_user;
       const dnnl::convolution_forward::primitive_desc hint(
           dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                          src_md, wei_md, dst_md, strides, dilates, pad_l, pad_r),
+                                          src_md, wei_md, dst_md, dims.strides, dims.dilates, dims.pad_l, dims.pad_r),
           cpu_engine());
       // Both primitive descriptors name their operands' layouts by execution argument.
       auto adopt = [&](const dnnl::primitive_desc& pd, dnnl::primitive prim) {
@@ -107,8 +101,8 @@ DnnlConvGrad::DnnlConvGrad(const ConvSpec& s, ConvGradKind kind) : impl_(std::ma
       std::string name;
       if (input_grad) {
         const dnnl::convolution_backward_data::primitive_desc pd(
-            dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src_md, wei_md, dst_md, strides,
-                                                  dilates, pad_l, pad_r),
+            dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src_md, wei_md, dst_md,
+                                                  dims.strides, dims.dilates, dims.pad_l, dims.pad_r),
             attr, cpu_engine(), hint);
         name = pd.impl_info_str();
         if (have && name.rfind("ref", 0) == 0) continue;
@@ -116,7 +110,7 @@ DnnlConvGrad::DnnlConvGrad(const ConvSpec& s, ConvGradKind kind) : impl_(std::ma
       } else {
         const dnnl::convolution_backward_weights::primitive_desc pd(
             dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_md, wei_md, dst_md,
-                                                     strides, dilates, pad_l, pad_r),
+                                                     dims.strides, dims.dilates, dims.pad_l, dims.pad_r),
             attr, cpu_engine(), hint);
         name = pd.impl_info_str();
         if (have && name.rfind("ref", 0) == 0) continue;

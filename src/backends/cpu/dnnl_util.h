@@ -7,6 +7,8 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "backends/cpu/dnnl_conv.h"
+
 namespace ingot::cpu {
 
 // The process's CPU engine (oneDNN engines are thread-safe and cheap to share).
@@ -25,5 +27,26 @@ struct Scratch {
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
 };
+
+// A convolution's geometry as oneDNN's forward and backward descriptors take it.
+struct DnnlConvDims {
+  dnnl::memory::dims src, dst, wei, strides, dilates, pad_l, pad_r;
+};
+
+inline DnnlConvDims dnnl_conv_dims(const ConvSpec& s) {
+  const int64_t g = s.groups;
+  DnnlConvDims d;
+  d.src = {s.n, s.cin, s.h, s.w};
+  d.dst = {s.n, s.cout, s.oh, s.ow};
+  d.wei = g > 1 ? dnnl::memory::dims{g, s.cout / g, s.cin / g, s.kh, s.kw}
+                : dnnl::memory::dims{s.cout, s.cin, s.kh, s.kw};
+  // oneDNN counts dilation from 0 and wants the right padding that yields exactly oh x ow.
+  d.strides = {s.sh, s.sw};
+  d.dilates = {s.dh - 1, s.dw - 1};
+  d.pad_l = {s.ph, s.pw};
+  d.pad_r = {(s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1 - s.h - s.ph,
+             (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1 - s.w - s.pw};
+  return d;
+}
 
 }  // namespace ingot::cpu
