@@ -29,14 +29,22 @@ bool parse_bool(const std::string& name, const std::string& v) {
   INGOT_FAIL("Option '", name, "': expected true or false, got '", v, "'");
 }
 
+bool is_pass(const std::string& name) {
+  const std::vector<std::string> names = pass_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// The built-in passes, comma-separated, for error messages.
+std::string pass_list() {
+  std::string passes;
+  for (const auto& n : pass_names()) passes += (passes.empty() ? "" : ", ") + n;
+  return passes;
+}
+
 // Unknown pass names in `optimizations` are errors listing the valid ones.
 void check_pass_names(const std::map<std::string, bool>& optimizations) {
-  const std::vector<std::string> names = pass_names();
-  std::string passes;
-  for (const auto& n : names) passes += (passes.empty() ? "" : ", ") + n;
   for (const auto& [name, on] : optimizations)
-    INGOT_CHECK(std::find(names.begin(), names.end(), name) != names.end(), "Option 'optimizations': unknown pass '",
-                name, "' (valid passes: ", passes, ")");
+    INGOT_CHECK(is_pass(name), "Option 'optimizations': unknown pass '", name, "' (valid passes: ", pass_list(), ")");
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -139,18 +147,11 @@ void CompileOptions::validate() const {
     INGOT_CHECK(t.defined(), "Option 'constant_keys': '", k, "' has no value");
   optimization_level_index(optimization_level);
   check_pass_names(optimizations);
-  std::string passes;
-  for (const auto& n : pass_names()) passes += (passes.empty() ? "" : ", ") + n;
-  auto known_pass = [](const std::string& n) {
-    for (const auto& p : pass_names())
-      if (p == n) return true;
-    return false;
-  };
   for (const CustomPass& cp : custom_passes) {
     INGOT_CHECK(!cp.name.empty(), "Option 'custom_passes': a custom pass has no name");
     INGOT_CHECK(static_cast<bool>(cp.fn), "Option 'custom_passes': custom pass '", cp.name, "' has no function");
-    INGOT_CHECK(cp.after == "start" || cp.after == "end" || known_pass(cp.after), "Option 'custom_passes': custom pass '",
-                cp.name, "' runs after unknown point '", cp.after, "' (valid points: start, ", passes, ", end)");
+    INGOT_CHECK(cp.after == "start" || cp.after == "end" || is_pass(cp.after), "Option 'custom_passes': custom pass '",
+                cp.name, "' runs after unknown point '", cp.after, "' (valid points: start, ", pass_list(), ", end)");
   }
   INGOT_CHECK(memory_planning == "greedy" || memory_planning == "none", "Option 'memory_planning': unknown strategy '",
               memory_planning, "' (valid: greedy, none)");
