@@ -86,6 +86,9 @@ class Executable {
   virtual void run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs) const;
   // Human-readable form of what will run (for file_path): generated source or a plan.
   virtual std::string source() const = 0;
+  // Bytes of the arena a call holds for intermediates, as Backend::arena_bytes works it out for
+  // the graph this executable was lowered from (0: allocated per kernel, or symbolic shapes).
+  virtual int64_t arena_bytes() const { return 0; }
 };
 
 class Backend {

@@ -370,7 +370,7 @@ JointGraph build_joint_graph(const Graph& forward, const std::vector<std::string
   joint.executable = log.run("lower", [&] {
     std::shared_ptr<const Executable> e = backend.lower(g, options);
     log.note("backend: " + backend.name() + ", " + std::to_string(g.nodes().size()) + " nodes (forward + backward)");
-    joint.arena_bytes = backend.arena_bytes(g, options);
+    joint.arena_bytes = e->arena_bytes();  // the plain graph is not built: worked out below
     joint.plain_arena_bytes = plain ? backend.arena_bytes(*plain, options) : joint.arena_bytes;
     if (plain && joint.arena_bytes > 0)
       log.note("gradient checkpointing: backend arena " + human_bytes(joint.arena_bytes) + ", " +

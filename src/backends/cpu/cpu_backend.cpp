@@ -160,6 +160,7 @@ class CpuExecutable final : public Executable {
   }
 
   std::string source() const override { return code_.source; }
+  int64_t arena_bytes() const override { return static_binding_ ? static_binding_->placement.arena_bytes : 0; }
   const Binding* static_plan() const { return static_binding_.get(); }
 
  private:
