@@ -155,8 +155,11 @@ TEST(CpuCache, HelperCompileInDir) {
   const char* dir = std::getenv("INGOT_CPU_CACHE_HELPER_DIR");
   if (dir == nullptr) GTEST_SKIP() << "helper for TwoProcessesCompileTheSameModel";
   Graph g = small_graph(5.0);
+  const int before = CpuBackend::compile_count();
   auto exe = CpuBackend(options_in(dir)).lower(g, {});
   expect_runs_right(*exe, g);
+  // Tell the parent whether this process ran the compiler.
+  std::ofstream(std::string(dir) + "/.compiles-" + std::to_string(::getpid())) << CpuBackend::compile_count() - before;
 }
 
 TEST(CpuCache, TwoProcessesCompileTheSameModel) {
@@ -180,7 +183,16 @@ TEST(CpuCache, TwoProcessesCompileTheSameModel) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child failed, status " << status;
   }
   EXPECT_EQ(files_with_ext(dir.path, ".so").size(), 1u);
-  // The entry both wrote is valid: a fresh lookup loads it without compiling.
+  // The per-key lock serializes them: one compiled, the other loaded what it wrote.
+  int compiles = 0;
+  for (pid_t p : pids) {
+    std::ifstream in(dir.path + "/.compiles-" + std::to_string(p));
+    int n = -1;
+    ASSERT_TRUE(in >> n) << "child " << p << " left no compile count";
+    compiles += n;
+  }
+  EXPECT_EQ(compiles, 1);
+  // The entry is valid: a fresh lookup loads it without compiling.
   cpu::clear_memory_cache();
   const int before = CpuBackend::compile_count();
   Graph g = small_graph(5.0);

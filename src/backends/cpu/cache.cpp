@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -92,6 +93,33 @@ std::shared_ptr<LoadedLibrary> load_bytes(const std::string& bytes, const std::s
   lib->key = key;
   return lib;
 }
+
+// Holds an exclusive flock on `path` for its lifetime, so that processes sharing a cache directory
+// build and publish one key at a time: the second finds the first's entry instead of racing it
+// (two builds give different bytes, and interleaved library/manifest renames would leave a
+// mismatched pair that every later process rebuilds). Where locking is unsupported (some network
+// file systems) it holds nothing; the manifest check still keeps a mismatched pair from loading.
+class ProcessLock {
+ public:
+  explicit ProcessLock(const std::string& path) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) return;
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno == EINTR) continue;
+      ::close(fd_);
+      fd_ = -1;
+      return;
+    }
+  }
+  ~ProcessLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+  }
+  ProcessLock(const ProcessLock&) = delete;
+  ProcessLock& operator=(const ProcessLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 
 std::mutex& key_mutex(const std::string& key) {
   static std::mutex mu;
@@ -189,6 +217,7 @@ std::shared_ptr<const LoadedLibrary> load_or_build(const BuildRequest& req) {
   INGOT_CHECK(!ec, "CpuBackend: cannot create the cache directory '", dir, "': ", ec.message(),
               " (set CpuOptions::cache_dir or $INGOT_CACHE_DIR, or CpuOptions::cache = false)");
   const std::string so_path = dir + "/" + key + ".so", manifest_path = dir + "/" + key + ".manifest";
+  const ProcessLock process_lock(dir + "/" + key + ".lock");
 
   std::shared_ptr<LoadedLibrary> lib;
   std::string err;

@@ -4,8 +4,9 @@
 // the host CPU (for -march=native). On disk each entry is `<key>.so` plus `<key>.manifest`
 // (size and hash of the .so); an entry is verified before loading and rebuilt when it does not
 // match, so a truncated or overwritten file is never loaded. Writes are temp file + rename, so
-// processes sharing a cache directory see complete files only and may build the same key at
-// once. The verified bytes are loaded from a private copy, so a file replaced after the check
+// readers see complete files only, and processes sharing a cache directory take an flock on
+// `<key>.lock` around look-up, build and publish: two builds of one key give different bytes, and
+// their library/manifest renames must not interleave. The verified bytes are loaded from a private copy, so a file replaced after the check
 // is not what runs either. `<key>.cpp` keeps the source beside it for people.
 #pragma once
 
