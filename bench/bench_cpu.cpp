@@ -40,6 +40,7 @@
 #include "compiler/memory_plan.h"
 #include "compiler/passes/passes.h"
 #include "bench_util.h"
+#include "dense_work.h"
 #include "ingot/ingot.h"
 #include "ingot/models.h"
 
@@ -74,20 +75,6 @@ Model gelu_model() {
   return m;
 }
 
-Model matmul_model() {
-  Model m;
-  Connection a = m.input("a"), b = m.input("b");
-  m.expose(matmul(a, b), "c");
-  return m;
-}
-
-double mlp_flops(int64_t batch) { return 2.0 * batch * (784.0 * 256 + 256.0 * 10); }
-
-double cnn_flops(int64_t batch) {
-  const double c1 = 2.0 * batch * 64 * 222 * 222 * (3 * 9);
-  const double c2 = 2.0 * batch * 128 * 220 * 220 * (64 * 9);
-  return c1 + c2 + 2.0 * batch * 128 * 10;
-}
 
 struct CompileTimes {
   double cold_ms = 0, warm_memory_ms = 0, warm_disk_ms = 0, warm_disk_child_ms = -1;
@@ -164,7 +151,7 @@ ModelRow bench_model(const std::string& which, const std::string& label, int64_t
                      int ref_reps, const std::string& self) {
   ModelRow r;
   r.name = label;
-  r.flops = which == "mlp" ? mlp_flops(batch) : cnn_flops(batch);
+  r.flops = which == "mlp" ? mlp_flops(batch) : cnn_flops(batch, 224);
   const Model model = example_model(which);
   const CompileOptions o = model_options(which, batch);
   PhysicalModel cpu = compile(model, ReferenceBackend(), o);  // placeholder, replaced below
@@ -308,13 +295,8 @@ int main(int argc, char** argv) {
   // ---- 3. GEMM peak ----
   const int64_t gn = quick ? 1024 : 2048;
   std::cerr << "[bench_cpu] gemm " << gn << "^3\n";
-  CompileOptions mo;
-  mo.shapes["a"] = {gn, gn};
-  mo.shapes["b"] = {gn, gn};
-  PhysicalModel mm = compile(matmul_model(), cpu_backend(gdir), mo);
-  const Tensor ma = filled({gn, gn}, 1.0), mb = filled({gn, gn}, 0.5);
-  const double gemm_ms = time_ms([&] { (void)mm.evaluate({}, {{"a", ma}, {"b", mb}}); }, 3);
-  const double gemm_gflops = 2.0 * gn * gn * gn / (gemm_ms * 1e-3) / 1e9;
+  const GemmPeak gemm = gemm_peak(cpu_backend(gdir), gn);
+  const double gemm_ms = gemm.ms, gemm_gflops = gemm.gflops;
   std::error_code ec;
   std::filesystem::remove_all(gdir, ec);
 

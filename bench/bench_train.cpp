@@ -8,6 +8,9 @@
 // arena (what its executable allocates for intermediates), with and without gradient
 // checkpointing (checkpoint_segments 2), plus a deep MLP where activations dominate.
 //
+// The physical limit beside each step: its dense FLOPs (dense_work.h) over the library GEMM's
+// peak, measured in the same run, is the least time any implementation on this machine needs.
+//
 //   ./scripts/build.sh release && build/release/bench_train [--quick] [bench/results/train.json]
 #include <cstring>
 #include <fstream>
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "dense_work.h"
 #include "ingot/ingot.h"
 
 using namespace ingot;
@@ -78,11 +82,12 @@ struct Row {
   Shape input_shape;
   double compiled_ms = 0, eager_ms = 0;
   double loss_difference = 0;  // |compiled - eager| loss after the timed steps (same start, same steps)
+  double flops = 0;            // dense FLOPs of one step
   Memory memory;
 };
 
 Row bench_step(const std::string& key, const std::string& workload, const Model& model, const Shape& input_shape,
-               int64_t classes, int reps) {
+               int64_t classes, double flops, int reps) {
   const TrainModel tm = with_cross_entropy(model);
   const CompileOptions o = options_for(input_shape, false);
   const SGD sgd({.lr = 0.01, .momentum = 0.9});
@@ -99,6 +104,7 @@ Row bench_step(const std::string& key, const std::string& workload, const Model&
   r.key = key;
   r.workload = workload;
   r.input_shape = input_shape;
+  r.flops = flops;
   double compiled_loss = 0, eager_loss = 0;
   auto compiled_step = [&] { compiled_loss = step.run(p1, s1, batch).loss; };
   auto eager_step = [&] {
@@ -119,7 +125,8 @@ Row bench_step(const std::string& key, const std::string& workload, const Model&
   r.loss_difference = std::abs(compiled_loss - eager_loss);
   r.memory = memory_of(key, model, input_shape);
   std::cout << workload << ": compiled step " << r.compiled_ms << " ms, eager (evaluate + update) " << r.eager_ms
-            << " ms (" << r.eager_ms / r.compiled_ms << "x), |loss difference| " << r.loss_difference << ", "
+            << " ms (" << r.eager_ms / r.compiled_ms << "x), " << r.flops / (r.compiled_ms * 1e-3) / 1e9
+            << " GFLOP/s, |loss difference| " << r.loss_difference << ", "
             << memory_text(r.memory) << "\n";
   return r;
 }
@@ -155,12 +162,25 @@ int main(int argc, char** argv) {
   try {
     const int64_t side = quick ? 16 : 64;
     std::vector<Row> rows;
-    rows.push_back(bench_step("train_mlp", "MLP 784-256-10, batch 128", ExampleMLP(), {128, 784}, 10, quick ? 5 : 20));
+    rows.push_back(bench_step("train_mlp", "MLP 784-256-10, batch 128", ExampleMLP(), {128, 784}, 10,
+                              training_step_flops(mlp_flops(128), mlp_first_layer_flops(128)), quick ? 5 : 20));
     rows.push_back(bench_step("train_cnn", "CNN, batch 32, 3x" + std::to_string(side) + "x" + std::to_string(side),
-                              ExampleCNN(), {32, 3, side, side}, 10, quick ? 2 : 5));
+                              ExampleCNN(), {32, 3, side, side}, 10,
+                              training_step_flops(cnn_flops(32, side), cnn_first_layer_flops(32, side)), quick ? 2 : 5));
     // Activations dominate here (1024 rows, 16 layers), as in the models checkpointing is for.
     const Memory deep = memory_of("deep MLP 16 x 256, batch 1024", deep_mlp(16, 256), {1024, 256});
     std::cout << deep.model << ": " << memory_text(deep) << "\n";
+    const std::string gemm_dir = fresh_dir("train-gemm");
+    CpuBackend::CpuOptions gemm_options;
+    gemm_options.cache_dir = gemm_dir;
+    const GemmPeak gemm = gemm_peak(CpuBackend(gemm_options), quick ? 1024 : 2048);
+    std::filesystem::remove_all(gemm_dir);
+    std::cout << "library GEMM peak (" << gemm.n << "^3 float32 matmul through CpuBackend): " << gemm.gflops
+              << " GFLOP/s\n";
+    for (const Row& r : rows)
+      std::cout << r.workload << ": " << r.flops / 1e9 << " GFLOP a step, at least " << r.flops / (gemm.gflops * 1e9) * 1e3
+                << " ms at the GEMM peak; the compiled step reaches "
+                << 100 * r.flops / (r.compiled_ms * 1e-3) / 1e9 / gemm.gflops << "% of it\n";
     std::ostringstream js;
     js << "{\n  \"tool\": \"bench_train\",\n  \"quick\": " << (quick ? "true" : "false")
        << ",\n  \"measured_utc\": " << measured_utc_json() << ",\n  \"machine\": " << machine_json(default_threads()) << ",\n  \"versions\": " << versions_json()
@@ -168,14 +188,17 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       js << "    {\"key\": \"" << r.key << "\", \"workload\": \"" << r.workload << "\", \"input_shape\": "
-         << json_shape(r.input_shape) << ", \"compiled_step_ms\": " << r.compiled_ms << ", \"eager_ms\": " << r.eager_ms
+         << json_shape(r.input_shape) << ", \"flops\": " << r.flops << ", \"compiled_step_ms\": " << r.compiled_ms
+         << ", \"compiled_gflops\": " << json_num(r.flops / (r.compiled_ms * 1e-3) / 1e9) << ", \"eager_ms\": " << r.eager_ms
          << ", \"loss_difference\": " << r.loss_difference << ", \"memory\": " << json_memory(r.memory) << "}"
          << (i + 1 < rows.size() ? ",\n" : "\n");
     }
-    js << "  ],\n  \"checkpointing\": [" << json_memory(deep) << "],\n  \"ratios\": {";
+    js << "  ],\n  \"gemm\": {\"n\": " << gemm.n << ", \"ms\": " << gemm.ms << ", \"gflops\": " << gemm.gflops
+       << "},\n  \"checkpointing\": [" << json_memory(deep) << "],\n  \"ratios\": {";
     // eager / compiled step (above 1: the compiled step is faster); checkpointed / plain peak.
     for (const Row& r : rows)
-      js << "\"" << r.key << "_eager_over_compiled\": " << json_num(r.eager_ms / r.compiled_ms) << ", \"" << r.key
+      js << "\"" << r.key << "_fraction_of_gemm_peak\": " << json_num(r.flops / (r.compiled_ms * 1e-3) / 1e9 / gemm.gflops)
+         << ", \"" << r.key << "_eager_over_compiled\": " << json_num(r.eager_ms / r.compiled_ms) << ", \"" << r.key
          << "_checkpointed_over_plain_peak\": "
          << json_num(static_cast<double>(r.memory.checkpointed_bytes) / static_cast<double>(r.memory.peak_bytes)) << ", ";
     js << "\"deep_mlp_checkpointed_over_plain_peak\": "

@@ -289,8 +289,13 @@ def build_train(train, peers):
         " and `bench/peers_train.py` (`bench/results/peers_train.json`): one training step (forward, "
         f"backward, {train.get('optimizer', 'SGD')}) with softmax cross-entropy, median of a few steps; in "
         "brackets the time relative to the ingot compiled step (above 1: slower than it). ingot eager is "
-        "`evaluate` with gradients, then `Optimizer::update` on the host.")
+        "`evaluate` with gradients, then `Optimizer::update` on the host. The physical limit: a step's dense "
+        "FLOPs (matmul and convolution: forward, weight gradients, input gradients but the first layer's) at the "
+        "library GEMM's peak, measured in the same run, is the least time any implementation here needs.")
     w = out.append
+    gemm = train.get("gemm")
+    gflops = lambda row: row["flops"] / (row["compiled_step_ms"] * 1e-3) / 1e9
+    has_limit = lambda row: bool(gemm) and measured(row.get("flops")) and measured(row.get("compiled_step_ms"))
 
     def peer(name, row):
         if not peers:
@@ -304,12 +309,16 @@ def build_train(train, peers):
         if not r or not measured(r.get("ms")):
             return None, "failed"
         return r["ms"], ""
-    head = ["workload", "ingot compiled step", "ingot eager"] + [PEER_TITLES[p] for p in TRAIN_PEERS]
+    head = (["workload", "ingot compiled step", "compiled step GFLOP/s (of GEMM peak)", "least time at the GEMM peak",
+             "ingot eager"] + [PEER_TITLES[p] for p in TRAIN_PEERS])
     w("| " + " | ".join(head) + " |")
     w("|" + "---|" * len(head))
     for row in train["rows"]:
         base = row["compiled_step_ms"]
-        cells = [row["workload"], fmt_ms(base), cell(row["eager_ms"], base)]
+        limit = ((f"{gflops(row):.1f} ({100 * gflops(row) / gemm['gflops']:.0f}%)",
+                  fmt_ms(row["flops"] / (gemm["gflops"] * 1e9) * 1e3)) if has_limit(row)
+                 else ("not measured", "not measured"))
+        cells = [row["workload"], fmt_ms(base), *limit, cell(row["eager_ms"], base)]
         for p in TRAIN_PEERS:
             ms, why = peer(p, row)
             cells.append(cell(ms, base) if ms is not None else why)
@@ -331,6 +340,10 @@ def build_train(train, peers):
         w(f"| {m['model']} | {mib(m['peak_bytes']):.2f} MiB | {mib(m['checkpointed_bytes']):.2f} MiB | "
           f"{saved(m['peak_bytes'], m['checkpointed_bytes'])} | {' | '.join(arena)} | {m['recomputed_nodes']} |")
     w("")
+    if gemm:
+        w(f"Library GEMM peak in this run: {gemm['gflops']:.1f} GFLOP/s ({gemm['n']}³ float32 matmul through "
+          "CpuBackend).")
+        w("")
     w("Issue 4 targets against this run:")
     w("")
     for row in train["rows"]:
@@ -341,8 +354,16 @@ def build_train(train, peers):
         elif eager is None:
             w(f"- {row['workload']}: ≥ 2× faster than PyTorch eager: not measured (PyTorch eager {why}).")
         else:
+            bound = ""
+            if has_limit(row) and eager < 2 * base:
+                floor_ms = row["flops"] / (gemm["gflops"] * 1e9) * 1e3
+                bound = (f" Half of PyTorch eager's time is {fmt_ms(eager / 2)}; at the GEMM peak the step's dense "
+                         f"work alone takes {fmt_ms(floor_ms)}, so "
+                         + ("it would take more than the library GEMM's peak." if eager / 2 < floor_ms else
+                            f"reaching it needs {100 * floor_ms / (eager / 2):.0f}% of the GEMM peak "
+                            f"(the compiled step runs at {100 * gflops(row) / gemm['gflops']:.0f}%)."))
             w(f"- {row['workload']}: ≥ 2× faster than PyTorch eager: PyTorch eager takes **{eager / base:.2f}×** "
-              f"the ingot step's time — {verdict(eager >= 2 * base)}.")
+              f"the ingot step's time — {verdict(eager >= 2 * base)}.{bound}")
     for row in train["rows"]:
         base = row.get("compiled_step_ms")
         slower, missing = [], []

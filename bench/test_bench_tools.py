@@ -142,6 +142,39 @@ class MakeTable(unittest.TestCase):
         self.assertIn("| mlp (batch 128) | training | 10 | 8 | 3 | 0.00 | 0.00 | 0.00 | 2.000 | 0.250 | 1 |", table)
         self.assertIn("| mlp | float16 | 1.000e-04 | 1.000e-03 |", table)
 
+    def test_training_table_prints_the_gemm_bound_beside_each_step(self):
+        row = lambda key, shape, flops, ms: {
+            "key": key, "workload": key, "input_shape": shape, "flops": flops, "compiled_step_ms": ms,
+            "eager_ms": 2 * ms, "loss_difference": 0.0,
+            "memory": {"peak_bytes": 1 << 20, "checkpointed_bytes": 1 << 20, "recomputed_nodes": 0}}
+        # 100 GFLOP/s peak: the MLP's 0.1 GFLOP needs 1 ms at least, the CNN's 50 GFLOP 500 ms.
+        train = {"tool": "bench_train", "quick": True, "optimizer": "SGD",
+                 "rows": [row("train_mlp", [128, 784], 1e8, 2.0), row("train_cnn", [32, 3, 64, 64], 5e10, 800.0)],
+                 "gemm": {"n": 1024, "ms": 21.5, "gflops": 100.0}}
+        ok = lambda ms: {"status": "ok", "train_mlp": {"ms": ms}, "train_cnn": {"ms": 400 * ms}}
+        ptrain = {"tool": "peers_train.py", "workloads": {"train_mlp": {"input_shape": [128, 784]},
+                                                        "train_cnn": {"input_shape": [32, 3, 64, 64]}},
+                  "peers": {"torch eager": ok(3.0), "torch.compile": ok(3.0), "jax jit": ok(3.0)}}
+        text = run_make_table({"--cpu": self.write("cpu.json", cpu_fixture()), "--train": self.write("t.json", train),
+                               "--peers-train": self.write("pt.json", ptrain)})
+        self.assertIn("| train_mlp | 2.00 ms | 50.0 (50%) | 1.00 ms | 4.00 ms (2.00×) | 3.00 ms (1.50×) |", text)
+        self.assertIn("| train_cnn | 800.0 ms | 62.5 (62%) | 500.0 ms |", text)
+        self.assertIn("Library GEMM peak in this run: 100.0 GFLOP/s", text)
+        # half of eager (1.5 ms) is above the 1 ms floor: reachable, at 67% of the peak
+        self.assertIn("Half of PyTorch eager's time is 1.50 ms; at the GEMM peak the step's dense work alone takes "
+                      "1.00 ms, so reaching it needs 67% of the GEMM peak (the compiled step runs at 50%).", text)
+        # three times the CNN's work: its 1.5 s floor is above half of PyTorch eager (600 ms)
+        train["rows"][1]["flops"] = 1.5e11
+        text = run_make_table({"--cpu": self.write("cpu.json", cpu_fixture()), "--train": self.write("t.json", train),
+                               "--peers-train": self.write("pt.json", ptrain)})
+        self.assertIn("at the GEMM peak the step's dense work alone takes 1.50 s, so it would take more than the "
+                      "library GEMM's peak.", text)
+        # an older train.json without FLOPs or the peak says so
+        for r in train["rows"]:
+            del r["flops"]
+        text = run_make_table({"--cpu": self.write("cpu.json", cpu_fixture()), "--train": self.write("t.json", train)})
+        self.assertIn("| train_mlp | 2.00 ms | not measured | not measured | 4.00 ms (2.00×) |", text)
+
     def test_readme_rewrite_keeps_hand_written_notes_in_their_subsection(self):
         readme = os.path.join(self.dir.name, "README.md")
         with open(readme, "w") as f:

@@ -46,6 +46,12 @@ TEST(Array, OpsMatchTheirReferenceKernels) {
   EXPECT_EQ(take(labels, Array(std::vector<int64_t>{1}, {1})).to_vector<int64_t>(), (std::vector<int64_t>{0}));
 }
 
+TEST(Array, OneHotOfALabelOutOfRangeIsARowOfZeros) {
+  Array labels(std::vector<int64_t>{1, 3, -1}, {3});
+  EXPECT_EQ(one_hot(labels, 3).to_vector<float>(), (std::vector<float>{0, 1, 0, 0, 0, 0, 0, 0, 0}));
+  ingot::testing::expect_error([&] { (void)one_hot(labels, 0); }, "classes must be positive, got 0");
+}
+
 TEST(Array, LiteralsTakeTheOperandsDtype) {
   Array d(random_tensor({2}, 4, -1, 1, DType::Float64));
   EXPECT_EQ((d * 2.0f).dtype(), DType::Float64);

@@ -126,6 +126,50 @@ TEST(FusionPlan, TransformerBlockAndCNN) {
   EXPECT_LT(plan.groups.size(), g.nodes().size());
 }
 
+// A long chain where every step brings a branch that reads only a leaf (t = c * tanh(c)): each
+// branch joins the chain's group. Every tenth t also feeds a reduction that the chain reads right
+// after (t -> sum -> chain): one group holding both sides of the sum would be a cycle, so the
+// chain is cut there. Thousands of nodes, to exercise the merge step's bookkeeping.
+TEST(FusionPlan, BranchesJoinALongChainWhichIsCutAtEachReductionItReads) {
+  Graph g;
+  std::map<ValueId, Shape> shapes;
+  const ValueId x = g.add_input("x");
+  shapes[x] = {4, 8};
+  ValueId acc = g.add_op("exp", {x});
+  const int steps = 1500;
+  std::vector<NodeId> branch_heads, chain_adds, after_sum;
+  for (int i = 0; i < steps; ++i) {
+    const ValueId c = g.add_input("c" + std::to_string(i));
+    shapes[c] = {4, 8};
+    const ValueId tanh_c = g.add_op("tanh", {c});
+    branch_heads.push_back(g.value(tanh_c).producer);
+    const ValueId t = g.add_op("mul", {c, tanh_c});
+    acc = g.add_op("add", {acc, t});
+    chain_adds.push_back(g.value(acc).producer);
+    if (i % 10 == 0) {
+      acc = g.add_op("add", {acc, g.add_op("sum", {t}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{1}}})});
+      after_sum.push_back(g.value(acc).producer);
+    }
+  }
+  g.set_output("y", acc);
+  annotate(g, shapes);
+  const FusionPlan plan = plan_fusion(g);
+  expect_valid_plan(g, plan);
+  std::vector<int> group_of(g.nodes().size(), -1);
+  for (size_t gi = 0; gi < plan.groups.size(); ++gi)
+    for (NodeId n : plan.groups[gi].nodes) group_of[n] = static_cast<int>(gi);
+  for (int i = 0; i < steps; ++i) {
+    EXPECT_EQ(group_of[branch_heads[i]], group_of[chain_adds[i]]) << "step " << i;
+    if (i % 10 == 0) {
+      EXPECT_NE(group_of[chain_adds[i]], group_of[after_sum[i / 10]]) << "step " << i << ": one group would be a cycle";
+    } else {
+      const NodeId previous = i % 10 == 1 ? after_sum[i / 10] : chain_adds[i - 1];
+      EXPECT_EQ(group_of[chain_adds[i]], group_of[previous]) << "step " << i;
+    }
+  }
+  EXPECT_EQ(plan.groups.size(), 2u * (steps / 10) + 1);  // a chain piece and a sum per cut, and the last piece
+}
+
 TEST(FusionPlan, RandomGraphsGiveValidPlans) {
   for (uint64_t seed = 0; seed < 200; ++seed) {
     testing::RandomGraph rg = testing::random_graph(seed, 20);

@@ -151,6 +151,9 @@ Array slice(const Array& x, std::vector<int64_t> starts, std::vector<int64_t> en
 Array concatenate(const std::vector<Array>& xs, int64_t axis = 0);
 Array take(const Array& x, const Array& indices, int64_t axis = 0);
 Array take_along_axis(const Array& x, const Array& indices, int64_t axis);
+// labels [...] -> [..., classes]: 1 where the last index equals the label. A label outside
+// [0, classes) (negative included) gives a row of zeros, as in jax.nn.one_hot; no error, since the
+// labels are data and may only be known when the graph runs.
 Array one_hot(const Array& labels, int64_t classes, DType dtype = DType::Float32);
 
 // ---- random (counter-based; see random::state)

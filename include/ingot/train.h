@@ -270,6 +270,7 @@ class TrainStep {
   std::shared_ptr<const Compiled> step_;
   std::shared_ptr<const Optimizer> optimizer_;
   std::vector<std::string> trained_;
+  std::vector<std::string> input_names_;  // the model's inputs, for run's check of the batch's keys
 };
 
 TrainStep compile_train_step(const TrainModel& model, const Backend& backend, const Optimizer& optimizer,

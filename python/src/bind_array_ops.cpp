@@ -158,7 +158,7 @@ void bind_array_ops(nb::module_& m) {
   m.def("one_hot", [](nb::handle labels, int64_t num_classes, nb::handle dtype) {
     return one_hot(operand(labels, "labels"), num_classes, to_dtype(dtype));
   }, nb::arg("labels"), nb::arg("num_classes"), nb::arg("dtype") = "float32",
-        "Integer labels [...] as one-hot rows [..., num_classes].");
+        "Integer labels [...] as one-hot rows [..., num_classes]; a label outside [0, num_classes) gives a row of zeros.");
 
   m.def("zeros", [](nb::handle shape, nb::handle dtype) { return zeros(to_shape(shape), to_dtype(dtype)); },
         nb::arg("shape"), nb::arg("dtype") = "float32", "An array of zeros.");

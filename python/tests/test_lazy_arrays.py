@@ -271,6 +271,10 @@ def test_movement(rng):
     order = np.argsort(a, axis=2)
     assert_close(ml.take_along_axis(a, order, axis=2), np.take_along_axis(a, order, axis=2))
     assert_close(ml.one_hot(np.array([2, 0]), 3), np.eye(3, dtype=np.float32)[[2, 0]])
+    # a label outside [0, classes) is a row of zeros (jax.nn.one_hot's rule); classes must be positive
+    assert_close(ml.one_hot(np.array([1, 3, -1]), 3), np.array([[0, 1, 0], [0, 0, 0], [0, 0, 0]], np.float32))
+    with pytest.raises(ml.IngotError, match="classes must be positive, got 0"):
+        ml.one_hot(np.array([1]), 0)
     assert_close(ml.astype(a, "float16"), a.astype(np.float16))
 
 

@@ -250,6 +250,7 @@ Array take_along_axis(const Array& x, const Array& indices, int64_t axis) {
 }
 Array one_hot(const Array& labels, int64_t classes, DType dtype) {
   INGOT_CHECK(is_integral(labels.dtype()), "ingot::one_hot: labels must be integers, got ", dtype_name(labels.dtype()));
+  INGOT_CHECK(classes > 0, "ingot::one_hot: classes must be positive, got ", classes);
   Array cls = reshape(arange(classes, labels.dtype()), {classes});
   std::vector<int64_t> shape = labels.shape();
   shape.push_back(1);

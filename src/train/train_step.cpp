@@ -29,7 +29,11 @@ struct TrainStep::Compiled {
 
 TrainStep::TrainStep(PhysicalModel forward, std::shared_ptr<const Compiled> step,
                      std::shared_ptr<const Optimizer> optimizer, std::vector<std::string> trained)
-    : forward_(std::move(forward)), step_(std::move(step)), optimizer_(std::move(optimizer)), trained_(std::move(trained)) {}
+    : forward_(std::move(forward)),
+      step_(std::move(step)),
+      optimizer_(std::move(optimizer)),
+      trained_(std::move(trained)),
+      input_names_(forward_.input_names()) {}
 
 const Graph& TrainStep::graph() const { return step_->joint.graph; }
 
@@ -117,10 +121,10 @@ StepResult TrainStep::run(TensorMap& params, OptimizerState& state, const Tensor
   const int64_t step = state.step + 1;
   std::map<std::string, double> scalar_values;
   for (const auto& [name, value] : optimizer_->scalars(step)) scalar_values[kScalarPrefix + name] = value;
-  const std::vector<std::string> inputs = forward_.input_names();
   for (const auto& [key, value] : batch)
-    INGOT_CHECK(std::find(inputs.begin(), inputs.end(), key) != inputs.end(), "TrainStep::run: the batch has '", key,
-                "', which is no input of the model (inputs: ", train::joined(inputs), ")");
+    INGOT_CHECK(std::find(input_names_.begin(), input_names_.end(), key) != input_names_.end(),
+                "TrainStep::run: the batch has '", key, "', which is no input of the model (inputs: ",
+                train::joined(input_names_), ")");
   std::vector<Tensor> args;
   for (ValueId id : g.leaves()) {
     const Value& v = g.value(id);

@@ -68,32 +68,51 @@ std::vector<Building> merge_elementwise_regions(const Graph& g, const std::vecto
     while (parent[static_cast<size_t>(x)] != x) x = parent[static_cast<size_t>(x)] = parent[static_cast<size_t>(parent[static_cast<size_t>(x)])];
     return x;
   };
-  // The groups reading a value produced in merged group `a`.
+  // The groups reading a value produced in each group, as group ids that may since have been
+  // merged away (read through find). Kept per group and joined on a merge, so a search step costs
+  // the group's edges, not a walk over all its nodes (a long elementwise chain is one group).
+  std::vector<std::vector<int>> succ_raw(groups.size());
+  for (size_t a = 0; a < groups.size(); ++a)
+    for (NodeId n : groups[a].nodes)
+      for (ValueId v : g.node(n).outputs)
+        for (NodeId r : readers[v])
+          if (group_of[r] != static_cast<int>(a)) succ_raw[a].push_back(group_of[r]);
+  std::vector<int> listed_in(groups.size(), -1);  // dedup stamp: the group whose list last took it
+  // The merged groups reading a value produced in merged group `a`; also compacts its list.
   auto successors = [&](int a, std::vector<int>& out) {
     out.clear();
-    for (NodeId n : groups[static_cast<size_t>(a)].nodes)
-      for (ValueId v : g.node(n).outputs)
-        for (NodeId r : readers[v]) {
-          const int b = find(group_of[r]);
-          if (b != a && std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
-        }
+    for (int raw : succ_raw[static_cast<size_t>(a)]) {
+      const int b = find(raw);
+      if (b != a && listed_in[static_cast<size_t>(b)] != a) {
+        listed_in[static_cast<size_t>(b)] = a;
+        out.push_back(b);
+      }
+    }
+    for (int b : out) listed_in[static_cast<size_t>(b)] = -1;
+    succ_raw[static_cast<size_t>(a)] = out;
   };
-  // Whether `to` is reachable from `from` through at least one other group.
+  // Whether `to` is reachable from `from` through at least one other group. Node ids follow the
+  // topological order, so a group whose first node comes after `to`'s last cannot lead to `to`:
+  // the search stays within the span between the two groups instead of the whole graph below.
+  std::vector<int> seen_in(groups.size(), -1);  // the search that last visited each group
+  int search = 0;
   auto indirect_path = [&](int from, int to) {
+    const NodeId last = groups[static_cast<size_t>(to)].nodes.back();
+    auto can_reach = [&](int c) { return groups[static_cast<size_t>(c)].nodes.front() < last; };
     std::vector<int> next, stack;
-    std::vector<bool> seen(groups.size(), false);
+    ++search;
     successors(from, next);
     for (int s : next)
-      if (s != to) stack.push_back(s);
+      if (s != to && can_reach(s)) stack.push_back(s);
     while (!stack.empty()) {
       const int c = stack.back();
       stack.pop_back();
-      if (seen[static_cast<size_t>(c)]) continue;
-      seen[static_cast<size_t>(c)] = true;
+      if (seen_in[static_cast<size_t>(c)] == search) continue;
+      seen_in[static_cast<size_t>(c)] = search;
       successors(c, next);
       for (int s : next) {
         if (s == to) return true;
-        if (!seen[static_cast<size_t>(s)]) stack.push_back(s);
+        if (seen_in[static_cast<size_t>(s)] != search && can_reach(s)) stack.push_back(s);
       }
     }
     return false;
@@ -113,9 +132,14 @@ std::vector<Building> merge_elementwise_regions(const Graph& g, const std::vecto
         continue;
       Building& keep = groups[static_cast<size_t>(from)];
       Building& gone = groups[static_cast<size_t>(to)];
+      const auto middle = static_cast<std::ptrdiff_t>(keep.nodes.size());
       keep.nodes.insert(keep.nodes.end(), gone.nodes.begin(), gone.nodes.end());
-      std::sort(keep.nodes.begin(), keep.nodes.end());  // node ids follow the graph's topological order
+      // Both halves are sorted, and node ids follow the graph's topological order.
+      std::inplace_merge(keep.nodes.begin(), keep.nodes.begin() + middle, keep.nodes.end());
       gone.nodes.clear();
+      std::vector<int>& succ_keep = succ_raw[static_cast<size_t>(from)];
+      succ_keep.insert(succ_keep.end(), succ_raw[static_cast<size_t>(to)].begin(), succ_raw[static_cast<size_t>(to)].end());
+      succ_raw[static_cast<size_t>(to)].clear();
       parent[static_cast<size_t>(to)] = from;
     }
   }
