@@ -112,16 +112,11 @@ Row bench_step(const std::string& key, const std::string& workload, const Model&
     eager_loss = e.outputs.at(kFinalCost).item();
     sgd.update(p2, e.gradients, s2);
   };
-  compiled_step();  // warm-up
-  eager_step();
-  // Alternating, so both see the same load on a shared machine.
-  std::vector<double> compiled_times, eager_times;
-  for (int i = 0; i < reps; ++i) {
-    compiled_times.push_back(time_ms(compiled_step, 1, 0));
-    eager_times.push_back(time_ms(eager_step, 1, 0));
-  }
-  r.compiled_ms = median(compiled_times);
-  r.eager_ms = median(eager_times);
+  // Each path in a loop of its own, as bench/peers_train.py times PyTorch and JAX: the median of
+  // `reps` consecutive steps after two warm-up steps (a loop alternating the two paths measured
+  // each step with the other's data in the caches and the OpenMP threads gone to sleep).
+  r.compiled_ms = time_ms(compiled_step, reps, 2);
+  r.eager_ms = time_ms(eager_step, reps, 2);
   r.loss_difference = std::abs(compiled_loss - eager_loss);
   r.memory = memory_of(key, model, input_shape);
   std::cout << workload << ": compiled step " << r.compiled_ms << " ms, eager (evaluate + update) " << r.eager_ms
@@ -163,7 +158,7 @@ int main(int argc, char** argv) {
     const int64_t side = quick ? 16 : 64;
     std::vector<Row> rows;
     rows.push_back(bench_step("train_mlp", "MLP 784-256-10, batch 128", ExampleMLP(), {128, 784}, 10,
-                              training_step_flops(mlp_flops(128), mlp_first_layer_flops(128)), quick ? 5 : 20));
+                              training_step_flops(mlp_flops(128), mlp_first_layer_flops(128)), quick ? 5 : 50));
     rows.push_back(bench_step("train_cnn", "CNN, batch 32, 3x" + std::to_string(side) + "x" + std::to_string(side),
                               ExampleCNN(), {32, 3, side, side}, 10,
                               training_step_flops(cnn_flops(32, side), cnn_first_layer_flops(32, side)), quick ? 2 : 5));

@@ -30,7 +30,7 @@ def workloads(quick):
 
 
 def reps_for(name, quick):
-    return {"train_mlp": 5 if quick else 20, "train_cnn": 2 if quick else 5}[name]
+    return {"train_mlp": 5 if quick else 50, "train_cnn": 2 if quick else 5}[name]
 
 
 def make_data(wl):

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -144,6 +145,32 @@ TEST(CpuBackend, Reductions) {
   });
   const NodeId n = static_cast<NodeId>(g.nodes().size());
   check(g, {{random_tensor({3, 4, 5}, 21), random_tensor({3, 4}, 22, -100, 100, DType::Int32)}}, grouped({{n - 3, n - 2, n - 1}}));
+}
+
+// Reductions whose reduced block has 16 or more elements after it (inner >= 16) run down the
+// rows in blocks of 128 columns: inner 300 is two whole blocks and a partial one. NaNs must
+// propagate through max/min/sum, and a fused prologue reads a bool mask from a buffer (a relu
+// backward's), as does an elementwise `where`.
+TEST(CpuBackend, ReductionsDownTheRowsInColumnBlocks) {
+  Graph g = make_graph({{"x", {3, 37, 300}}, {"i", {5, 40}, DType::Int32}}, [&](Graph& g, std::vector<ValueId>& in) {
+    using V = std::vector<int64_t>;
+    g.set_output("sum", g.add_op("sum", {in[0]}, {{"axes", V{1}}}));                 // node 0
+    g.set_output("max", g.add_op("max", {in[0]}, {{"axes", V{0, 1}}}));              // node 1
+    g.set_output("min", g.add_op("min", {in[0]}, {{"axes", V{1}}}));                 // node 2
+    g.set_output("mean", g.add_op("mean", {in[0]}, {{"axes", V{1}}, {"keepdims", int64_t{1}}}));  // node 3
+    g.set_output("isum", g.add_op("sum", {in[1]}, {{"axes", V{0}}}));                // node 4
+    const ValueId mask = g.add_op("greater", {in[0], scalar(g, 0.25)});             // node 5
+    const ValueId kept = g.add_op("where", {mask, in[0], scalar(g, 0.0)});          // node 6
+    g.set_output("masked_sum", g.add_op("sum", {kept}, {{"axes", V{0}}}));           // node 7
+    g.set_output("masked", g.add_op("where", {mask, in[0], scalar(g, -1.0)}));       // node 8
+  });
+  Tensor x = random_tensor({3, 37, 300}, 31, -1, 1);
+  x.data<float>()[(1 * 37 + 5) * 300 + 7] = std::numeric_limits<float>::quiet_NaN();
+  x.data<float>()[(2 * 37 + 0) * 300 + 299] = std::numeric_limits<float>::quiet_NaN();
+  const std::string src =
+      check(g, {{x, random_tensor({5, 40}, 32, -1000, 1000, DType::Int32)}}, grouped({{6, 7}}), 1e-5, 1e-5);
+  // The mask is read as bytes (a `bool` load keeps GCC from vectorizing the loop).
+  EXPECT_GE(count(src, "reinterpret_cast<const unsigned char*>"), 2) << src;
 }
 
 TEST(CpuBackend, RowKernels) {

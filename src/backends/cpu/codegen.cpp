@@ -99,6 +99,16 @@ std::string ctype(DType t) {
 bool is_half(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
 std::string storage_type(DType t) { return is_half(t) ? "uint16_t" : ctype(t); }
 
+// `pointer[index]` as a value of ctype(t): float16/bfloat16 from their bits; a bool through its
+// byte, since GCC 12 vectorizes no loop that loads a `bool` ("no vectype"), and the relu and
+// where masks of every backward pass are such loops.
+std::string loaded(DType t, const std::string& pointer, const std::string& index) {
+  const std::string element = pointer + "[" + index + "]";
+  if (is_half(t)) return ctype(t) + "::from_bits(" + element + ")";
+  if (t == DType::Bool) return "(reinterpret_cast<const unsigned char*>(" + pointer + ")[" + index + "] != 0)";
+  return element;
+}
+
 std::string comptype(DType t) {
   return t == DType::Float16 || t == DType::BFloat16 ? "float" : ctype(t);
 }
@@ -723,9 +733,8 @@ class Generator {
       for (size_t i = 0; i < reads.size(); ++i) {
         names[reads[i]] = "a" + std::to_string(i);
         const DType dt = g_.value(reads[i]).dtype;
-        const std::string element = "p" + std::to_string(i) + "[" + offset(i, bases[i]) + "]";
-        b << indent << "const " << ctype(dt) << " a" << i << " = "
-          << (is_half(dt) ? ctype(dt) + "::from_bits(" + element + ")" : element) << ";\n";
+        b << indent << "const " << ctype(dt) << " a" << i << " = " << loaded(dt, "p" + std::to_string(i), offset(i, bases[i]))
+          << ";\n";
       }
       for (NodeId nid : nodes) {
         const Node& n = g_.node(nid);
@@ -947,7 +956,9 @@ class Generator {
     k << "  auto load = [=](int64_t i) {\n";
     for (size_t i = 0; i < reads.size(); ++i) {
       names[reads[i]] = "a" + std::to_string(i);
-      k << "    const " << ctype(g_.value(reads[i]).dtype) << " a" << i << " = p" << i << "[i];\n";
+      const DType dt = g_.value(reads[i]).dtype;
+      const std::string p = "p" + std::to_string(i);  // declared ctype(dt)*: half types load as such
+      k << "    const " << ctype(dt) << " a" << i << " = " << (dt == DType::Bool ? loaded(dt, p, "i") : p + "[i]") << ";\n";
     }
     for (size_t i = 0; i + 1 < seg.nodes.size(); ++i) {
       const Node& p = g_.node(seg.nodes[i]);

@@ -387,6 +387,26 @@ struct ig_reducer {
 template <int kKind, class T, class O, class Load>
 void ig_reduce_fn(Load load, O* __restrict y, int64_t outer, int64_t n, int64_t inner) {
   using R = ig_reducer<kKind, T, O>;
+  if (inner >= 16) {
+    // Down the rows (a bias gradient's sum over the batch): a block of columns accumulates row
+    // after row, so the inner loop reads a row contiguously and vectorizes, where one column at a
+    // time strides by a whole row per element. Each output still adds its elements in row order.
+    constexpr int64_t kBlock = 128;
+    const int64_t blocks = (inner + kBlock - 1) / kBlock;
+    #pragma omp parallel for if(ig_big(outer * n * inner) && outer * blocks > 1)
+    for (int64_t ob = 0; ob < outer * blocks; ++ob) {
+      const int64_t o = ob / blocks, c0 = ob % blocks * kBlock, m = std::min(kBlock, inner - c0);
+      typename R::A acc[kBlock];
+      for (int64_t c = 0; c < m; ++c) acc[c] = R::init();
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t row = (o * n + k) * inner + c0;
+        #pragma omp simd
+        for (int64_t c = 0; c < m; ++c) R::step(acc[c], load(row + c));
+      }
+      for (int64_t c = 0; c < m; ++c) y[o * inner + c0 + c] = R::finish(acc[c], n);
+    }
+    return;
+  }
   #pragma omp parallel for if(ig_big(outer * n * inner) && outer * inner > 1)
   for (int64_t oi = 0; oi < outer * inner; ++oi) {
     const int64_t o = oi / inner, i = oi % inner;
