@@ -764,7 +764,9 @@ def take_along_axis(x: object, indices: object, axis: int) -> array:
     """NumPy's take_along_axis."""
 
 def one_hot(labels: object, num_classes: int, dtype: object = 'float32') -> array:
-    """Integer labels [...] as one-hot rows [..., num_classes]; a label outside [0, num_classes) gives a row of zeros."""
+    """
+    Integer labels [...] as one-hot rows [..., num_classes]; a label outside [0, num_classes) gives a row of zeros.
+    """
 
 def zeros(shape: object, dtype: object = 'float32') -> array:
     """An array of zeros."""
