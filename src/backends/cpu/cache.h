@@ -6,8 +6,9 @@
 // match, so a truncated or overwritten file is never loaded. Writes are temp file + rename, so
 // readers see complete files only, and processes sharing a cache directory take an flock on
 // `<key>.lock` around look-up, build and publish: two builds of one key give different bytes, and
-// their library/manifest renames must not interleave. The verified bytes are loaded from a private copy, so a file replaced after the check
-// is not what runs either. `<key>.cpp` keeps the source beside it for people.
+// their library/manifest renames must not interleave. The verified bytes are loaded from a
+// private copy, so a file replaced after the check is not what runs either. `<key>.cpp` keeps
+// the source beside it for people.
 #pragma once
 
 #include <memory>
