@@ -103,6 +103,39 @@ TEST(CpuConvPostOps, EveryFoldablePatternMatchesReference) {
   EXPECT_EQ(count(src, "ctx->host->conv2d_args("), 4);
 }
 
+// In training a conv's input is often NCHW (a batch_norm backward or a relu wrote it) while the
+// layout plan blocks its output: the primitive then runs blocked on both sides, reordering only
+// the input, and matches the reference.
+TEST(CpuConvLayouts, NchwInputIntoABlockedOutputRunsBlocked) {
+  if (!cpu::dnnl_available()) GTEST_SKIP() << "built without oneDNN";
+  const int block = host_channel_block();
+  const Layout blocked = block == 16 ? Layout::Nchw16c : Layout::Nchw8c;
+  cpu::ConvSpec s;
+  s.n = 2, s.cin = 2 * block, s.h = 9, s.w = 7, s.cout = block, s.kh = 3, s.kw = 3, s.oh = 7, s.ow = 5;
+  s.src_layout = Layout::Nchw;
+  s.dst_layout = blocked;
+  const cpu::DnnlConv conv(s);
+  const std::string b(layout_name(blocked));
+  EXPECT_EQ(conv.layouts(), "src " + b + " (reordered from nchw), dst " + b) << conv.implementation();
+  EXPECT_EQ(conv.implementation().find("gemm"), std::string::npos) << conv.implementation();
+  // y = conv(x, w) against the reference, read back from the blocked output.
+  const Tensor x = random_tensor({2, s.cin, 9, 7}, 80, -1, 1), w = random_tensor({s.cout, s.cin, 3, 3}, 81, -1, 1);
+  std::vector<float> y(static_cast<size_t>(2 * s.cout * 7 * 5));
+  conv.run(x.data<float>(), w.data<float>(), nullptr, nullptr, y.data());
+  Graph g = make_graph({{"x", {2, s.cin, 9, 7}}, {"w", {s.cout, s.cin, 3, 3}}},
+                       [&](Graph& g, std::vector<ValueId>& in) { g.set_output("y", g.add_op("conv2d", {in[0], in[1]})); });
+  const std::vector<Tensor> ins = {x, w};
+  const Tensor want = ReferenceBackend().lower(g, {})->run(ins)[0];
+  double worst = 0;
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t c = 0; c < s.cout; ++c)
+      for (int64_t p = 0; p < 35; ++p) {
+        const float got = y[static_cast<size_t>(((n * (s.cout / block) + c / block) * 35 + p) * block + c % block)];
+        worst = std::max(worst, std::abs(static_cast<double>(got) - want.data<float>()[(n * s.cout + c) * 35 + p]));
+      }
+  EXPECT_LT(worst, 1e-4);
+}
+
 TEST(CpuConvPostOps, WhatCannotBeFoldedRunsAfter) {
   Graph g = make_graph({{"x", {"N", 3, 8, 8}}, {"w", {5, 3, 3, 3}}, {"row", {8}}},
                        [&](Graph& g, std::vector<ValueId>& in) {

@@ -454,7 +454,7 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
               << "), " << exe->code().channels_last_values.size() << " stored channels-last\n";
     for (size_t i = 0; i < b.convs.size(); ++i)
       std::cerr << "[cpu] conv2d node " << exe->code().dnnl_convs[i].node << ": oneDNN " << b.convs[i]->implementation()
-                << "\n";
+                << ", " << b.convs[i]->layouts() << "\n";
     for (size_t i = 0; i < b.conv_grads.size(); ++i)
       std::cerr << "[cpu] " << graph.node(exe->code().dnnl_conv_grads[i].node).op << " node "
                 << exe->code().dnnl_conv_grads[i].node << ": oneDNN " << b.conv_grads[i]->implementation() << "\n";

@@ -118,7 +118,9 @@ std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, co
   }
   attr.set_post_ops(po);
   // Channels-last with blocked weights runs the library's direct kernels; plain NCHW runs its
-  // im2col + GEMM.
+  // im2col + GEMM. When only the output is blocked (an NCHW input, as in training), the input is
+  // reordered into the output's blocks: the blocked direct kernel beats the NHWC one (130 against
+  // 195 ms for the CNN's second conv at batch 32, 62x62) and the output needs no reorder.
   struct Config {
     memory::desc src, dst;
     bool any_weights;
@@ -126,9 +128,18 @@ std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, co
   const auto plain = [&](Tag tag, bool any_weights) {
     return Config{memory::desc(dims.src, Dt::f32, tag), memory::desc(dims.dst, Dt::f32, tag), any_weights};
   };
-  const Config configs[] = {{src_user, dst_user, true}, plain(Tag::nhwc, true), plain(Tag::nchw, false)};
+  const memory::desc none;
+  const Tag blocked = dst_user == memory::desc(dims.dst, Dt::f32, Tag::nChw8c)    ? Tag::nChw8c
+                      : dst_user == memory::desc(dims.dst, Dt::f32, Tag::nChw16c) ? Tag::nChw16c
+                                                                                 : Tag::undef;
+  const Config configs[] = {{src_user, dst_user, true},
+                            blocked != Tag::undef && s.cin % (blocked == Tag::nChw8c ? 8 : 16) == 0
+                                ? Config{memory::desc(dims.src, Dt::f32, blocked), dst_user, true}
+                                : Config{none, none, true},
+                            plain(Tag::nhwc, true), plain(Tag::nchw, false)};
   std::optional<Choice> best;
   for (const Config& cfg : configs) {
+    if (cfg.src == none) continue;
     try {
       const memory::desc wei_md = cfg.any_weights ? memory::desc(dims.wei, Dt::f32, Tag::any) : wei_user;
       const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
@@ -224,6 +235,22 @@ DnnlConv::~DnnlConv() = default;
 
 const std::string& DnnlConv::implementation() const { return impl_->name; }
 
+std::string DnnlConv::layouts() const {
+  const Impl& m = *impl_;
+  if (m.empty_output || m.no_input) return "none";
+  auto name = [](const memory::desc& md) -> std::string {
+    const memory::dims d = md.dims();
+    for (auto [tag, text] : {std::pair{Tag::nchw, "nchw"}, std::pair{Tag::nhwc, "nhwc"},
+                             std::pair{Tag::nChw8c, "nchw8c"}, std::pair{Tag::nChw16c, "nchw16c"}})
+      if (md == memory::desc(d, Dt::f32, tag)) return text;
+    return "other";
+  };
+  auto one = [&](const char* what, const memory::desc& runs, const memory::desc& user) {
+    return std::string(what) + " " + name(runs) + (runs == user ? "" : " (reordered from " + name(user) + ")");
+  };
+  return one("src", m.src_md, m.src_user) + ", " + one("dst", m.dst_md, m.dst_user);
+}
+
 struct WeightCache::Entries {
   struct Entry {
     memory::desc layout;
@@ -312,6 +339,7 @@ WeightCache::~WeightCache() = default;
 DnnlConv::DnnlConv(const ConvSpec&) { INGOT_FAIL("CpuBackend: ingot was built without oneDNN"); }
 DnnlConv::~DnnlConv() = default;
 const std::string& DnnlConv::implementation() const { return impl_->name; }
+std::string DnnlConv::layouts() const { return "none"; }
 bool dnnl_conv_is_fast(const ConvSpec&) { return false; }
 void DnnlConv::run(const float*, const float*, const float*, const void* const*, float*, WeightCache*, int64_t) const {
   INGOT_FAIL("CpuBackend: ingot was built without oneDNN");

@@ -82,6 +82,9 @@ class DnnlConv {
   void run(const float* x, const float* w, const float* b, const void* const* operands, float* y,
            WeightCache* weights = nullptr, int64_t weights_value = -1) const;
   const std::string& implementation() const;  // oneDNN's name for the kernel it chose
+  // The activation layouts the primitive runs in, and the caller's where they differ (reordered
+  // each call): "src nchw8c (reordered from nchw), dst nchw8c".
+  std::string layouts() const;
 
  private:
   struct Impl;
