@@ -8,8 +8,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "backends/cpu/cache.h"
+#include "backends/cpu/toolchain.h"
 #include "cpu_test_util.h"
 #include "ingot/ingot.h"
 #include "op_test_util.h"
@@ -20,6 +22,48 @@ namespace {
 namespace fs = std::filesystem;
 using testing::Contains;
 using testing::TempDir;
+
+// A script standing in for the compiler: `--version` prints `version` and counts its runs.
+std::string fake_compiler(const std::string& dir, const std::string& version) {
+  const std::string path = dir + "/fake-c++";
+  std::ofstream(path) << "#!/bin/sh\necho run >> " << dir << "/runs\necho '" << version << "'\n";
+  EXPECT_EQ(::chmod(path.c_str(), 0755), 0);
+  return path;
+}
+
+int runs(const std::string& dir) {
+  std::ifstream in(dir + "/runs");
+  int n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+// The compiler's version is part of every cache key. A new process reads it from the memo in the
+// cache directory instead of running `--version`, while the compiler file is the one the memo
+// names; a changed compiler, or a memo that is not one, runs it again.
+TEST(CpuBuildEnv, CompilerVersionIsMemoizedUntilTheCompilerChanges) {
+  TempDir bin("ingot-fake-cc"), first("ingot-memo"), second("ingot-memo"), third("ingot-memo"), fourth("ingot-memo");
+  const std::string cc = fake_compiler(bin.path, "fake c++ 1.0");
+  EXPECT_EQ(cpu::find_toolchain(cc, first.path).version, "fake c++ 1.0");
+  EXPECT_EQ(runs(bin.path), 1);
+  std::vector<fs::path> memos;
+  for (const auto& e : fs::directory_iterator(first.path)) memos.push_back(e.path());
+  ASSERT_EQ(memos.size(), 1u);
+  // Another directory holding the same memo (what a new process finds): no run.
+  fs::copy_file(memos[0], second.path + "/" + memos[0].filename().string());
+  EXPECT_EQ(cpu::find_toolchain(cc, second.path).version, "fake c++ 1.0");
+  EXPECT_EQ(runs(bin.path), 1);
+  // The compiler replaced (new contents, size and time): the memo no longer applies.
+  ::usleep(10000);
+  fake_compiler(bin.path, "fake c++ 2.0.1");
+  fs::copy_file(memos[0], third.path + "/" + memos[0].filename().string());
+  EXPECT_EQ(cpu::find_toolchain(cc, third.path).version, "fake c++ 2.0.1");
+  EXPECT_EQ(runs(bin.path), 2);
+  // A damaged memo is not read.
+  std::ofstream(fourth.path + "/" + memos[0].filename().string()) << "ingot-toolchain 1\n" << cc << "\ngarbage\n";
+  EXPECT_EQ(cpu::find_toolchain(cc, fourth.path).version, "fake c++ 2.0.1");
+  EXPECT_EQ(runs(bin.path), 3);
+}
 
 // The printed command builds the file_path file, not the cache's copy, and builds it right: run
 // through the shell in a fresh directory, it makes a library that dlopen loads with its entry.

@@ -401,7 +401,8 @@ std::unique_ptr<Executable> CpuBackend::lower(const Graph& graph, const CompileO
 
 cpu::PreparedCode cpu::prepare_code(const Graph& graph, const FusionPlan& plan, const CpuBackend::CpuOptions& options,
                                     const std::string& memory_planning, bool channels_last) {
-  const cpu::Toolchain tc = cpu::find_toolchain(options.compiler);
+  const cpu::Toolchain tc = cpu::find_toolchain(
+      options.compiler, options.cache ? (options.cache_dir.empty() ? cpu::default_cache_dir() : options.cache_dir) : "");
   cpu::CodegenOptions co;
   co.blas = !tc.openblas.empty();
   co.dnnl = cpu::dnnl_available();

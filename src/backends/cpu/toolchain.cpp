@@ -14,6 +14,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "backends/cpu/cache.h"
 #include "ingot/error.h"
 #include "runtime/atomic_file.h"
 
@@ -99,6 +100,48 @@ std::string find_openblas() {
   return "";
 }
 
+// What identifies the compiler's file: its resolved path, inode, size and modification time.
+std::string file_identity(const std::string& path) {
+  char* real = ::realpath(path.c_str(), nullptr);
+  if (real == nullptr) return "";
+  const std::string resolved = real;
+  std::free(real);
+  struct stat st {};
+  if (::stat(resolved.c_str(), &st) != 0) return "";
+  return resolved + "\n" + std::to_string(st.st_ino) + " " + std::to_string(st.st_size) + " " +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+}
+
+std::string version_memo_path(const std::string& memo_dir, const std::string& compiler) {
+  return memo_dir + "/toolchain-" + fnv1a128_hex(compiler).substr(0, 16) + ".txt";
+}
+
+// The memoized version line when the memo names this compiler file as it is now; else "".
+std::string read_version_memo(const std::string& memo_dir, const std::string& compiler) {
+  if (memo_dir.empty()) return "";
+  const std::string identity = file_identity(compiler);
+  if (identity.empty()) return "";
+  std::ifstream in(version_memo_path(memo_dir, compiler), std::ios::binary);
+  std::string line, path, file, version;
+  if (!std::getline(in, line) || line != "ingot-toolchain 1" || !std::getline(in, path) || path != compiler ||
+      !std::getline(in, line) || !std::getline(in, file) || line + "\n" + file != identity ||
+      !std::getline(in, version) || version.empty())
+    return "";
+  return version;
+}
+
+void write_version_memo(const std::string& memo_dir, const std::string& compiler, const std::string& version) {
+  if (memo_dir.empty() || version.find('\n') != std::string::npos) return;
+  const std::string identity = file_identity(compiler);
+  if (identity.empty()) return;
+  try {
+    write_file_atomic(version_memo_path(memo_dir, compiler),
+                      "ingot-toolchain 1\n" + compiler + "\n" + identity + "\n" + version + "\n");
+  } catch (const Error&) {
+    // a memo only saves time: an unwritable directory changes nothing
+  }
+}
+
 }  // namespace
 
 std::atomic<int>& compiler_invocations() {
@@ -120,11 +163,11 @@ const std::string& host_cpu_signature() {
   return sig;
 }
 
-Toolchain find_toolchain(const std::string& requested) {
+Toolchain find_toolchain(const std::string& requested, const std::string& memo_dir) {
   static std::mutex mu;
-  static std::map<std::string, Toolchain> memo;
+  static std::map<std::pair<std::string, std::string>, Toolchain> memo;
   std::lock_guard<std::mutex> lock(mu);
-  auto it = memo.find(requested);
+  auto it = memo.find({requested, memo_dir});
   if (it != memo.end()) return it->second;
 
   std::vector<std::string> candidates;
@@ -140,13 +183,18 @@ Toolchain find_toolchain(const std::string& requested) {
     std::string path = which(c);
     tried += (tried.empty() ? "" : ", ") + c + (path.empty() ? " (not found)" : "");
     if (path.empty()) continue;
-    ProcessResult r = run_process({path, "--version"});
-    if (r.status != 0) {
-      tried += " (`--version` failed)";
-      continue;
+    std::string version = read_version_memo(memo_dir, path);
+    if (version.empty()) {
+      ProcessResult r = run_process({path, "--version"});
+      if (r.status != 0) {
+        tried += " (`--version` failed)";
+        continue;
+      }
+      version = first_line(r.output);
+      write_version_memo(memo_dir, path, version);
     }
-    Toolchain tc{path, first_line(r.output), find_openblas()};
-    memo.emplace(requested, tc);
+    Toolchain tc{path, version, find_openblas()};
+    memo.emplace(std::pair{requested, memo_dir}, tc);
     return tc;
   }
   INGOT_FAIL("CpuBackend: no usable C++ compiler (tried ", tried,
