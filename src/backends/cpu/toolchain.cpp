@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -135,6 +136,8 @@ void write_version_memo(const std::string& memo_dir, const std::string& compiler
   const std::string identity = file_identity(compiler);
   if (identity.empty()) return;
   try {
+    std::error_code ec;  // the cache directory, which the first build would create a moment later
+    std::filesystem::create_directories(memo_dir, ec);
     write_file_atomic(version_memo_path(memo_dir, compiler),
                       "ingot-toolchain 1\n" + compiler + "\n" + identity + "\n" + version + "\n");
   } catch (const Error&) {
