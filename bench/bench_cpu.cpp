@@ -75,7 +75,6 @@ Model gelu_model() {
   return m;
 }
 
-
 struct CompileTimes {
   double cold_ms = 0, warm_memory_ms = 0, warm_disk_ms = 0, warm_disk_child_ms = -1;
   bool disk_hit = false;
@@ -296,7 +295,6 @@ int main(int argc, char** argv) {
   const int64_t gn = quick ? 1024 : 2048;
   std::cerr << "[bench_cpu] gemm " << gn << "^3\n";
   const GemmPeak gemm = gemm_peak(cpu_backend(gdir), gn);
-  const double gemm_ms = gemm.ms, gemm_gflops = gemm.gflops;
   std::error_code ec;
   std::filesystem::remove_all(gdir, ec);
 
@@ -324,7 +322,7 @@ int main(int argc, char** argv) {
               "ref/cpu", "max diff", "cold ms", "warm mem", "warm disk", "warm proc", "disk hit");
   for (const ModelRow& r : rows)
     std::printf("%-28s %10.2f %8.2f %10.2f %8.1f %9.2e %10.1f %10.3f %10.3f %10.3f %9s\n", r.name.c_str(), r.cpu_ms,
-                r.flops / (r.cpu_ms * 1e-3) / 1e9, r.ref_ms, r.ref_ms / r.cpu_ms, r.max_abs_diff, r.ct.cold_ms,
+                gflops_at(r.flops, r.cpu_ms), r.ref_ms, r.ref_ms / r.cpu_ms, r.max_abs_diff, r.ct.cold_ms,
                 r.ct.warm_memory_ms, r.ct.warm_disk_ms, r.ct.warm_disk_child_ms, r.ct.disk_hit ? "yes" : "NO");
   std::printf("\n%-28s %14s %14s %14s %14s %14s  %s\n", "memory (MiB)", "planned peak", "lower bound", "unplanned",
               "cpu arena", "arena lower b.", "conv2d kernels (oneDNN)");
@@ -333,7 +331,7 @@ int main(int argc, char** argv) {
     std::printf("%-28s %14.2f %14.2f %14.2f %14.2f %14.2f  %s\n", r.name.c_str(), mib(r.planned_peak), mib(r.lower_bound),
                 mib(r.unplanned), mib(r.arena), mib(r.arena_lower_bound), r.conv_impls.empty() ? "-" : r.conv_impls.c_str());
   std::printf("\nlibrary GEMM peak (matmul %lldx%lldx%lld through CpuBackend): %.2f ms, %.2f GFLOP/s\n",
-              static_cast<long long>(gn), static_cast<long long>(gn), static_cast<long long>(gn), gemm_ms, gemm_gflops);
+              static_cast<long long>(gn), static_cast<long long>(gn), static_cast<long long>(gn), gemm.ms, gemm.gflops);
 
   // ---- JSON ----
   std::ostringstream js;
@@ -358,7 +356,7 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const ModelRow& r = rows[i];
     js << "    {\"model\": " << json_str(r.name) << ", \"flops\": " << r.flops << ", \"cpu_ms\": " << r.cpu_ms
-       << ", \"cpu_reps\": " << r.cpu_reps << ", \"cpu_gflops\": " << r.flops / (r.cpu_ms * 1e-3) / 1e9
+       << ", \"cpu_reps\": " << r.cpu_reps << ", \"cpu_gflops\": " << gflops_at(r.flops, r.cpu_ms)
        << ", \"reference_ms\": " << r.ref_ms << ", \"reference_reps\": " << r.ref_reps
        << ", \"max_abs_diff_vs_reference\": " << r.max_abs_diff << ", \"compile_cold_ms\": " << r.ct.cold_ms
        << ", \"compile_warm_memory_ms\": " << r.ct.warm_memory_ms << ", \"compile_warm_disk_ms\": " << r.ct.warm_disk_ms
@@ -370,7 +368,7 @@ int main(int argc, char** argv) {
        << "}"
        << (i + 1 < rows.size() ? "," : "") << "\n";
   }
-  js << "  ],\n  \"gemm\": {\"n\": " << gn << ", \"ms\": " << gemm_ms << ", \"gflops\": " << gemm_gflops << "},\n";
+  js << "  ],\n  \"gemm\": {\"n\": " << gn << ", \"ms\": " << gemm.ms << ", \"gflops\": " << gemm.gflops << "},\n";
   // Every ratio the README states, precomputed (make_table.py adds the peers' in summary.json).
   js << "  \"ratios\": {\"gelu_reference_over_cpu\": " << json_num(gelu_ref_ms / gelu_cpu_ms)
      << ", \"gelu_fraction_of_memcpy\": " << json_num(memcpy_warm_ms / gelu_cpu_ms)
@@ -378,7 +376,7 @@ int main(int argc, char** argv) {
   for (const ModelRow& r : rows) {
     const std::string k = r.name.substr(0, r.name.find(' '));
     js << ", \"" << k << "_reference_over_cpu\": " << json_num(r.ref_ms / r.cpu_ms) << ", \"" << k
-       << "_fraction_of_gemm_peak\": " << json_num(r.flops / (r.cpu_ms * 1e-3) / 1e9 / gemm_gflops) << ", \"" << k
+       << "_fraction_of_gemm_peak\": " << json_num(gflops_at(r.flops, r.cpu_ms) / gemm.gflops) << ", \"" << k
        << "_planned_over_lower_bound\": " << json_num(static_cast<double>(r.planned_peak) / static_cast<double>(r.lower_bound))
        << ", \"" << k << "_planned_over_unplanned\": "
        << json_num(static_cast<double>(r.planned_peak) / static_cast<double>(r.unplanned));

@@ -120,7 +120,7 @@ Row bench_step(const std::string& key, const std::string& workload, const Model&
   r.loss_difference = std::abs(compiled_loss - eager_loss);
   r.memory = memory_of(key, model, input_shape);
   std::cout << workload << ": compiled step " << r.compiled_ms << " ms, eager (evaluate + update) " << r.eager_ms
-            << " ms (" << r.eager_ms / r.compiled_ms << "x), " << r.flops / (r.compiled_ms * 1e-3) / 1e9
+            << " ms (" << r.eager_ms / r.compiled_ms << "x), " << gflops_at(r.flops, r.compiled_ms)
             << " GFLOP/s, |loss difference| " << r.loss_difference << ", "
             << memory_text(r.memory) << "\n";
   return r;
@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
     for (const Row& r : rows)
       std::cout << r.workload << ": " << r.flops / 1e9 << " GFLOP a step, at least " << r.flops / (gemm.gflops * 1e9) * 1e3
                 << " ms at the GEMM peak; the compiled step reaches "
-                << 100 * r.flops / (r.compiled_ms * 1e-3) / 1e9 / gemm.gflops << "% of it\n";
+                << 100 * gflops_at(r.flops, r.compiled_ms) / gemm.gflops << "% of it\n";
     std::ostringstream js;
     js << "{\n  \"tool\": \"bench_train\",\n  \"quick\": " << (quick ? "true" : "false")
        << ",\n  \"measured_utc\": " << measured_utc_json() << ",\n  \"machine\": " << machine_json(default_threads()) << ",\n  \"versions\": " << versions_json()
@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
       const Row& r = rows[i];
       js << "    {\"key\": \"" << r.key << "\", \"workload\": \"" << r.workload << "\", \"input_shape\": "
          << json_shape(r.input_shape) << ", \"flops\": " << r.flops << ", \"compiled_step_ms\": " << r.compiled_ms
-         << ", \"compiled_gflops\": " << json_num(r.flops / (r.compiled_ms * 1e-3) / 1e9) << ", \"eager_ms\": " << r.eager_ms
+         << ", \"compiled_gflops\": " << json_num(gflops_at(r.flops, r.compiled_ms)) << ", \"eager_ms\": " << r.eager_ms
          << ", \"loss_difference\": " << r.loss_difference << ", \"memory\": " << json_memory(r.memory) << "}"
          << (i + 1 < rows.size() ? ",\n" : "\n");
     }
@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
        << "},\n  \"checkpointing\": [" << json_memory(deep) << "],\n  \"ratios\": {";
     // eager / compiled step (above 1: the compiled step is faster); checkpointed / plain peak.
     for (const Row& r : rows)
-      js << "\"" << r.key << "_fraction_of_gemm_peak\": " << json_num(r.flops / (r.compiled_ms * 1e-3) / 1e9 / gemm.gflops)
+      js << "\"" << r.key << "_fraction_of_gemm_peak\": " << json_num(gflops_at(r.flops, r.compiled_ms) / gemm.gflops)
          << ", \"" << r.key << "_eager_over_compiled\": " << json_num(r.eager_ms / r.compiled_ms) << ", \"" << r.key
          << "_checkpointed_over_plain_peak\": "
          << json_num(static_cast<double>(r.memory.checkpointed_bytes) / static_cast<double>(r.memory.peak_bytes)) << ", ";

@@ -11,6 +11,9 @@
 
 namespace ingot::bench {
 
+// The rate of `flops` done in `ms` milliseconds, in GFLOP/s.
+inline double gflops_at(double flops, double ms) { return flops / (ms * 1e-3) / 1e9; }
+
 // ExampleMLP: 784 -> 256 -> 10.
 inline double mlp_first_layer_flops(int64_t batch) { return 2.0 * batch * 784 * 256; }
 inline double mlp_flops(int64_t batch) { return mlp_first_layer_flops(batch) + 2.0 * batch * 256 * 10; }
@@ -49,7 +52,7 @@ inline GemmPeak gemm_peak(const Backend& backend, int64_t n) {
   GemmPeak g;
   g.n = n;
   g.ms = time_ms([&] { (void)mm.evaluate({}, {{"a", ta}, {"b", tb}}); }, 3);
-  g.gflops = 2.0 * static_cast<double>(n) * n * n / (g.ms * 1e-3) / 1e9;
+  g.gflops = gflops_at(2.0 * static_cast<double>(n) * n * n, g.ms);
   return g;
 }
 

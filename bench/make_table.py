@@ -295,6 +295,7 @@ def build_train(train, peers):
     w = out.append
     gemm = train.get("gemm")
     gflops = lambda row: row["flops"] / (row["compiled_step_ms"] * 1e-3) / 1e9
+    floor_ms = lambda row: row["flops"] / (gemm["gflops"] * 1e9) * 1e3  # the step's dense work at the GEMM peak
     has_limit = lambda row: bool(gemm) and measured(row.get("flops")) and measured(row.get("compiled_step_ms"))
 
     def peer(name, row):
@@ -316,7 +317,7 @@ def build_train(train, peers):
     for row in train["rows"]:
         base = row["compiled_step_ms"]
         limit = ((f"{gflops(row):.1f} ({100 * gflops(row) / gemm['gflops']:.0f}%)",
-                  fmt_ms(row["flops"] / (gemm["gflops"] * 1e9) * 1e3)) if has_limit(row)
+                  fmt_ms(floor_ms(row))) if has_limit(row)
                  else ("not measured", "not measured"))
         cells = [row["workload"], fmt_ms(base), *limit, cell(row["eager_ms"], base)]
         for p in TRAIN_PEERS:
@@ -356,11 +357,11 @@ def build_train(train, peers):
         else:
             bound = ""
             if has_limit(row) and eager < 2 * base:
-                floor_ms = row["flops"] / (gemm["gflops"] * 1e9) * 1e3
+                floor = floor_ms(row)
                 bound = (f" Half of PyTorch eager's time is {fmt_ms(eager / 2)}; at the GEMM peak the step's dense "
-                         f"work alone takes {fmt_ms(floor_ms)}, so "
-                         + ("it would take more than the library GEMM's peak." if eager / 2 < floor_ms else
-                            f"reaching it needs {100 * floor_ms / (eager / 2):.0f}% of the GEMM peak "
+                         f"work alone takes {fmt_ms(floor)}, so "
+                         + ("it would take more than the library GEMM's peak." if eager / 2 < floor else
+                            f"reaching it needs {100 * floor / (eager / 2):.0f}% of the GEMM peak "
                             f"(the compiled step runs at {100 * gflops(row) / gemm['gflops']:.0f}%)."))
             w(f"- {row['workload']}: ≥ 2× faster than PyTorch eager: PyTorch eager takes **{eager / base:.2f}×** "
               f"the ingot step's time — {verdict(eager >= 2 * base)}.{bound}")
