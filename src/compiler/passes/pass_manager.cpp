@@ -187,17 +187,21 @@ OptimizeResult optimize(Graph& g, const CompileOptions& options,
       dump(cp.name);
     }
   };
+  // Runs built-in pass `p`, reports it (`when` follows its summary) and returns its changes.
+  auto run_builtin = [&](const PassInfo& p, const std::string& when) {
+    PassReport r = p.fn(g, ctx);
+    r.pass = p.name;
+    check_annotated(g, "pass '" + p.name + "'");
+    const int changes = r.changes;
+    say(r.summary() + when);
+    for (const std::string& n : r.notes) say("  " + n);
+    result.reports.push_back(std::move(r));
+    dump(p.name);
+    return changes;
+  };
   run_custom("start");
   for (const PassInfo& p : builtin_passes()) {
-    if (pass_enabled(options, p.name)) {
-      PassReport r = p.fn(g, ctx);
-      r.pass = p.name;
-      check_annotated(g, "pass '" + p.name + "'");
-      say(r.summary());
-      for (const std::string& n : r.notes) say("  " + n);
-      result.reports.push_back(std::move(r));
-      dump(p.name);
-    }
+    if (pass_enabled(options, p.name)) run_builtin(p, "");
     run_custom(p.name);
   }
   // Level high: the cleanup passes again, until none changes anything. conv_bn_folding,
@@ -206,17 +210,9 @@ OptimizeResult optimize(Graph& g, const CompileOptions& options,
   if (optimization_level_index(options.optimization_level) >= 3)
     for (int round = 0; round < kHighCleanupRounds; ++round) {
       int changes = 0;
-      for (const PassInfo& p : builtin_passes()) {
-        if (!is_cleanup_pass(p.name) || !pass_enabled(options, p.name)) continue;
-        PassReport r = p.fn(g, ctx);
-        r.pass = p.name;
-        check_annotated(g, "pass '" + p.name + "'");
-        changes += r.changes;
-        say(r.summary() + " (high, cleanup round " + std::to_string(round + 1) + ")");
-        for (const std::string& n : r.notes) say("  " + n);
-        result.reports.push_back(std::move(r));
-        dump(p.name);
-      }
+      for (const PassInfo& p : builtin_passes())
+        if (is_cleanup_pass(p.name) && pass_enabled(options, p.name))
+          changes += run_builtin(p, " (high, cleanup round " + std::to_string(round + 1) + ")");
       if (changes == 0) break;
     }
   run_custom("end");
