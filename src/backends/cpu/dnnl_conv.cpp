@@ -88,6 +88,17 @@ dnnl::algorithm eltwise_algorithm(ConvPostOp::Kind k) {
   return A::undef;
 }
 
+// The oneDNN memory descriptor of an activation stored in layout `l`.
+memory::desc user_desc(const memory::dims& dims, Layout l) {
+  switch (l) {
+    case Layout::Nhwc: return memory::desc(dims, Dt::f32, Tag::nhwc);
+    case Layout::Nchw8c: return memory::desc(dims, Dt::f32, Tag::nChw8c);
+    case Layout::Nchw16c: return memory::desc(dims, Dt::f32, Tag::nChw16c);
+    case Layout::Nchw: break;
+  }
+  return memory::desc(dims, Dt::f32, Tag::nchw);
+}
+
 // The primitive and the layouts it runs in: the best class of kernel (direct, then im2col + GEMM,
 // then reference), preferring the caller's src/dst layouts (no per-call reorder), then
 // channels-last, then NCHW.
@@ -128,18 +139,13 @@ std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, co
   const auto plain = [&](Tag tag, bool any_weights) {
     return Config{memory::desc(dims.src, Dt::f32, tag), memory::desc(dims.dst, Dt::f32, tag), any_weights};
   };
-  const memory::desc none;
-  const Tag blocked = dst_user == memory::desc(dims.dst, Dt::f32, Tag::nChw8c)    ? Tag::nChw8c
-                      : dst_user == memory::desc(dims.dst, Dt::f32, Tag::nChw16c) ? Tag::nChw16c
-                                                                                 : Tag::undef;
-  const Config configs[] = {{src_user, dst_user, true},
-                            blocked != Tag::undef && s.cin % (blocked == Tag::nChw8c ? 8 : 16) == 0
-                                ? Config{memory::desc(dims.src, Dt::f32, blocked), dst_user, true}
-                                : Config{none, none, true},
-                            plain(Tag::nhwc, true), plain(Tag::nchw, false)};
+  std::vector<Config> configs = {{src_user, dst_user, true}};
+  const int64_t block = layout_channel_block(s.dst_layout);
+  if (block > 0 && s.cin % block == 0) configs.push_back({user_desc(dims.src, s.dst_layout), dst_user, true});
+  configs.push_back(plain(Tag::nhwc, true));
+  configs.push_back(plain(Tag::nchw, false));
   std::optional<Choice> best;
   for (const Config& cfg : configs) {
-    if (cfg.src == none) continue;
     try {
       const memory::desc wei_md = cfg.any_weights ? memory::desc(dims.wei, Dt::f32, Tag::any) : wei_user;
       const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
@@ -156,15 +162,6 @@ std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, co
   return best;
 }
 
-memory::desc user_desc(const memory::dims& dims, Layout l) {
-  switch (l) {
-    case Layout::Nhwc: return memory::desc(dims, Dt::f32, Tag::nhwc);
-    case Layout::Nchw8c: return memory::desc(dims, Dt::f32, Tag::nChw8c);
-    case Layout::Nchw16c: return memory::desc(dims, Dt::f32, Tag::nChw16c);
-    case Layout::Nchw: break;
-  }
-  return memory::desc(dims, Dt::f32, Tag::nchw);
-}
 
 memory::desc weights_user(const ConvSpec& s) {
   const int64_t g = s.groups;
@@ -239,10 +236,8 @@ std::string DnnlConv::layouts() const {
   const Impl& m = *impl_;
   if (m.empty_output || m.no_input) return "none";
   auto name = [](const memory::desc& md) -> std::string {
-    const memory::dims d = md.dims();
-    for (auto [tag, text] : {std::pair{Tag::nchw, "nchw"}, std::pair{Tag::nhwc, "nhwc"},
-                             std::pair{Tag::nChw8c, "nchw8c"}, std::pair{Tag::nChw16c, "nchw16c"}})
-      if (md == memory::desc(d, Dt::f32, tag)) return text;
+    for (Layout l : {Layout::Nchw, Layout::Nhwc, Layout::Nchw8c, Layout::Nchw16c})
+      if (md == user_desc(md.dims(), l)) return std::string(layout_name(l));
     return "other";
   };
   auto one = [&](const char* what, const memory::desc& runs, const memory::desc& user) {
