@@ -400,9 +400,9 @@ std::unique_ptr<Executable> CpuBackend::lower(const Graph& graph, const CompileO
 }
 
 cpu::PreparedCode cpu::prepare_code(const Graph& graph, const FusionPlan& plan, const CpuBackend::CpuOptions& options,
-                                    const std::string& memory_planning, bool channels_last) {
-  const cpu::Toolchain tc = cpu::find_toolchain(
-      options.compiler, options.cache ? (options.cache_dir.empty() ? cpu::default_cache_dir() : options.cache_dir) : "");
+                                    const std::string& memory_planning, bool channels_last,
+                                    const std::string& cache_dir) {
+  const cpu::Toolchain tc = cpu::find_toolchain(options.compiler, cache_dir);
   cpu::CodegenOptions co;
   co.blas = !tc.openblas.empty();
   co.dnnl = cpu::dnnl_available();
@@ -416,7 +416,9 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
                                                  const CpuBackend::CpuOptions& options_, bool verbose,
                                                  const std::string& memory_planning, bool channels_last,
                                                  const std::string& file_path) {
-  cpu::PreparedCode prepared = cpu::prepare_code(graph, plan, options_, memory_planning, channels_last);
+  const std::string cache_dir = cpu::cache_dir_of(options_);
+  cpu::PreparedCode prepared =
+      cpu::prepare_code(graph, plan, options_, memory_planning, channels_last, options_.cache ? cache_dir : "");
   const cpu::Toolchain& tc = prepared.toolchain;
   cpu::GeneratedCode& code = prepared.code;
   cpu::BuildRequest req;
@@ -424,7 +426,7 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
   req.flags = cpu::compile_flags(options_.extra_flags);
   req.toolchain = tc;
   req.cache = options_.cache;
-  req.cache_dir = options_.cache_dir.empty() ? cpu::default_cache_dir() : options_.cache_dir;
+  req.cache_dir = cache_dir;
   if (verbose) {
     const std::string key = cpu::cache_key(req);
     std::cerr << "[cpu] compiler: " << tc.compiler << " (" << tc.version << ")"

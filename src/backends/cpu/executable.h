@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cache.h"
 #include "backends/cpu/codegen.h"
 #include "backends/cpu/toolchain.h"
 #include "compiler/fusion_plan.h"
@@ -19,8 +20,15 @@ struct PreparedCode {
   Toolchain toolchain;
   GeneratedCode code;
 };
+// `cache_dir`: the resolved cache directory (cache_dir_of), where the toolchain's version memo
+// lives; "" when caching is off.
 PreparedCode prepare_code(const Graph& graph, const FusionPlan& plan, const CpuBackend::CpuOptions& options,
-                          const std::string& memory_planning, bool channels_last);
+                          const std::string& memory_planning, bool channels_last, const std::string& cache_dir);
+
+// CpuOptions::cache_dir, else default_cache_dir().
+inline std::string cache_dir_of(const CpuBackend::CpuOptions& options) {
+  return options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
+}
 
 // One request per arena slot of `code`, sized for `shapes` (every value's, by id).
 std::vector<BufferRequest> arena_requests(const Graph& graph, const GeneratedCode& code, const std::vector<Shape>& shapes);
