@@ -97,7 +97,7 @@ inline double train_and_report(const std::string& name, const Model& model, cons
   const double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   out << "== train " << name << " == " << train.size() << " samples, batch " << batch << ", " << optimizer.name()
       << ", compiled training step (" << backend.name() << " backend): " << step.graph().nodes().size()
-            << " nodes, built in " << compile_ms << " ms\n";
+      << " nodes, built in " << compile_ms << " ms\n";
   TensorMap params = step.randomize_params(0);
   OptimizerState state = step.init_state(params);
   const int64_t batches = train.size() / batch;

@@ -1,6 +1,5 @@
 // SGD, Adam and AdamW in two forms that follow the same formulas: update_one (eager, float64
 // loops over host tensors) and build_update (graph ops appended to the compiled training step).
-#include <algorithm>
 #include <cmath>
 
 #include "ingot/error.h"
@@ -34,7 +33,7 @@ void check_adam(const AdamOptions& o, const std::string& n) {
 
 void Optimizer::set_hyperparameter(const std::string& hyperparameter, double value) {
   const std::vector<std::string> names = hyperparameters();
-  INGOT_CHECK(std::find(names.begin(), names.end(), hyperparameter) != names.end(), name(), ": '", hyperparameter,
+  INGOT_CHECK(train::contains(names, hyperparameter), name(), ": '", hyperparameter,
               "' cannot change at run time (run-time hyperparameters of this ", name(), ": ", train::joined(names),
               "; weight_decay and momentum are among them only when the optimizer is built with a non-zero "
               "value, as its update has no term for them otherwise)");

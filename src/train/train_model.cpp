@@ -1,7 +1,6 @@
 // TrainModel: the model with its loss and metric blocks added as a logical model, then the total
 // cost ("final_cost": weighted losses plus regularization) appended to the inferred graph, where
 // parameter names are final and can be matched by pattern.
-#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -16,11 +15,8 @@ namespace ingot {
 
 namespace {
 
+using train::contains;
 using train::joined;
-
-bool contains(const std::vector<std::string>& names, const std::string& name) {
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
 
 // Checks a loss or metric's connections: terminals of the block, and an "input" that reads an
 // output of the model.

@@ -122,9 +122,8 @@ StepResult TrainStep::run(TensorMap& params, OptimizerState& state, const Tensor
   std::map<std::string, double> scalar_values;
   for (const auto& [name, value] : optimizer_->scalars(step)) scalar_values[kScalarPrefix + name] = value;
   for (const auto& [key, value] : batch)
-    INGOT_CHECK(std::find(input_names_.begin(), input_names_.end(), key) != input_names_.end(),
-                "TrainStep::run: the batch has '", key, "', which is no input of the model (inputs: ",
-                train::joined(input_names_), ")");
+    INGOT_CHECK(train::contains(input_names_, key), "TrainStep::run: the batch has '", key,
+                "', which is no input of the model (inputs: ", train::joined(input_names_), ")");
   std::vector<Tensor> args;
   for (ValueId id : g.leaves()) {
     const Value& v = g.value(id);
