@@ -503,6 +503,8 @@ class Generator {
   }
 
   std::string ptr(ValueId v) const { return "v" + std::to_string(v); }
+  // The pointer as kernels declare it (storage_type): float16/bfloat16 buffers as their raw bits.
+  std::string stored_ptr(ValueId v) const { return is_half(g_.value(v).dtype) ? "ig_raw(" + ptr(v) + ")" : ptr(v); }
 
   std::string describe(const std::vector<NodeId>& nodes) const {
     std::string s;
@@ -784,8 +786,8 @@ class Generator {
     k << "  return 0;\n}\n\n";
     kernels_ << k.str();
     call << "  if (" << name << "(ctx";
-    for (ValueId v : reads) call << ", " << (is_half(g_.value(v).dtype) ? "ig_raw(" + ptr(v) + ")" : ptr(v));
-    for (ValueId v : stores) call << ", " << (is_half(g_.value(v).dtype) ? "ig_raw(" + ptr(v) + ")" : ptr(v));
+    for (ValueId v : reads) call << ", " << stored_ptr(v);
+    for (ValueId v : stores) call << ", " << stored_ptr(v);
     call << ") != 0) return 1;\n";
   }
 
@@ -937,7 +939,7 @@ class Generator {
     std::ostringstream k;
     k << "// group " << seg.group << " [reduction, prologue fused]: " << describe(seg.nodes) << "\n";
     k << "static int " << name << "(const ig_ctx* ctx";
-    for (size_t i = 0; i < reads.size(); ++i) k << ", const " << ctype(g_.value(reads[i]).dtype) << "* __restrict p" << i;
+    for (size_t i = 0; i < reads.size(); ++i) k << ", const " << storage_type(g_.value(reads[i]).dtype) << "* __restrict p" << i;
     k << ", " << ty << "* __restrict y) {\n" << dims_prologue();
     int a = 0, b = -1;
     reduce_block(n, rank, &a, &b);
@@ -957,8 +959,7 @@ class Generator {
     for (size_t i = 0; i < reads.size(); ++i) {
       names[reads[i]] = "a" + std::to_string(i);
       const DType dt = g_.value(reads[i]).dtype;
-      const std::string p = "p" + std::to_string(i);  // declared ctype(dt)*: half types load as such
-      k << "    const " << ctype(dt) << " a" << i << " = " << (dt == DType::Bool ? loaded(dt, p, "i") : p + "[i]") << ";\n";
+      k << "    const " << ctype(dt) << " a" << i << " = " << loaded(dt, "p" + std::to_string(i), "i") << ";\n";
     }
     for (size_t i = 0; i + 1 < seg.nodes.size(); ++i) {
       const Node& p = g_.node(seg.nodes[i]);
@@ -970,7 +971,7 @@ class Generator {
     k << "  ig_reduce_fn<" << kind << ", " << tx << ", " << ty << ">(load, y, outer, n, inner);\n  return 0;\n}\n\n";
     kernels_ << k.str();
     call << "  if (" << name << "(ctx";
-    for (ValueId v : reads) call << ", " << ptr(v);
+    for (ValueId v : reads) call << ", " << stored_ptr(v);
     call << ", " << ptr(y) << ") != 0) return 1;\n";
   }
 
