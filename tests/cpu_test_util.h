@@ -109,11 +109,27 @@ inline ValueId scalar(Graph& g, double v, DType t = DType::Float32) {
   return g.add_constant("c" + std::to_string(g.values().size()), Tensor::full(t, {}, v));
 }
 
-// Runs `g` on each input set with CpuBackend (plan from `plan`) and ReferenceBackend.
+// Every layout target the CPU backend can be asked for (CompileOptions::layout_target): a test
+// that loops over them covers on any machine what an AVX2 and an AVX-512 machine pick.
+inline const std::vector<Layout>& all_layout_targets() {
+  static const std::vector<Layout> all = {Layout::Nchw8c, Layout::Nchw16c, Layout::Nhwc, Layout::Nchw};
+  return all;
+}
+
+// The layout target `layout` gives a conv output with `channels` channels (layout_plan.h).
+inline Layout conv_layout_under(Layout layout, int64_t channels) {
+  const int block = layout_channel_block(layout);
+  if (layout == Layout::Nchw) return Layout::Nchw;
+  return block > 0 && channels % block == 0 ? layout : Layout::Nhwc;
+}
+
+// Runs `g` on each input set with CpuBackend (plan from `plan`, buffers laid out for `layout`)
+// and ReferenceBackend.
 inline std::string check(const Graph& g, const std::vector<std::vector<Tensor>>& input_sets, const PlanFn& plan = unfused,
-                  double rtol = 1e-5, double atol = 1e-6) {
+                  double rtol = 1e-5, double atol = 1e-6, Layout layout = host_layout()) {
+  SCOPED_TRACE("layout target " + std::string(layout_name(layout)));
   std::unique_ptr<Executable> ref = ReferenceBackend().lower(g, {});
-  std::unique_ptr<Executable> cpu = cpu::lower_with_plan(g, plan(g), cpu_options(), false);
+  std::unique_ptr<Executable> cpu = cpu::lower_with_plan(g, plan(g), cpu_options(), false, "greedy", layout);
   for (size_t s = 0; s < input_sets.size(); ++s) {
     std::vector<Tensor> want = ref->run(input_sets[s]);
     std::vector<Tensor> got = cpu->run(input_sets[s]);

@@ -331,8 +331,9 @@ TEST(CpuBackend, BuildFailureShowsCommandAndDiagnostics) {
 namespace {
 
 // Lowers `g` with the fusion pass's plan and checks the arena plan for its (static) input shapes.
-cpu::ExecutionPlan checked_plan(const Graph& g, const std::vector<Tensor>& inputs, const std::string& strategy = "greedy") {
-  std::unique_ptr<Executable> cpu = cpu::lower_with_plan(g, plan_fusion(g), cpu_options(), false, strategy);
+cpu::ExecutionPlan checked_plan(const Graph& g, const std::vector<Tensor>& inputs, const std::string& strategy = "greedy",
+                                Layout layout = host_layout()) {
+  std::unique_ptr<Executable> cpu = cpu::lower_with_plan(g, plan_fusion(g), cpu_options(), false, strategy, layout);
   std::vector<Shape> shapes;
   for (const Tensor& t : inputs) shapes.push_back(t.shape());
   cpu::ExecutionPlan p = cpu::execution_plan(*cpu, shapes);
@@ -377,8 +378,9 @@ TEST(CpuBackend, ChannelsLastChainMatchesReference) {
   // The layout plan's buffers through every kernel that handles them: conv (oneDNN) ->
   // batch_norm -> relu -> conv -> global_avg_pool2d, elementwise loops reading a channels-last
   // buffer with broadcasting into an NCHW output, between two channels-last buffers, and mixing
-  // one with an NCHW input. 8 channels are stored in 8-channel blocks, 6 channels NHWC.
-  for (const int64_t c1 : {8, 6}) {
+  // one with an NCHW input. Under each forced layout target: 16 channels fill 8- and 16-channel
+  // blocks, 8 channels only 8-channel ones (NHWC under nchw16c), 6 channels neither (NHWC).
+  for (const int64_t c1 : {16, 8, 6}) {
     const int64_t c2 = 2 * c1;
     Graph g = make_graph({{"x", {"N", 3, 11, 11}}, {"w1", {c1, 3, 3, 3}}, {"b1", {c1}}, {"g", {c1}}, {"m", {c1}},
                           {"v", {c1}}, {"w2", {c2, c1, 3, 3}}, {"cb", {c2, 1, 1}}, {"s", {1, c1, 1, 1}},
@@ -403,20 +405,23 @@ TEST(CpuBackend, ChannelsLastChainMatchesReference) {
                                  random_tensor({c2, c1, 3, 3}, seed + 6), random_tensor({c2, 1, 1}, seed + 7),
                                  random_tensor({1, c1, 1, 1}, seed + 8), random_tensor({n, c1, 11, 11}, seed + 9)};
     };
-    check(g, {inputs(2, 110), inputs(1, 120)}, plan_fusion, 1e-4, 1e-5);
-    if (!cpu::dnnl_available()) continue;
-    const cpu::ExecutionPlan p = checked_plan(g, inputs(2, 110));
-    const std::set<ValueId> moved(p.channels_last_values.begin(), p.channels_last_values.end());
-    const LayoutPlan layouts = plan_layouts(g, cpu::cpu_layout_target(true));
-    const Layout want = c1 == 8 ? Layout::Nchw8c : Layout::Nhwc;
-    const Node& bn = g.node(1);
-    EXPECT_EQ(layouts.at(bn.inputs[0]), want) << "conv";
-    EXPECT_EQ(layouts.at(bn.outputs[0]), want) << "batch_norm";
-    EXPECT_EQ(layouts.at(g.node(2).outputs[0]), want) << "relu";
-    EXPECT_TRUE(moved.count(bn.outputs[0]));
-    for (const auto& [name, v] : g.outputs()) EXPECT_FALSE(moved.count(v)) << name;
-    const ValueId mixed = g.node(g.value(g.outputs().back().second).producer).inputs[0];
-    EXPECT_EQ(layouts.at(mixed), Layout::Nchw) << "an add of a channels-last buffer and an NCHW input";
+    for (const Layout target : all_layout_targets()) {
+      SCOPED_TRACE("c1 = " + std::to_string(c1) + ", target " + std::string(layout_name(target)));
+      check(g, {inputs(2, 110), inputs(1, 120)}, plan_fusion, 1e-4, 1e-5, target);
+      if (!cpu::dnnl_available() || target == Layout::Nchw) continue;
+      const cpu::ExecutionPlan p = checked_plan(g, inputs(2, 110), "greedy", target);
+      const std::set<ValueId> moved(p.channels_last_values.begin(), p.channels_last_values.end());
+      const LayoutPlan layouts = plan_layouts(g, cpu::cpu_layout_target(true, target));
+      const Layout want = conv_layout_under(target, c1);
+      const Node& bn = g.node(1);
+      EXPECT_EQ(layouts.at(bn.inputs[0]), want) << "conv";
+      EXPECT_EQ(layouts.at(bn.outputs[0]), want) << "batch_norm";
+      EXPECT_EQ(layouts.at(g.node(2).outputs[0]), want) << "relu";
+      EXPECT_TRUE(moved.count(bn.outputs[0]));
+      for (const auto& [name, v] : g.outputs()) EXPECT_FALSE(moved.count(v)) << name;
+      const ValueId mixed = g.node(g.value(g.outputs().back().second).producer).inputs[0];
+      EXPECT_EQ(layouts.at(mixed), Layout::Nchw) << "an add of a channels-last buffer and an NCHW input";
+    }
   }
 }
 

@@ -35,11 +35,12 @@ std::vector<Tensor> random_inputs(const Graph& g, int64_t n, uint64_t seed) {
 }
 
 // The code the CPU backend generates for `g` with oneDNN: the fusion pass's plan and the layout
-// plan for this backend.
-cpu::GeneratedCode generated_with_dnnl(const Graph& g) {
+// plan for this backend and layout target.
+cpu::GeneratedCode generated_with_dnnl(const Graph& g, Layout layout = host_layout()) {
   cpu::CodegenOptions o;
   o.dnnl = true;
-  return cpu::generate_cpp(g, plan_fusion(g), plan_layouts(g, cpu::cpu_layout_target(true)), o);
+  const LayoutPlan layouts = layout == Layout::Nchw ? nchw_plan(g) : plan_layouts(g, cpu::cpu_layout_target(true, layout));
+  return cpu::generate_cpp(g, plan_fusion(g), layouts, o);
 }
 
 }  // namespace
@@ -184,22 +185,34 @@ TEST(CpuConvPostOps, ResidualFromAnotherConvSharesItsLayout) {
   // conv_b(a) + a, a = conv_a(x): the residual operand is read in the layout of conv_b's output,
   // so both stay channels-last together. conv_c(a) + a as a graph output (NCHW) does not fold
   // the add: its residual is channels-last; the add runs after, reading both blocked buffers.
-  Graph g = make_graph({{"x", {"N", 8, 10, 10}}, {"wa", {8, 8, 3, 3}}, {"wb", {8, 8, 3, 3}}, {"wc", {4, 8, 1, 1}}},
-                       [&](Graph& g, std::vector<ValueId>& in) {
-                         ValueId a = g.add_op("conv2d", {in[0], in[1]}, {{"padding", V{1, 1}}});
-                         ValueId b = g.add_op("conv2d", {a, in[2]}, {{"padding", V{1, 1}}});
-                         ValueId r = g.add_op("relu", {g.add_op("add", {b, a})});
-                         g.set_output("y", g.add_op("conv2d", {r, in[3]}));
-                         g.set_output("out_sum", g.add_op("add", {g.add_op("conv2d", {a, in[2]}, {{"padding", V{1, 1}}}), a}));
-                       });
-  check(g, {random_inputs(g, 2, 80), random_inputs(g, 1, 90)}, plan_fusion, 1e-4, 1e-5);
-  if (!cpu::dnnl_available()) return;
-  const cpu::GeneratedCode code = generated_with_dnnl(g);
-  ASSERT_EQ(code.dnnl_convs.size(), 4u);
-  EXPECT_EQ(kinds(code.dnnl_convs[1]), (std::vector<Kind>{Kind::Add, Kind::Relu}));
-  EXPECT_EQ(code.dnnl_convs[0].dst_layout, Layout::Nchw8c);
-  EXPECT_EQ(code.dnnl_convs[1].dst_layout, Layout::Nchw8c) << "the residual and the result share the layout";
-  EXPECT_TRUE(code.dnnl_convs[3].post_ops.empty()) << "an NCHW result cannot take a blocked residual";
+  // Under every layout target, with 16 channels (which fill 8- and 16-channel blocks) and 8.
+  for (const int64_t c : {16, 8}) {
+    Graph g = make_graph({{"x", {"N", c, 10, 10}}, {"wa", {c, c, 3, 3}}, {"wb", {c, c, 3, 3}}, {"wc", {4, c, 1, 1}}},
+                         [&](Graph& g, std::vector<ValueId>& in) {
+                           ValueId a = g.add_op("conv2d", {in[0], in[1]}, {{"padding", V{1, 1}}});
+                           ValueId b = g.add_op("conv2d", {a, in[2]}, {{"padding", V{1, 1}}});
+                           ValueId r = g.add_op("relu", {g.add_op("add", {b, a})});
+                           g.set_output("y", g.add_op("conv2d", {r, in[3]}));
+                           g.set_output("out_sum",
+                                        g.add_op("add", {g.add_op("conv2d", {a, in[2]}, {{"padding", V{1, 1}}}), a}));
+                         });
+    for (const Layout target : all_layout_targets()) {
+      SCOPED_TRACE("c = " + std::to_string(c) + ", target " + std::string(layout_name(target)));
+      // |values| reach ~30 after two 144-term convolutions: float32 rounding of sums in another order.
+      check(g, {random_inputs(g, 2, 80), random_inputs(g, 1, 90)}, plan_fusion, 1e-4, 5e-4, target);
+      if (!cpu::dnnl_available()) continue;
+      const cpu::GeneratedCode code = generated_with_dnnl(g, target);
+      ASSERT_EQ(code.dnnl_convs.size(), 4u);
+      EXPECT_EQ(kinds(code.dnnl_convs[1]), (std::vector<Kind>{Kind::Add, Kind::Relu}));
+      const Layout want = conv_layout_under(target, c);
+      EXPECT_EQ(code.dnnl_convs[0].dst_layout, want);
+      EXPECT_EQ(code.dnnl_convs[1].dst_layout, want) << "the residual and the result share the layout";
+      if (want != Layout::Nchw)
+        EXPECT_TRUE(code.dnnl_convs[3].post_ops.empty()) << "an NCHW result cannot take a channels-last residual";
+      else
+        EXPECT_EQ(kinds(code.dnnl_convs[3]), (std::vector<Kind>{Kind::Add})) << "all NCHW: the residual folds";
+    }
+  }
 }
 
 TEST(CpuConvPostOps, ChannelsLastBufferIntoAFusedReduction) {
@@ -250,7 +263,7 @@ TEST(CpuLayoutReport, StatesTheBlockTheBackendUses) {
   EXPECT_EQ(backend.channel_block, host_channel_block());
   const PassReport report = choose_layout(g);
   ASSERT_GE(report.notes.size(), 2u);
-  EXPECT_NE(report.notes[0].find("(" + std::to_string(backend.channel_block) + "-channel blocks)"), std::string::npos)
+  EXPECT_NE(report.notes[0].find(", " + std::to_string(backend.channel_block) + "-channel blocks)"), std::string::npos)
       << report.notes[0];
   std::string reported;
   for (size_t i = 1; i < report.notes.size(); ++i) reported += report.notes[i] + "\n";

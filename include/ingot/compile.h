@@ -56,6 +56,10 @@ struct CompileOptions {
   std::vector<CustomPass> custom_passes;
   // With dump_graph set: also write <dump_graph>.<index>.<pass>.<ext> after every pass that ran.
   bool dump_after_each_pass = false;
+  // How the CPU backend stores convolution activations (src/compiler/layout_plan.h): auto (the
+  // host's: nchw16c with AVX-512, else nchw8c; $INGOT_LAYOUT_TARGET overrides it) | nchw8c |
+  // nchw16c | nhwc | nchw. Forcing one lets any machine test what another would pick.
+  std::string layout_target = "auto";
   std::string memory_planning = "greedy";  // greedy | none
   double max_memory_gb = 0;                // planned peak limit in GiB; 0 = no limit
   std::string mixed_precision = "none";    // none | bfloat16 | float16 (matmul / conv2d inputs)

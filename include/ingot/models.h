@@ -94,6 +94,28 @@ Model BCEWithLogitsLoss(const std::string& reduction = "mean");
 // fraction of rows whose argmax is the target (for TrainModel::add_metric).
 Model ClassAccuracy();
 
+// Vision networks: torchvision's architectures (NCHW float32 images, batch norm without conv
+// biases). Sub-blocks carry torchvision's module names ("conv1", "layer1.0.bn2",
+// "features.3.conv.1.0"), so a torchvision state dict maps onto the parameters name for name
+// (only Linear's weight is stored [in, out], the transpose of torch's [out, in]).
+//
+// min(max(x, 0), 6): MobileNet's clamped ReLU.
+Model Relu6();
+// ResNet's basic block: conv3x3(stride) bn relu conv3x3 bn, plus the input (through a strided
+// 1x1 conv + bn, "downsample", when `downsample`), then relu. Input channels are inferred.
+Model BasicBlock(int64_t planes, int64_t stride = 1, bool downsample = false);
+// ResNet's bottleneck: conv1x1 bn relu, conv3x3(stride, groups) bn relu, conv1x1 (4 * planes)
+// bn, plus the shortcut, relu. Width planes * base_width / 64 * groups (ResNeXt: groups > 1).
+Model Bottleneck(int64_t planes, int64_t stride = 1, bool downsample = false, int64_t groups = 1,
+                 int64_t base_width = 64);
+// MobileNetV2's inverted residual: [1x1 expansion bn relu6] depthwise 3x3(stride) bn relu6,
+// 1x1 projection bn; plus the input when stride is 1 and in_channels == out_channels.
+Model InvertedResidual(int64_t in_channels, int64_t out_channels, int64_t stride, int64_t expand_ratio);
+// [N, 3, H, W] -> [N, num_classes] logits (any H, W of at least 32).
+Model ResNet18(int64_t num_classes = 1000);
+Model ResNet50(int64_t num_classes = 1000);
+Model MobileNetV2(int64_t num_classes = 1000, double width_mult = 1.0);
+
 // The bundled example networks used by the demo and tests.
 // CNN: Conv2d(64, k3) -> BatchNorm2d -> Relu -> Conv2d(128, k3) -> GlobalAvgPool2d -> Linear(10)
 Model ExampleCNN(int64_t num_classes = 10);

@@ -261,6 +261,20 @@ void bind_model(nb::module_& m) {
   m.def("MSELoss", &MSELoss, nb::arg("reduction") = "mean", "Mean squared error of input and target.");
   m.def("CrossEntropyLoss", &CrossEntropyLoss, nb::arg("reduction") = "mean", nb::arg("one_hot_target") = false,
         "Cross entropy of logits and integer (or one-hot) targets.");
+  m.def("Relu6", &Relu6, "min(max(x, 0), 6): MobileNet's clamped ReLU.");
+  m.def("BasicBlock", &BasicBlock, nb::arg("planes"), nb::arg("stride") = 1, nb::arg("downsample") = false,
+        "ResNet's basic block (torchvision's module names: conv1, bn1, conv2, bn2, downsample.0/.1).");
+  m.def("Bottleneck", &Bottleneck, nb::arg("planes"), nb::arg("stride") = 1, nb::arg("downsample") = false,
+        nb::arg("groups") = 1, nb::arg("base_width") = 64,
+        "ResNet's bottleneck (4 * planes out; ResNeXt with groups > 1), torchvision's module names.");
+  m.def("InvertedResidual", &InvertedResidual, nb::arg("in_channels"), nb::arg("out_channels"), nb::arg("stride"),
+        nb::arg("expand_ratio"), "MobileNetV2's inverted residual (torchvision's module names).");
+  m.def("ResNet18", &ResNet18, nb::arg("num_classes") = 1000,
+        "torchvision's ResNet-18: [N, 3, H, W] -> logits; parameters named as its state dict (fc.weight is [in, out]).");
+  m.def("ResNet50", &ResNet50, nb::arg("num_classes") = 1000,
+        "torchvision's ResNet-50: [N, 3, H, W] -> logits; parameters named as its state dict (fc.weight is [in, out]).");
+  m.def("MobileNetV2", &MobileNetV2, nb::arg("num_classes") = 1000, nb::arg("width_mult") = 1.0,
+        "torchvision's MobileNetV2: [N, 3, H, W] -> logits; parameters named as its state dict (classifier.1.weight is [in, out]).");
   m.def("ExampleCNN", &ExampleCNN, nb::arg("num_classes") = 10, "The bundled CNN.");
   m.def("ExampleMLP", &ExampleMLP, "The bundled MLP 784 -> 256 -> 10.");
 }

@@ -1,6 +1,9 @@
 #include "compiler/layout_plan.h"
 
+#include <cstdlib>
 #include <sstream>
+
+#include "ingot/error.h"
 
 namespace ingot {
 
@@ -21,6 +24,19 @@ int host_channel_block() {
 #else
   return 8;
 #endif
+}
+
+Layout host_layout() { return host_channel_block() == 16 ? Layout::Nchw16c : Layout::Nchw8c; }
+
+Layout parse_layout_target(const std::string& name, const std::string& what) {
+  if (name == "auto") {
+    const char* env = std::getenv("INGOT_LAYOUT_TARGET");
+    if (env == nullptr || *env == '\0' || std::string(env) == "auto") return host_layout();
+    return parse_layout_target(env, "Environment variable INGOT_LAYOUT_TARGET");
+  }
+  for (Layout l : {Layout::Nchw, Layout::Nhwc, Layout::Nchw8c, Layout::Nchw16c})
+    if (name == layout_name(l)) return l;
+  INGOT_FAIL(what, ": unknown layout target '", name, "' (valid: auto, nchw, nhwc, nchw8c, nchw16c)");
 }
 
 int layout_channel_block(Layout l) { return l == Layout::Nchw8c ? 8 : l == Layout::Nchw16c ? 16 : 0; }

@@ -35,10 +35,28 @@ struct LayoutPlan {
 // (AVX2). The CPU backend's target and the layout pass's report both take it from here.
 int host_channel_block();
 
+// The layout a compile stores convolution activations in (CompileOptions::layout_target):
+//   nchw     none: every buffer stays NCHW
+//   nhwc     channels-last, never blocked
+//   nchw8c   blocks of 8 channels (AVX2's choice), NHWC where C is not a multiple of 8
+//   nchw16c  blocks of 16 (AVX-512's choice), NHWC where C is not a multiple of 16
+// "auto" is $INGOT_LAYOUT_TARGET when that is set (one of the four), else host_layout(). Forcing
+// one lets a test on any machine cover what another machine would pick.
+Layout host_layout();  // Nchw16c with AVX-512, else Nchw8c
+// The layout a target name stands for ("auto" resolved); an unknown name is an error naming
+// `what` (the option or variable it came from) and the valid names.
+Layout parse_layout_target(const std::string& name, const std::string& what = "Option 'layout_target'");
+
 // What a backend can run in the layouts above.
 struct LayoutTarget {
   // Channels per block for the blocked layout (8 for AVX2, 16 for AVX-512); 0: channels-last only.
   int channel_block = 8;
+  // For a target layout (Nhwc, Nchw8c, Nchw16c; not Nchw, which plans nothing) and this backend's
+  // handles_layouts.
+  static LayoutTarget blocked_as(Layout l, LayoutTarget backend) {
+    backend.channel_block = layout_channel_block(l);
+    return backend;
+  }
   // Whether the backend runs node `n` with its own layout-aware code: conv2d on its
   // convolution library, batch_norm, global_avg_pool2d, elementwise loops. Nodes it runs any
   // other way (reference-kernel callbacks, say) read and write NCHW.

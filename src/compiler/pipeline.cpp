@@ -61,7 +61,7 @@ std::vector<std::string> CompileOptions::option_names() {
   return {"shapes", "types", "constant_keys", "data_keys", "trainable_keys", "discard_keys",
           "static_shapes", "inference", "jit", "file_path", "dump_graph", "dump_format", "verbose",
           "optimization_level", "optimizations", "custom_passes", "dump_after_each_pass",
-          "memory_planning", "max_memory_gb", "mixed_precision", "gradient_checkpointing",
+          "layout_target", "memory_planning", "max_memory_gb", "mixed_precision", "gradient_checkpointing",
           "checkpoint_segments"};
 }
 
@@ -107,6 +107,7 @@ void CompileOptions::set(const std::string& name, const std::string& value) {
     probe.validate();
     checkpoint_segments = static_cast<int>(n);
   }
+  else if (name == "layout_target") { parse_layout_target(value); layout_target = value; }
   else if (name == "memory_planning") { CompileOptions probe; probe.memory_planning = value; probe.validate(); memory_planning = value; }
   else if (name == "mixed_precision") { CompileOptions probe; probe.mixed_precision = value; probe.validate(); mixed_precision = value; }
   else if (name == "max_memory_gb") {
@@ -153,6 +154,7 @@ void CompileOptions::validate() const {
     INGOT_CHECK(cp.after == "start" || cp.after == "end" || is_pass(cp.after), "Option 'custom_passes': custom pass '",
                 cp.name, "' runs after unknown point '", cp.after, "' (valid points: start, ", pass_list(), ", end)");
   }
+  parse_layout_target(layout_target);
   INGOT_CHECK(memory_planning == "greedy" || memory_planning == "none", "Option 'memory_planning': unknown strategy '",
               memory_planning, "' (valid: greedy, none)");
   INGOT_CHECK(std::isfinite(max_memory_gb) && max_memory_gb >= 0, "Option 'max_memory_gb': must be a non-negative number of GiB (0 = no limit), got ",

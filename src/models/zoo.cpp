@@ -7,24 +7,14 @@
 
 #include "ingot/error.h"
 #include "models/model_impl.h"
+#include "models/zoo_util.h"
 
 namespace ingot {
 
 namespace {
 
-// An empty composite block whose instances are named after `type` ("Conv2d" -> "conv2d_0").
-Model block(const std::string& type) {
-  Model m;
-  m.impl().type_name = type;
-  return m;
-}
-
-// Adds primitive `op` to `m`, one input terminal per link (in order), one output "output".
-Connection add_op(Model& m, const std::string& op, const Links& inputs, Attrs attrs = {}) {
-  std::vector<std::string> names;
-  for (const auto& [name, key] : inputs) names.push_back(name);
-  return m.add(Model::primitive(op, names, {"output"}, std::move(attrs)), inputs).at("output");
-}
+using zoo::add_op;
+using zoo::block;
 
 // The reserved primitive that the compiler resolves to `training` or, when compiled with
 // `inference`, to `inference`; the unused path is removed as dead code.

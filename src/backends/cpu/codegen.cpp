@@ -202,6 +202,7 @@ class Generator {
     index_leaves_and_symbols();
     fold_transposes();
     build_segments();
+    check_layouts();
     plan_buffers();
     for (size_t v = 0; v < g_.values().size(); ++v)
       if (layout(static_cast<ValueId>(v)) != Layout::Nchw) out_.channels_last_values.push_back(static_cast<ValueId>(v));
@@ -328,6 +329,59 @@ class Generator {
         if (s.group == static_cast<int>(gi) && s.kind == Segment::Elementwise)
           out_.native_nodes.insert(out_.native_nodes.end(), s.nodes.begin(), s.nodes.end());
     }
+  }
+
+  // A layout is part of a value's type: every buffer must be read and written in a layout its
+  // kernel addresses, or the result is silently wrong. Elementwise loops address each operand
+  // in its own layout (loop_nest); a oneDNN conv reads x in any layout, its weights, bias and
+  // per-channel post-op operands plain, and full post-op operands in the layout of the result
+  // (DnnlConv reorders them into the primitive's); batch_norm reads x in y's layout and
+  // global_avg_pool2d any layout into a plain y; every other kernel (reductions, fused
+  // prologues, row kernels, gemm, copies, reference callbacks) and every graph output is NCHW.
+  // The layout plan guarantees this; here it is checked, so a planning bug is an internal error
+  // at lowering, never a wrong number.
+  void check_layouts() const {
+    auto require = [&](ValueId v, Layout want, const Node& reader, const char* role) {
+      const Layout got = layout(v);
+      INGOT_CHECK(got == want, "CpuBackend internal error: ", role, " v", v, " of ", reader.op, " (node ", reader.id,
+                  ") is stored ", layout_name(got), " but read as ", layout_name(want),
+                  "; please report this with the graph (CompileOptions::dump_graph)");
+    };
+    auto plain = [&](const Node& n) {
+      for (ValueId v : n.inputs) require(stored(v), Layout::Nchw, n, "input");
+      for (ValueId v : n.outputs) require(v, Layout::Nchw, n, "output");
+    };
+    for (size_t s = 0; s < segs_.size(); ++s) {
+      const Segment& seg = segs_[s];
+      if (seg.kind == Segment::Elementwise) continue;
+      if (const auto epi = conv_epilogue_.find(s); epi != conv_epilogue_.end()) {
+        const Node& conv = g_.node(seg.nodes[0]);
+        for (size_t i = 1; i < conv.inputs.size(); ++i) require(conv.inputs[i], Layout::Nchw, conv, "weight or bias");
+        for (size_t i = 0, b = 0; i < epi->second.post_ops.size(); ++i) {
+          if (!epi->second.post_ops[i].binary()) continue;
+          const ValueId o = epi->second.operands[b++];
+          require(o, epi->second.post_ops[i].per_channel ? Layout::Nchw : layout(epi->second.result), conv,
+                  "post-op operand");
+        }
+        continue;
+      }
+      if (seg.kind == Segment::Native && seg.nodes.size() == 1) {
+        const Node& n = g_.node(seg.nodes[0]);
+        if (n.op == "batch_norm") {
+          require(n.inputs[0], layout(n.outputs[0]), n, "input");
+          for (size_t i = 1; i < n.inputs.size(); ++i) require(n.inputs[i], Layout::Nchw, n, "statistic");
+          continue;
+        }
+        if (n.op == "global_avg_pool2d") {
+          require(n.outputs[0], Layout::Nchw, n, "output");
+          continue;
+        }
+      }
+      for (NodeId id : seg.nodes) plain(g_.node(id));
+    }
+    for (const auto& [name, v] : g_.outputs())
+      INGOT_CHECK(layout(v) == Layout::Nchw, "CpuBackend internal error: graph output v", v, " is stored ",
+                  layout_name(layout(v)), "; please report this with the graph (CompileOptions::dump_graph)");
   }
 
   // Whether elementwise nodes `run` can be computed inside reduction `red` (one pass, no buffer
@@ -1188,9 +1242,9 @@ bool is_native(const Graph& g, const Node& n) {
   return false;
 }
 
-LayoutTarget cpu_layout_target(bool dnnl) {
+LayoutTarget cpu_layout_target(bool dnnl, Layout layout) {
   LayoutTarget t;
-  t.channel_block = host_channel_block();  // oneDNN's AVX-512 kernels block channels by 16, AVX2 ones by 8
+  t.channel_block = layout_channel_block(layout);  // oneDNN's AVX-512 kernels block channels by 16, AVX2 ones by 8
   t.handles_layouts = [dnnl](const Graph& g, const Node& n) { return is_native(g, n) && (n.op != "conv2d" || dnnl); };
   return t;
 }

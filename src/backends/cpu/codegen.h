@@ -73,8 +73,8 @@ GeneratedCode generate_cpp(const Graph& g, const FusionPlan& plan, const LayoutP
                            const CodegenOptions& options);
 
 // What the generated code handles in every layout (LayoutTarget for plan_layouts): native nodes,
-// and conv2d only through oneDNN.
-LayoutTarget cpu_layout_target(bool dnnl);
+// and conv2d only through oneDNN; channel blocks of `layout`'s (Nchw8c, Nchw16c; Nhwc: none).
+LayoutTarget cpu_layout_target(bool dnnl, Layout layout = host_layout());
 
 // True when `op` (with this node's dtypes and attributes) has native code.
 bool is_native(const Graph& g, const Node& n);

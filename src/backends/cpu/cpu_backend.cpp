@@ -396,11 +396,11 @@ std::unique_ptr<Executable> CpuBackend::lower(const Graph& graph, const CompileO
   const std::optional<Graph> widened = cpu::widen_half_dense(graph);  // mixed precision's dense ops
   const Graph& g = widened ? *widened : graph;
   return cpu::lower_with_plan(g, fusion_plan_for(g, options), options_, options.verbose, options.memory_planning,
-                              pass_enabled(options, "layout"), options.file_path);
+                              requested_layout(options), options.file_path);
 }
 
 cpu::PreparedCode cpu::prepare_code(const Graph& graph, const FusionPlan& plan, const CpuBackend::CpuOptions& options,
-                                    const std::string& memory_planning, bool channels_last,
+                                    const std::string& memory_planning, Layout layout,
                                     const std::string& cache_dir) {
   const cpu::Toolchain tc = cpu::find_toolchain(options.compiler, cache_dir);
   cpu::CodegenOptions co;
@@ -408,17 +408,18 @@ cpu::PreparedCode cpu::prepare_code(const Graph& graph, const FusionPlan& plan, 
   co.dnnl = cpu::dnnl_available();
   co.inplace = memory_planning != "none";
   co.num_threads = options.num_threads;
-  const LayoutPlan layouts = channels_last ? plan_layouts(graph, cpu::cpu_layout_target(co.dnnl)) : nchw_plan(graph);
+  const LayoutPlan layouts =
+      layout == Layout::Nchw ? nchw_plan(graph) : plan_layouts(graph, cpu::cpu_layout_target(co.dnnl, layout));
   return {tc, cpu::generate_cpp(graph, plan, layouts, co)};
 }
 
 std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const FusionPlan& plan,
                                                  const CpuBackend::CpuOptions& options_, bool verbose,
-                                                 const std::string& memory_planning, bool channels_last,
+                                                 const std::string& memory_planning, Layout layout,
                                                  const std::string& file_path) {
   const std::string cache_dir = cpu::cache_dir_of(options_);
   cpu::PreparedCode prepared =
-      cpu::prepare_code(graph, plan, options_, memory_planning, channels_last, options_.cache ? cache_dir : "");
+      cpu::prepare_code(graph, plan, options_, memory_planning, layout, options_.cache ? cache_dir : "");
   const cpu::Toolchain& tc = prepared.toolchain;
   cpu::GeneratedCode& code = prepared.code;
   cpu::BuildRequest req;

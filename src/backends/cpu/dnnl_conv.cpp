@@ -105,29 +105,37 @@ memory::desc user_desc(const memory::dims& dims, Layout l) {
 struct Choice {
   dnnl::convolution_forward::primitive_desc pd;
   std::string name;
-  std::vector<std::pair<int, memory::desc>> binary_operands;  // post-op index, operand layout
+  // Per binary post-op: its index among the post-ops and the layout the primitive reads the
+  // operand in. A full operand is described in the layout the primitive writes y in (dst), not
+  // the caller's: oneDNN's direct kernels index a full binary operand by dst's offsets whatever
+  // its descriptor says, so an operand described in another layout is read at the wrong places
+  // (the residual-block bug: NCHW residual, NHWC primitive). run() reorders the caller's operand
+  // into this layout when the two differ.
+  std::vector<std::pair<int, memory::desc>> binary_operands;
 };
 
-std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, const memory::desc& dst_user,
-                             const memory::desc& wei_user, const memory::desc& bias_md, std::string* errors) {
-  const DnnlConvDims dims = dnnl_conv_dims(s);
-  Choice c;
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // thread-safe execution
+// The post-ops of `s`, full binary operands described in `dst` (the layout the primitive writes).
+dnnl::post_ops post_ops_for(const ConvSpec& s, const memory::desc& dst, Choice* c) {
   dnnl::post_ops po;
+  c->binary_operands.clear();
   for (size_t i = 0; i < s.post_ops.size(); ++i) {
     const ConvPostOp& op = s.post_ops[i];
     if (op.binary()) {
-      const memory::desc md = op.per_channel ? memory::desc({1, s.cout, 1, 1}, Dt::f32, Tag::abcd) : dst_user;
+      const memory::desc md = op.per_channel ? memory::desc({1, s.cout, 1, 1}, Dt::f32, Tag::abcd) : dst;
       po.append_binary(eltwise_algorithm(op.kind), md);
-      c.binary_operands.emplace_back(static_cast<int>(i), md);
+      c->binary_operands.emplace_back(static_cast<int>(i), md);
     } else {
       // relu's alpha is its negative slope (0); linear's alpha and beta are the map's.
       const bool linear = op.kind == ConvPostOp::Kind::Linear;
       po.append_eltwise(1.0f, eltwise_algorithm(op.kind), linear ? op.alpha : 0.0f, linear ? op.beta : 0.0f);
     }
   }
-  attr.set_post_ops(po);
+  return po;
+}
+
+std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, const memory::desc& dst_user,
+                             const memory::desc& wei_user, const memory::desc& bias_md, std::string* errors) {
+  const DnnlConvDims dims = dnnl_conv_dims(s);
   // Channels-last with blocked weights runs the library's direct kernels; plain NCHW runs its
   // im2col + GEMM. When only the output is blocked (an NCHW input, as in training), the input is
   // reordered into the output's blocks: the blocked direct kernel beats the NHWC one (130 against
@@ -147,13 +155,17 @@ std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, co
   std::optional<Choice> best;
   for (const Config& cfg : configs) {
     try {
+      Choice c;
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // thread-safe execution
+      attr.set_post_ops(post_ops_for(s, cfg.dst, &c));
       const memory::desc wei_md = cfg.any_weights ? memory::desc(dims.wei, Dt::f32, Tag::any) : wei_user;
       const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                               cfg.src, wei_md, s.has_bias ? bias_md : memory::desc(), cfg.dst,
                                               dims.strides, dims.dilates, dims.pad_l, dims.pad_r);
       c.pd = dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
       c.name = c.pd.impl_info_str();
-      if (!best || kernel_class(c.name) < kernel_class(best->name)) best = c;
+      if (!best || kernel_class(c.name) < kernel_class(best->name)) best = std::move(c);
       if (kernel_class(best->name) == 0) break;
     } catch (const dnnl::error& e) {
       *errors += std::string(errors->empty() ? "" : "; ") + e.what();
@@ -161,7 +173,6 @@ std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, co
   }
   return best;
 }
-
 
 memory::desc weights_user(const ConvSpec& s) {
   const int64_t g = s.groups;
@@ -308,10 +319,14 @@ void DnnlConv::run(const float* x, const float* w, const float* b, const void* c
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, wei_m}, {DNNL_ARG_DST, dst_m},
                                             {DNNL_ARG_SCRATCHPAD, memory(m.scratch_md, eng, pad.p)}};
     if (s.has_bias) args.emplace(DNNL_ARG_BIAS, memory(m.bias_md, eng, const_cast<float*>(b)));
+    // Full operands come in the caller's y layout (dst_user) and are read in the primitive's.
+    std::vector<std::optional<Scratch>> operand_tmp(m.binary_operands.size());
     for (size_t i = 0; i < m.binary_operands.size(); ++i) {
       const auto& [index, md] = m.binary_operands[i];
+      const bool full = !s.post_ops[static_cast<size_t>(index)].per_channel;
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1,
-                   memory(md, eng, const_cast<void*>(operands[i])));
+                   full ? input(m.dst_user, md, static_cast<const float*>(operands[i]), operand_tmp[i])
+                        : memory(md, eng, const_cast<void*>(operands[i])));
     }
     m.prim.execute(st, args);
     if (!(m.dst_user == m.dst_md)) dnnl::reorder(dst_m, dst_u).execute(st, dst_m, dst_u);

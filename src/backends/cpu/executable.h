@@ -23,7 +23,7 @@ struct PreparedCode {
 // `cache_dir`: the resolved cache directory (cache_dir_of), where the toolchain's version memo
 // lives; "" when caching is off.
 PreparedCode prepare_code(const Graph& graph, const FusionPlan& plan, const CpuBackend::CpuOptions& options,
-                          const std::string& memory_planning, bool channels_last, const std::string& cache_dir);
+                          const std::string& memory_planning, Layout layout, const std::string& cache_dir);
 
 // CpuOptions::cache_dir, else default_cache_dir().
 inline std::string cache_dir_of(const CpuBackend::CpuOptions& options) {
@@ -33,13 +33,13 @@ inline std::string cache_dir_of(const CpuBackend::CpuOptions& options) {
 // One request per arena slot of `code`, sized for `shapes` (every value's, by id).
 std::vector<BufferRequest> arena_requests(const Graph& graph, const GeneratedCode& code, const std::vector<Shape>& shapes);
 
-// channels_last: store buffers as plan_layouts decides for this backend (the layout pass's
-// decisions), else all NCHW. file_path (CompileOptions::file_path): where compile writes the
+// layout: the target layout (requested_layout(options)); buffers are stored as plan_layouts
+// decides for this backend and that target, or all NCHW for Layout::Nchw. file_path (CompileOptions::file_path): where compile writes the
 // source; `verbose` then prints the command that builds that file, not the cache's copy.
 std::unique_ptr<Executable> lower_with_plan(const Graph& graph, const FusionPlan& plan,
                                             const CpuBackend::CpuOptions& options, bool verbose,
                                             const std::string& memory_planning = "greedy",
-                                            bool channels_last = true, const std::string& file_path = "");
+                                            Layout layout = host_layout(), const std::string& file_path = "");
 
 // What a CPU executable runs with for these input shapes (planned at load for static shapes, on
 // the first call otherwise): the arena requests (one per intermediate buffer, steps = generated

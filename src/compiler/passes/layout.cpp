@@ -1,7 +1,7 @@
 // The layout pass: which rank-4 buffers a backend stores channels-last (compiler/layout_plan.h
 // states the rules). Like the fusion pass it decides without rewriting the graph: backends call
 // layout_plan_for(graph, options, target), and this pass reports the decisions for a CPU target
-// with this machine's channel block (host_channel_block(), the CPU backend's).
+// with the layout the compile asks for (CompileOptions::layout_target; auto: this machine's).
 //
 // The plan starts from every channels-last conv2d's output and carries the layout forward
 // through batch_norm and elementwise nodes whose full-shape inputs agree; then, to a fixpoint, a
@@ -101,20 +101,26 @@ LayoutPlan plan_layouts(const Graph& g, const LayoutTarget& target) {
   return plan;
 }
 
-LayoutPlan layout_plan_for(const Graph& g, const CompileOptions& options, const LayoutTarget& target) {
-  return pass_enabled(options, "layout") ? plan_layouts(g, target) : nchw_plan(g);
+Layout requested_layout(const CompileOptions& options) {
+  return pass_enabled(options, "layout") ? parse_layout_target(options.layout_target) : Layout::Nchw;
 }
 
-PassReport choose_layout(Graph& g, const PassContext&) {
+LayoutPlan layout_plan_for(const Graph& g, const CompileOptions& options, const LayoutTarget& target) {
+  const Layout l = requested_layout(options);
+  return l == Layout::Nchw ? nchw_plan(g) : plan_layouts(g, LayoutTarget::blocked_as(l, target));
+}
+
+PassReport choose_layout(Graph& g, const PassContext& ctx) {
   PassReport report;
-  LayoutTarget host;
-  host.channel_block = host_channel_block();  // the block the CPU backend uses on this machine
-  const LayoutPlan plan = plan_layouts(g, host);
+  const Layout want = parse_layout_target(ctx.layout_target);
+  const LayoutPlan plan = want == Layout::Nchw ? nchw_plan(g) : plan_layouts(g, LayoutTarget::blocked_as(want, {}));
   size_t moved = 0;
   for (Layout l : plan.of_value) moved += l != Layout::Nchw;
-  report.notes.push_back(std::to_string(moved) + " buffers channels-last for this machine's CPU target (" +
-                         std::to_string(host.channel_block) +
-                         "-channel blocks); the graph is unchanged, backends call layout_plan_for");
+  const int block = layout_channel_block(want);
+  report.notes.push_back(std::to_string(moved) + " buffers channels-last for the CPU target " +
+                         std::string(layout_name(want)) + " (layout_target " + ctx.layout_target +
+                         (block > 0 ? ", " + std::to_string(block) + "-channel blocks" : "") +
+                         "); the graph is unchanged, backends call layout_plan_for");
   std::istringstream lines(plan.str(g));
   for (std::string line; std::getline(lines, line);) report.notes.push_back(line);
   return report;

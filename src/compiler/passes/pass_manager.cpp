@@ -17,6 +17,7 @@ PassContext pass_context(const CompileOptions& options) {
   PassContext ctx;
   ctx.inference = options.inference;
   ctx.mixed_precision = options.mixed_precision;
+  ctx.layout_target = options.layout_target;
   return ctx;
 }
 

@@ -43,6 +43,7 @@ struct PassContext {
   // (256 MiB: the CNN at batch 32 runs in chunks of 4; single images ran about 10% slower, their
   // convolutions being less efficient than the caches gained).
   int64_t chunk_bytes = int64_t{256} << 20;
+  std::string layout_target = "auto";  // CompileOptions::layout_target (the layout pass's report)
 };
 PassContext pass_context(const CompileOptions& options);
 
@@ -92,6 +93,9 @@ std::vector<NodeId> run_in_dtype(Graph& g, const std::function<std::optional<DTy
 FusionPlan fusion_plan_for(const Graph& g, const CompileOptions& options);
 // The layout plan for `target`: plan_layouts when the "layout" pass is enabled, else NCHW.
 LayoutPlan layout_plan_for(const Graph& g, const CompileOptions& options, const LayoutTarget& target);
+// The layout a compile asks for: Nchw when the "layout" pass is off, else
+// CompileOptions::layout_target resolved (parse_layout_target).
+Layout requested_layout(const CompileOptions& options);
 
 // ---- helpers shared by passes ----
 // Every read of `from` (node inputs and graph outputs) reads `to` instead.

@@ -1,0 +1,25 @@
+// What the zoo's files share (zoo.cpp: layers and losses; zoo_vision.cpp: vision networks).
+#pragma once
+
+#include <string>
+
+#include "ingot/model.h"
+#include "models/model_impl.h"
+
+namespace ingot::zoo {
+
+// An empty composite block whose instances are named after `type` ("Conv2d" -> "conv2d_0").
+inline Model block(const std::string& type) {
+  Model m;
+  m.impl().type_name = type;
+  return m;
+}
+
+// Adds primitive `op` to `m`, one input terminal per link (in order), one output "output".
+inline Connection add_op(Model& m, const std::string& op, const Links& inputs, Attrs attrs = {}) {
+  std::vector<std::string> names;
+  for (const auto& [name, key] : inputs) names.push_back(name);
+  return m.add(Model::primitive(op, names, {"output"}, std::move(attrs)), inputs).at("output");
+}
+
+}  // namespace ingot::zoo

@@ -1,0 +1,61 @@
+// The zoo's vision networks (ResNet-18, ResNet-50, MobileNetV2) end to end at a small
+// resolution: parameters named as torchvision names them, and the CPU backend's logits against
+// the reference interpreter's (inference at the default level under every layout target, and at
+// level high on this machine's target).
+#include <gtest/gtest.h>
+
+#include "network_test_util.h"
+
+using namespace ingot;
+using namespace ingot::network_test;
+
+namespace {
+
+std::vector<std::string> param_names(const Model& m, const Shape& shape) {
+  CompileOptions o;
+  o.shapes["input"] = ingot::testing::template_of(shape);
+  o.inference = true;
+  std::vector<std::string> names;
+  for (const auto& [name, t] : compile(m, ReferenceBackend(), o).randomize_params(0)) names.push_back(name);
+  return names;
+}
+
+bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+void every_target(const Model& m, const Shape& shape) {
+  for (Layout l : cpu_test::all_layout_targets()) expect_matches_reference(m, shape, {"medium", l}, 1e-4);
+  expect_matches_reference(m, shape, {"high", host_layout()}, 1e-4);
+}
+
+}  // namespace
+
+TEST(VisionModels, ParametersCarryTorchvisionNames) {
+  const std::vector<std::string> r18 = param_names(ResNet18(10), {1, 3, 32, 32});
+  for (const char* n : {"conv1.weight", "bn1.running_var", "layer1.0.conv1.weight", "layer1.1.bn2.bias",
+                        "layer2.0.downsample.0.weight", "layer2.0.downsample.1.running_mean", "layer4.1.conv2.weight",
+                        "fc.weight", "fc.bias"})
+    EXPECT_TRUE(has(r18, n)) << n;
+  EXPECT_FALSE(has(r18, "layer1.0.downsample.0.weight")) << "64 -> 64 channels at stride 1 needs no downsample";
+  EXPECT_EQ(r18.size(), 1u + 4u + 8u * 10u + 3u * 5u + 2u) << "torchvision's state dict, less num_batches_tracked";
+  const std::vector<std::string> r50 = param_names(ResNet50(10), {1, 3, 32, 32});
+  for (const char* n : {"layer1.0.downsample.0.weight", "layer1.2.conv3.weight", "layer3.5.bn3.weight", "layer4.2.conv1.weight"})
+    EXPECT_TRUE(has(r50, n)) << n;
+  const std::vector<std::string> mb = param_names(MobileNetV2(10), {1, 3, 32, 32});
+  for (const char* n : {"features.0.0.weight", "features.0.1.running_mean", "features.1.conv.0.0.weight",
+                        "features.1.conv.1.weight", "features.2.conv.0.0.weight", "features.2.conv.1.0.weight",
+                        "features.2.conv.2.weight", "features.2.conv.3.running_var", "features.17.conv.3.bias",
+                        "features.18.0.weight", "classifier.1.weight"})
+    EXPECT_TRUE(has(mb, n)) << n;
+}
+
+TEST(VisionModels, BadArgumentsAreClearErrors) {
+  EXPECT_THROW(ResNet18(0), Error);
+  EXPECT_THROW(BasicBlock(0), Error);
+  EXPECT_THROW(Bottleneck(16, 1, false, 0), Error);
+  EXPECT_THROW(InvertedResidual(16, 16, 3, 6), Error);
+  EXPECT_THROW(MobileNetV2(10, 0.0), Error);
+}
+
+TEST(VisionModels, ResNet18MatchesReference) { every_target(ResNet18(10), {2, 3, 32, 32}); }
+TEST(VisionModels, ResNet50MatchesReference) { every_target(ResNet50(10), {1, 3, 32, 32}); }
+TEST(VisionModels, MobileNetV2MatchesReference) { every_target(MobileNetV2(10), {1, 3, 32, 32}); }
