@@ -164,7 +164,7 @@ def compile(target: Any = None, backend: Any = None, **options: Any) -> Any:  # 
     static_shapes, inference, jit, file_path, dump_graph, dump_format, verbose,
     optimization_level, optimizations ({pass: bool} or 'cse=off,layout'), custom_passes
     ([(name, after, fn)] with fn(graph_dict) -> graph_dict or None), dump_after_each_pass,
-    memory_planning, max_memory_gb, mixed_precision, gradient_checkpointing, checkpoint_segments.
+    layout_target, memory_planning, max_memory_gb, mixed_precision, gradient_checkpointing, checkpoint_segments.
     An unknown keyword raises TypeError listing the valid ones; a bad value raises IngotError.
 
     **Functions** (MLX-style): ``ml.compile(fn, shapeless=False, inputs=None, outputs=None)``

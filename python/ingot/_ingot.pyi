@@ -303,6 +303,37 @@ def MSELoss(reduction: str = 'mean') -> Model:
 def CrossEntropyLoss(reduction: str = 'mean', one_hot_target: bool = False) -> Model:
     """Cross entropy of logits and integer (or one-hot) targets."""
 
+def Relu6() -> Model:
+    """min(max(x, 0), 6): MobileNet's clamped ReLU."""
+
+def BasicBlock(planes: int, stride: int = 1, downsample: bool = False) -> Model:
+    """
+    ResNet's basic block (torchvision's module names: conv1, bn1, conv2, bn2, downsample.0/.1).
+    """
+
+def Bottleneck(planes: int, stride: int = 1, downsample: bool = False, groups: int = 1, base_width: int = 64) -> Model:
+    """
+    ResNet's bottleneck (4 * planes out; ResNeXt with groups > 1), torchvision's module names.
+    """
+
+def InvertedResidual(in_channels: int, out_channels: int, stride: int, expand_ratio: int) -> Model:
+    """MobileNetV2's inverted residual (torchvision's module names)."""
+
+def ResNet18(num_classes: int = 1000) -> Model:
+    """
+    torchvision's ResNet-18: [N, 3, H, W] -> logits; parameters named as its state dict (fc.weight is [in, out]).
+    """
+
+def ResNet50(num_classes: int = 1000) -> Model:
+    """
+    torchvision's ResNet-50: [N, 3, H, W] -> logits; parameters named as its state dict (fc.weight is [in, out]).
+    """
+
+def MobileNetV2(num_classes: int = 1000, width_mult: float = 1.0) -> Model:
+    """
+    torchvision's MobileNetV2: [N, 3, H, W] -> logits; parameters named as its state dict (classifier.1.weight is [in, out]).
+    """
+
 def ExampleCNN(num_classes: int = 10) -> Model:
     """The bundled CNN."""
 

@@ -97,7 +97,8 @@ def test_every_compile_option_is_a_keyword(tmp_path, rng):
         jit=False, file_path=tmp_path / "plan.txt", dump_graph=dump, dump_format="json", verbose=False,
         optimization_level="high", optimizations={"cse": False, "dce": True},
         custom_passes=[("record", "end", lambda g: seen.append(len(g["nodes"])))], dump_after_each_pass=False,
-        memory_planning="greedy", max_memory_gb=1.0, mixed_precision="none", gradient_checkpointing=True,
+        layout_target="nhwc", memory_planning="greedy", max_memory_gb=1.0, mixed_precision="none",
+        gradient_checkpointing=True,
         checkpoint_segments=2)
     assert set(options) == set(ml.compile_option_names())
     pm = ml.compile(m, ml.ReferenceBackend(), **options)

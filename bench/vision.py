@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""ingot's side of the vision benchmark (scripts/bench_vision.sh runs both sides): ResNet-18,
+ResNet-50 and MobileNetV2 built with ingot's zoo (ml.ResNet18, ...), given the torchvision weights
+bench/vision_torch.py wrote (<dir>/<model>_b<batch>.npz), compiled for the CPU backend
+(inference), checked against PyTorch's logits and timed in its own loop after a warm-up.
+
+Writes <dir>/vision.json (every row: ingot's time and error, each peer's time, ratios) and, with
+--readme, rewrites the body of the README's "## Vision models" section with the table.
+
+  python bench/vision.py --dir DIR [--reps 5] [--readme README.md]
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+import time
+
+THREADS = 2
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(var, str(THREADS))
+
+import numpy as np  # noqa: E402
+
+import ingot as ml  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import cpu_model, measured_utc  # noqa: E402
+
+ZOO = {"resnet18": ml.ResNet18, "resnet50": ml.ResNet50, "mobilenet_v2": ml.MobileNetV2}
+LINEAR = {"fc.weight", "classifier.1.weight"}  # torch [out, in]; ingot's Linear [in, out]
+PEERS = [("onnxruntime", "ONNX Runtime"), ("torch_eager", "PyTorch eager"), ("torch_compile", "torch.compile")]
+
+
+def rel_err(got, want):
+    return float(np.max(np.abs(got.astype(np.float64) - want)) / max(1.0, float(np.max(np.abs(want)))))
+
+
+def timed(fn, reps):
+    fn()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    times.sort()
+    return {"ms": times[len(times) // 2], "min_ms": times[0], "max_ms": times[-1], "reps": reps}
+
+
+def run_one(path, reps):
+    data = np.load(path)
+    name, batch = os.path.basename(path)[:-4].rsplit("_b", 1)
+    x, want = data["input"], data["logits"].astype(np.float64)
+    params = {k[6:]: (v.T.copy() if k[6:] in LINEAR else v) for k, v in data.items() if k.startswith("param:")}
+    net = ZOO[name](num_classes=want.shape[1])
+    t = time.perf_counter()
+    pm = ml.compile(net, ml.CpuBackend(num_threads=THREADS), shapes={"input": list(x.shape)}, inference=True)
+    compile_ms = (time.perf_counter() - t) * 1e3
+    missing = sorted(set(pm.parameter_names()) - set(params)) if hasattr(pm, "parameter_names") else []
+    if missing:
+        raise SystemExit(f"{name}: torchvision has no weights for {missing[:5]}")
+    got = pm.evaluate(params, {"input": x})["output"]
+    row = {"model": name, "batch": int(batch), "size": int(x.shape[2]), "compile_ms": compile_ms,
+           "max_rel_err_vs_torch": rel_err(np.asarray(got), want)}
+    row["ingot"] = timed(lambda: pm.evaluate(params, {"input": x}), reps)
+    return row
+
+
+def table(rows, peers):
+    head = ("| model | batch | ingot ms (spread) | error vs PyTorch | " +
+            " | ".join(f"{label} ms (×)" for _, label in PEERS) + " |")
+    lines = [head, "|" + "---|" * (4 + len(PEERS))]
+    for r in rows:
+        i = r["ingot"]
+        cells = [r["model"], str(r["batch"]), f"{i['ms']:.1f} ({i['min_ms']:.1f}–{i['max_ms']:.1f})",
+                 f"{r['max_rel_err_vs_torch']:.1e}"]
+        p = peers.get((r["model"], r["batch"]), {})
+        for key, _ in PEERS:
+            e = p.get(key, {})
+            cells.append(f"{e['ms']:.1f} ({e['ms'] / i['ms']:.2f}×)" if "ms" in e else "—")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def replace_section(readme, body):
+    with open(readme) as f:
+        text = f.read()
+    marker = "## Vision models\n"
+    start = text.index(marker) + len(marker)
+    end = text.find("\n## ", start)
+    end = len(text) if end < 0 else end + 1
+    with open(readme + ".tmp", "w") as f:
+        f.write(text[:start] + "\n" + body.rstrip() + "\n\n" + text[end:])
+    os.replace(readme + ".tmp", readme)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--readme", default="")
+    args = ap.parse_args()
+    with open(os.path.join(args.dir, "torch.json")) as f:
+        torch_side = json.load(f)
+    peers = {(r["model"], r["batch"]): r for r in torch_side["rows"]}
+    rows = []
+    for path in sorted(glob.glob(os.path.join(args.dir, "*_b*.npz"))):
+        row = run_one(path, args.reps)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    order = {"resnet18": 0, "resnet50": 1, "mobilenet_v2": 2}
+    rows.sort(key=lambda r: (order.get(r["model"], 9), r["batch"]))
+    out = {"machine": cpu_model(), "measured_utc": measured_utc(), "threads": THREADS,
+           "peers_measured_utc": torch_side["measured_utc"], "peer_versions": torch_side["versions"], "rows": rows,
+           "peers": torch_side["rows"]}
+    with open(os.path.join(args.dir, "vision.json"), "w") as f:
+        json.dump(out, f, indent=1)
+    text = table(rows, peers)
+    print(text)
+    if args.readme:
+        body = (f"Inference, float32, 3x{rows[0]['size']}x{rows[0]['size']}, {THREADS} threads, random weights with "
+                f"non-trivial batch-norm statistics; each runtime timed alone in its own loop, median of "
+                f"{rows[0]['ingot']['reps']} after a warm-up (spread: fastest–slowest). (×) = peer time / ingot time. "
+                f"Measured {out['measured_utc']} UTC on {out['machine']} (peers {out['peers_measured_utc']}; "
+                + ", ".join(f"{k} {v}" for k, v in torch_side["versions"].items()) +
+                "). Error: max |ingot − PyTorch| over max(1, max |PyTorch logit|).\n"
+                "Regenerate: `./scripts/bench_vision.sh` (installs torch, torchvision and onnxruntime into "
+                "~/.cache/ingot-bench-venv).\n\n" + text)
+        replace_section(args.readme, body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""The PyTorch side of bench/vision.py: torchvision's ResNet-18, ResNet-50 and MobileNetV2 with
+random weights (nothing is downloaded) and non-trivial batch-norm statistics, in eval mode.
+
+For each model it writes <out>/<model>.npz (the state dict, the input batch and PyTorch's logits,
+float32) and times, each in its own loop after a warm-up: PyTorch eager, torch.compile and ONNX
+Runtime (the model exported with torch.onnx.export). A runtime that does not import or fails is
+recorded with its reason. Threads: 2.
+
+  python bench/vision_torch.py --out DIR [--models resnet18,resnet50,mobilenet_v2] [--batches 1,8]
+                               [--size 224] [--reps 5] [--no-compile]
+"""
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+
+THREADS = 2
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(var, str(THREADS))
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import cpu_model, measured_utc  # noqa: E402
+
+
+def timed(fn, reps):
+    fn()  # warm-up (and compile, for the compiled runtimes)
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    times.sort()
+    return {"ms": times[len(times) // 2], "min_ms": times[0], "max_ms": times[-1], "reps": reps}
+
+
+def build(name, torch, torchvision):
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)(weights=None, num_classes=1000)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+    return model.eval()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--models", default="resnet18,resnet50,mobilenet_v2")
+    ap.add_argument("--batches", default="1,8")
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    import torch
+    import torchvision
+    torch.set_num_threads(THREADS)
+    results = {"machine": cpu_model(), "measured_utc": measured_utc(), "threads": THREADS,
+               "versions": {"torch": torch.__version__, "torchvision": torchvision.__version__}, "rows": []}
+    try:
+        import onnxruntime as ort
+        results["versions"]["onnxruntime"] = ort.__version__
+    except Exception as e:  # noqa: BLE001
+        ort = None
+        ort_missing = f"not installed ({e})"
+    for name in args.models.split(","):
+        model = build(name, torch, torchvision)
+        state = {k: v.detach().numpy() for k, v in model.state_dict().items() if not k.endswith("num_batches_tracked")}
+        for batch in [int(b) for b in args.batches.split(",")]:
+            rng = np.random.default_rng(batch)
+            x = rng.uniform(-1, 1, (batch, 3, args.size, args.size)).astype(np.float32)
+            xt = torch.from_numpy(x)
+            with torch.no_grad():
+                logits = model(xt).numpy()
+            np.savez(os.path.join(args.out, f"{name}_b{batch}.npz"), input=x, logits=logits,
+                     **{"param:" + k: v for k, v in state.items()})
+            row = {"model": name, "batch": batch, "size": args.size}
+            with torch.no_grad():
+                row["torch_eager"] = timed(lambda: model(xt), args.reps)
+            if args.no_compile:
+                row["torch_compile"] = {"error": "skipped (--no-compile)"}
+            else:
+                try:
+                    compiled = torch.compile(model)
+                    with torch.no_grad():
+                        t = time.perf_counter()
+                        got = compiled(xt).numpy()
+                        first = (time.perf_counter() - t) * 1e3
+                        row["torch_compile"] = timed(lambda: compiled(xt), args.reps)
+                    row["torch_compile"]["first_ms"] = first
+                    row["torch_compile"]["max_rel_err_vs_eager"] = float(
+                        np.max(np.abs(got - logits)) / max(1.0, float(np.max(np.abs(logits)))))
+                except Exception as e:  # noqa: BLE001
+                    row["torch_compile"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+            if ort is None:
+                row["onnxruntime"] = {"error": ort_missing}
+            else:
+                try:
+                    path = os.path.join(args.out, f"{name}_b{batch}.onnx")
+                    torch.onnx.export(model, (xt,), path, input_names=["input"], output_names=["logits"],
+                                      opset_version=17, dynamo=False)
+                    so = ort.SessionOptions()
+                    so.intra_op_num_threads = THREADS
+                    so.inter_op_num_threads = 1
+                    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+                    got = sess.run(None, {"input": x})[0]
+                    row["onnxruntime"] = timed(lambda: sess.run(None, {"input": x}), args.reps)
+                    row["onnxruntime"]["max_rel_err_vs_eager"] = float(
+                        np.max(np.abs(got - logits)) / max(1.0, float(np.max(np.abs(logits)))))
+                except Exception as e:  # noqa: BLE001
+                    traceback.print_exc()
+                    row["onnxruntime"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+            print(json.dumps(row), flush=True)
+            results["rows"].append(row)
+    with open(os.path.join(args.out, "torch.json"), "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Real CNNs against their peers, one command: torchvision's ResNet-18, ResNet-50 and MobileNetV2
+# (random weights, nothing downloaded) at batch 1 and 8, 3x224x224, inference.
+#   1. installs torch, torchvision and onnxruntime into the benchmark environment (as
+#      scripts/bench.sh does) and runs bench/vision_torch.py there: the weights, inputs and
+#      PyTorch's logits, and the times of PyTorch eager, torch.compile and ONNX Runtime;
+#   2. installs ingot into build/python-venv (scripts/python-test.sh makes it) and runs
+#      bench/vision.py: ingot's zoo networks with the same weights, logits checked against
+#      PyTorch's, timed; writes bench/results/vision.json and the README's "## Vision models".
+#
+#   ./scripts/bench_vision.sh [--quick] [--no-install] [--no-compile]
+#   (--quick: ResNet-18 only, batch 1; --no-compile: skip torch.compile, whose first call takes
+#   minutes per network here)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2
+models=resnet18,resnet50,mobilenet_v2 batches=1,8 install=1 torch_args=()
+for a in "$@"; do
+  case "$a" in
+    --quick) models=resnet18 batches=1 ;;
+    --no-install) install=0 ;;
+    --no-compile) torch_args+=(--no-compile) ;;
+    *) echo "usage: scripts/bench_vision.sh [--quick] [--no-install] [--no-compile]" >&2; exit 2 ;;
+  esac
+done
+venv="${INGOT_BENCH_VENV:-$HOME/.cache/ingot-bench-venv}"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+if [ "$install" = 1 ]; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check numpy onnx onnxruntime torch torchvision
+fi
+[ -x build/python-venv/bin/python ] || { echo "build/python-venv is missing: run ./scripts/python-test.sh first" >&2; exit 2; }
+build/python-venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation .
+work=bench/results/vision
+rm -rf "$work" && mkdir -p "$work"
+echo "== PyTorch side ($venv)"
+"$venv/bin/python" bench/vision_torch.py --out "$work" --models "$models" --batches "$batches" "${torch_args[@]}"
+echo "== ingot side"
+build/python-venv/bin/python bench/vision.py --dir "$work" --readme README.md
+cp "$work/vision.json" bench/results/vision.json
+rm -f "$work"/*.npz "$work"/*.onnx
