@@ -54,31 +54,55 @@ inline std::string describe(const Case& c) {
          (c.gradients ? ", gradients" : ", inference");
 }
 
-// Compiles `m` (input "input" of `shape`, output "output") with both backends under `c` and
-// compares every output (and gradient) within `tol` (relative_error).
-inline void expect_matches_reference(const Model& m, const Shape& shape, const Case& c, double tol = 1e-4) {
-  SCOPED_TRACE(describe(c));
+inline CompileOptions options_for(const Shape& shape, const Case& c) {
   CompileOptions o;
   o.shapes["input"] = testing::template_of(shape);
   o.inference = !c.gradients;
   o.optimization_level = c.level;
   o.layout_target = std::string(layout_name(c.layout));
-  const PhysicalModel ref = compile(m, ReferenceBackend(), o);
-  const PhysicalModel cpu = compile(m, CpuBackend(cpu_test::cpu_options()), o);
-  const TensorMap params = random_params(ref, 7);
-  const TensorMap inputs = {{"input", testing::random_tensor(shape, 11, -1, 1)}};
+  return o;
+}
+
+// What the reference interpreter computes for `m` on one input (unoptimized: the oracle), its
+// parameters and, for gradient cases, the output cotangent and every gradient.
+struct Expected {
+  TensorMap params, inputs, outputs, seed, gradients;
+};
+
+inline Expected reference_run(const Model& m, const Shape& shape, bool gradients) {
+  Case c;
+  c.level = "none";
+  c.gradients = gradients;
+  const PhysicalModel ref = compile(m, ReferenceBackend(), options_for(shape, c));
+  Expected e;
+  e.params = random_params(ref, 7);
+  e.inputs = {{"input", testing::random_tensor(shape, 11, -1, 1)}};
+  e.outputs = ref.evaluate(e.params, e.inputs);
+  if (gradients) {
+    // A scalar loss through a fixed random projection of the output, so every element counts.
+    e.seed = {{"output", testing::random_tensor(e.outputs.at("output").shape(), 13, -1, 1)}};
+    e.gradients = ref.evaluate(e.params, e.inputs, e.seed).gradients;
+  }
+  return e;
+}
+
+// Compiles `m` (input "input" of `shape`, output "output") for the CPU backend under `c` and
+// compares every output (and gradient) with `want` within `tol` (relative_error).
+inline void expect_matches(const Model& m, const Shape& shape, const Case& c, const Expected& want, double tol = 1e-4) {
+  SCOPED_TRACE(describe(c));
+  const PhysicalModel cpu = compile(m, CpuBackend(cpu_test::cpu_options()), options_for(shape, c));
   if (!c.gradients) {
-    const TensorMap want = ref.evaluate(params, inputs), got = cpu.evaluate(params, inputs);
-    for (const auto& [name, w] : want) EXPECT_LT(relative_error(got.at(name), w), tol) << "output " << name;
+    const TensorMap got = cpu.evaluate(want.params, want.inputs);
+    for (const auto& [name, w] : want.outputs) EXPECT_LT(relative_error(got.at(name), w), tol) << "output " << name;
     return;
   }
-  // A scalar loss through a fixed random projection of the output, so every element counts.
-  const TensorMap plain = ref.evaluate(params, inputs);
-  const Tensor& y = plain.at("output");
-  const TensorMap seed = {{"output", testing::random_tensor(y.shape(), 13, -1, 1)}};
-  const Evaluation want = ref.evaluate(params, inputs, seed), got = cpu.evaluate(params, inputs, seed);
+  const Evaluation got = cpu.evaluate(want.params, want.inputs, want.seed);
   EXPECT_LT(relative_error(got.outputs.at("output"), want.outputs.at("output")), tol) << "output";
   for (const auto& [name, w] : want.gradients) EXPECT_LT(relative_error(got.gradients.at(name), w), tol) << "gradient of " << name;
+}
+
+inline void expect_matches_reference(const Model& m, const Shape& shape, const Case& c, double tol = 1e-4) {
+  expect_matches(m, shape, c, reference_run(m, shape, c.gradients), tol);
 }
 
 // Every level, and at the levels that plan layouts (medium, high) every layout target: what an
