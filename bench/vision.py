@@ -79,6 +79,10 @@ def table(rows, peers):
             e = p.get(key, {})
             cells.append(f"{e['ms']:.1f} ({e['ms'] / i['ms']:.2f}×)" if "ms" in e else "—")
         lines.append("| " + " | ".join(cells) + " |")
+    # Why a peer has no figure (not installed, failed, skipped), once per peer and reason.
+    reasons = sorted({(label, p[key]["error"]) for p in peers.values() for key, label in PEERS if "error" in p.get(key, {})})
+    for label, why in reasons:
+        lines.append(f"\n{label}: no figure ({why}).")
     return "\n".join(lines)
 
 
