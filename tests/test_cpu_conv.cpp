@@ -272,3 +272,18 @@ TEST(CpuLayoutReport, StatesTheBlockTheBackendUses) {
 }
 
 }  // namespace
+
+// Constant weights are reordered into oneDNN's layout once, when the executable is planned, and
+// read from there by every call (a parameter is reordered per call, since it may change): the
+// results stay right call after call, two convs sharing one constant included.
+TEST(CpuConvLayouts, ConstantWeightsAreReorderedOnceForEveryCall) {
+  const Tensor w = random_tensor({16, 16, 3, 3}, 140, -0.3, 0.3);
+  Graph g = make_graph({{"x", {"N", 16, 8, 8}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    const ValueId wc = g.add_constant("w", w);
+    ValueId a = g.add_op("relu", {g.add_op("conv2d", {in[0], wc}, {{"padding", V{1, 1}}})});
+    g.set_output("y", g.add_op("add", {g.add_op("conv2d", {a, wc}, {{"padding", V{1, 1}}}), a}));
+  });
+  for (const Layout target : all_layout_targets())
+    check(g, {random_inputs(g, 2, 150), random_inputs(g, 2, 160), random_inputs(g, 1, 170)}, plan_fusion, 1e-4, 1e-4,
+          target);
+}

@@ -443,7 +443,7 @@ TEST(Layout, DecisionsOnSmallGraphs) {
   const LayoutPlan p = plan_layouts(g);
   EXPECT_EQ(p.at(c8), Layout::Nchw8c);
   EXPECT_EQ(p.at(r), Layout::Nchw8c) << "relu carries its input's layout";
-  EXPECT_EQ(p.at(c6), Layout::Nchw) << "batch_norm's output is read by max_pool2d (NCHW only), so it and its input stay NCHW";
+  EXPECT_EQ(p.at(c6), Layout::Nchw) << "batch_norm feeds max_pool2d, whose output is a graph output (NCHW), so the chain stays NCHW";
   EXPECT_EQ(p.at(bn), Layout::Nchw);
   EXPECT_EQ(p.at(g.outputs()[1].second), Layout::Nchw) << "a graph output";
   EXPECT_EQ(layouts_of(p, g, "conv2d").count(Layout::Nhwc), 0u);

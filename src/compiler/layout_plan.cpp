@@ -69,11 +69,14 @@ bool conv_geometry_fits(const Graph& g, const Node& n, ValueId x, ValueId w, Val
                              dil = n.attrs.get_ints("dilation", {1, 1});
   for (size_t d = 0; d < 2; ++d) {
     if (!xs[d + 2].known() || !ys[d + 2].known()) return false;
-    // The padding past the input's end that yields exactly this output size (oneDNN's "right
-    // padding"); negative when the stride drops input rows or columns.
+    // The padding past the input's end at which the last window ends; negative when the stride
+    // drops input rows or columns (ResNet's 1x1 stride-2 downsample over an even size drops one).
+    // oneDNN sizes the output by floor division, so a right padding of 0 yields the same output
+    // while fewer than `stride` rows are dropped (dnnl_conv_dims); more cannot happen for an
+    // output size the shape rule computed.
     const int64_t right =
         (ys[d + 2].value - 1) * st.at(d) + (ws[d + 2].value - 1) * dil.at(d) + 1 - xs[d + 2].value - pad.at(d);
-    if (right < 0) return false;
+    if (right <= -st.at(d)) return false;
   }
   return true;
 }

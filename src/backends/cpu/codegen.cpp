@@ -335,7 +335,7 @@ class Generator {
   // kernel addresses, or the result is silently wrong. Elementwise loops address each operand
   // in its own layout (loop_nest); a oneDNN conv reads x in any layout, its weights, bias and
   // per-channel post-op operands plain, and full post-op operands in the layout of the result
-  // (DnnlConv reorders them into the primitive's); batch_norm reads x in y's layout and
+  // (DnnlConv reorders them into the primitive's); batch_norm and max_pool2d read x in y's layout and
   // global_avg_pool2d any layout into a plain y; every other kernel (reductions, fused
   // prologues, row kernels, gemm, copies, reference callbacks) and every graph output is NCHW.
   // The layout plan guarantees this; here it is checked, so a planning bug is an internal error
@@ -367,7 +367,7 @@ class Generator {
       }
       if (seg.kind == Segment::Native && seg.nodes.size() == 1) {
         const Node& n = g_.node(seg.nodes[0]);
-        if (n.op == "batch_norm") {
+        if (n.op == "batch_norm" || n.op == "max_pool2d") {
           require(n.inputs[0], layout(n.outputs[0]), n, "input");
           for (size_t i = 1; i < n.inputs.size(); ++i) require(n.inputs[i], Layout::Nchw, n, "statistic");
           continue;
@@ -930,6 +930,17 @@ class Generator {
       else
         k << "  ig_batch_norm(x0, x1, x2, x3, x4, y, " << str(xd[0]) << ", " << str(xd[1]) << ", "
           << str(product(xd, 2)) << ", " << eps << ");\n";
+    } else if (op == "max_pool2d") {
+      // [outer, H, W, lanes] in the buffers' layout (ig_max_pool2d); y shares x's (check_layouts)
+      const std::vector<Mono> yd = dims(y);
+      const int64_t block = layout_channel_block(layout(x));
+      const Mono outer = layout(x) == Layout::Nhwc ? xd[0] : block ? xd[0] * Mono{xd[1].c / block, {}} : xd[0] * xd[1];
+      const Mono lanes = layout(x) == Layout::Nhwc ? xd[1] : block ? Mono{block, {}} : kOne;
+      const std::vector<int64_t> kernel = n.attrs.get_ints("kernel"), stride = n.attrs.get_ints("stride", kernel),
+                                 pad = n.attrs.get_ints("padding", {0, 0});
+      k << "  ig_max_pool2d(x0, y, " << str(outer) << ", " << str(xd[2]) << ", " << str(xd[3]) << ", " << str(lanes)
+        << ", " << str(yd[2]) << ", " << str(yd[3]) << ", " << kernel[0] << ", " << kernel[1] << ", " << stride[0]
+        << ", " << stride[1] << ", " << pad[0] << ", " << pad[1] << ");\n";
     } else if (op == "matmul") {
       emit_matmul(n, k);
     } else if (use_dnnl_grad(n)) {
@@ -1231,6 +1242,12 @@ bool is_native(const Graph& g, const Node& n) {
     return r >= 1 && a >= -r && a < r;
   }
   if (op == "batch_norm") return rank(n.inputs[0]) >= 2;
+  if (op == "max_pool2d") {  // kernel / stride / padding given as [h, w] (or absent: the defaults)
+    bool ok = rank(n.inputs[0]) == 4 && dt(n.inputs[0]) != DType::Bool && n.attrs.has("kernel");
+    for (const char* key : {"kernel", "stride", "padding"})
+      ok = ok && (!n.attrs.has(key) || n.attrs.get_ints(key).size() == 2);
+    return ok;
+  }
   if (op == "matmul" || op == "conv2d") {
     const DType t = dt(n.outputs[0]);
     if (!is_float_dtype(t)) return false;

@@ -41,6 +41,8 @@ struct Binding {
   std::vector<std::shared_ptr<const cpu::DnnlConv>> convs;  // per GeneratedCode::dnnl_convs
   std::vector<cpu::ConvSpec> conv_specs;                     // what each was made for
   std::vector<std::unique_ptr<cpu::DnnlConvGrad>> conv_grads;  // per GeneratedCode::dnnl_conv_grads
+  // Constant weights reordered for their primitives once, at planning; calls only read them.
+  cpu::WeightCache kept_weights;
 };
 
 // One arena: reused across calls; a call holds one for its duration, so concurrent calls each
@@ -243,7 +245,7 @@ class CpuExecutable final : public Executable {
       call.binding->convs.at(static_cast<size_t>(conv))
           ->run(static_cast<const float*>(args[0]), static_cast<const float*>(args[1]),
                 static_cast<const float*>(args[2]), args + 3, static_cast<float*>(y), &call.conv_weights,
-                call.exe->graph_.node(node).inputs[1]);
+                call.exe->graph_.node(node).inputs[1], &call.binding->kept_weights);
       return 0;
     } catch (const std::exception& e) {
       std::snprintf(error, error_size, "%s", e.what());
@@ -305,6 +307,11 @@ class CpuExecutable final : public Executable {
         if (b.conv_specs[i] == spec) conv = b.convs[i];
       b.convs.push_back(conv ? conv : std::make_shared<const cpu::DnnlConv>(spec));
       b.conv_specs.push_back(std::move(spec));
+      const ValueId wv = n.inputs[1];
+      const auto k = std::find(code_.constants.begin(), code_.constants.end(), wv);
+      if (k != code_.constants.end())
+        b.convs.back()->keep_weights(static_cast<const float*>(const_ptrs_[static_cast<size_t>(k - code_.constants.begin())]),
+                                     &b.kept_weights, wv);
     }
     for (const cpu::DnnlConvGradCall& c : code_.dnnl_conv_grads) {
       const Node& n = graph_.node(c.node);

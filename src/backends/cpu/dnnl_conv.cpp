@@ -268,8 +268,25 @@ struct WeightCache::Entries {
 WeightCache::WeightCache() : entries_(std::make_unique<Entries>()) {}
 WeightCache::~WeightCache() = default;
 
+void DnnlConv::keep_weights(const float* w, WeightCache* kept, int64_t weights_value) const {
+  const Impl& m = *impl_;
+  if (m.empty_output || m.no_input || m.wei_user == m.wei_md) return;
+  for (const WeightCache::Entries::Entry& e : kept->entries_->list)
+    if (e.value == weights_value && e.layout == m.wei_md) return;
+  try {
+    dnnl::stream st(cpu_engine());
+    auto scratch = std::make_unique<Scratch>(m.wei_md.get_size());
+    memory u(m.wei_user, cpu_engine(), const_cast<float*>(w)), t(m.wei_md, cpu_engine(), scratch->p);
+    dnnl::reorder(u, t).execute(st, u, t);
+    st.wait();
+    kept->entries_->list.push_back({m.wei_md, weights_value, std::move(scratch)});
+  } catch (const dnnl::error& e) {
+    INGOT_FAIL("CpuBackend: oneDNN weight reorder failed: ", e.what());
+  }
+}
+
 void DnnlConv::run(const float* x, const float* w, const float* b, const void* const* operands, float* y,
-                   WeightCache* weights, int64_t weights_value) const {
+                   WeightCache* weights, int64_t weights_value, const WeightCache* kept) const {
   const Impl& m = *impl_;
   const ConvSpec& s = m.spec;
   if (m.empty_output) return;
@@ -301,6 +318,9 @@ void DnnlConv::run(const float* x, const float* w, const float* b, const void* c
     std::optional<Scratch> src_tmp, wei_tmp;
     memory src_m = input(m.src_user, m.src_md, x, src_tmp);
     auto cached_weights = [&]() -> memory {
+      if (kept != nullptr)
+        for (const WeightCache::Entries::Entry& e : kept->entries_->list)
+          if (e.value == weights_value && e.layout == m.wei_md) return memory(m.wei_md, eng, e.reordered->p);
       for (const WeightCache::Entries::Entry& e : weights->entries_->list)
         if (e.value == weights_value && e.layout == m.wei_md) return memory(m.wei_md, eng, e.reordered->p);
       auto scratch = std::make_unique<Scratch>(m.wei_md.get_size());
@@ -351,9 +371,11 @@ DnnlConv::~DnnlConv() = default;
 const std::string& DnnlConv::implementation() const { return impl_->name; }
 std::string DnnlConv::layouts() const { return "none"; }
 bool dnnl_conv_is_fast(const ConvSpec&) { return false; }
-void DnnlConv::run(const float*, const float*, const float*, const void* const*, float*, WeightCache*, int64_t) const {
+void DnnlConv::run(const float*, const float*, const float*, const void* const*, float*, WeightCache*, int64_t,
+                   const WeightCache*) const {
   INGOT_FAIL("CpuBackend: ingot was built without oneDNN");
 }
+void DnnlConv::keep_weights(const float*, WeightCache*, int64_t) const {}
 
 #endif
 

@@ -78,9 +78,14 @@ class DnnlConv {
   // x, w ([cout, cin/groups, kh, kw]), b ([cout] or null), y: float32; `operands`: float32, one
   // per binary post-op, in order (null when there are none). `weights`: where w, the graph value
   // `weights_value`, stays reordered for later calls during one evaluation (null: reorder each
-  // call). Throws ingot::Error.
+  // call). `kept`: weights reordered once for good (keep_weights), read only. Throws ingot::Error.
   void run(const float* x, const float* w, const float* b, const void* const* operands, float* y,
-           WeightCache* weights = nullptr, int64_t weights_value = -1) const;
+           WeightCache* weights = nullptr, int64_t weights_value = -1, const WeightCache* kept = nullptr) const;
+  // Reorders weights `w` (graph value `weights_value`) into `kept` now, for every later call:
+  // for weights that are graph constants, which cannot change, a binding does this at load, so
+  // calls read them reordered instead of reordering them (9.4 MB per call for one of ResNet's
+  // 512-channel convs). No-op when the primitive takes the weights as they are.
+  void keep_weights(const float* w, WeightCache* kept, int64_t weights_value) const;
   const std::string& implementation() const;  // oneDNN's name for the kernel it chose
   // The activation layouts the primitive runs in, and the caller's where they differ (reordered
   // each call): "src nchw8c (reordered from nchw), dst nchw8c".

@@ -2,6 +2,7 @@
 // where INGOT_HAVE_DNNL is defined.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -44,12 +45,14 @@ inline DnnlConvDims dnnl_conv_dims(const ConvSpec& s) {
   d.dst = {s.n, s.cout, s.oh, s.ow};
   d.wei = g > 1 ? dnnl::memory::dims{g, s.cout / g, s.cin / g, s.kh, s.kw}
                 : dnnl::memory::dims{s.cout, s.cin, s.kh, s.kw};
-  // oneDNN counts dilation from 0 and wants the right padding that yields exactly oh x ow.
+  // oneDNN counts dilation from 0 and wants a right padding that yields oh x ow by its floor
+  // division: where the last window ends, or 0 when the stride drops trailing input rows
+  // (conv_geometry_fits admits fewer than `stride` of them).
   d.strides = {s.sh, s.sw};
   d.dilates = {s.dh - 1, s.dw - 1};
   d.pad_l = {s.ph, s.pw};
-  d.pad_r = {(s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1 - s.h - s.ph,
-             (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1 - s.w - s.pw};
+  d.pad_r = {std::max<int64_t>(0, (s.oh - 1) * s.sh + (s.kh - 1) * s.dh + 1 - s.h - s.ph),
+             std::max<int64_t>(0, (s.ow - 1) * s.sw + (s.kw - 1) * s.dw + 1 - s.w - s.pw)};
   return d;
 }
 

@@ -553,6 +553,52 @@ void ig_avg_pool_cl(const T* __restrict x, O* __restrict y, int64_t outer, int64
     for (int64_t c = 0; c < m; ++c) y[o * inner + c0 + c] = static_cast<O>(acc[c] / static_cast<double>(pixels));
   }
 }
+
+// Max pooling over x = [outer, H, W, lanes] into y = [outer, Ho, Wo, lanes]: NCHW is lanes 1
+// (outer N * C), NHWC outer N (lanes C), channel blocks outer N * C / b (lanes b). Windows are
+// clipped to the input (padding counts as -inf; the shape rule keeps 2 * padding <= kernel, so
+// every window holds a real element). NaN wins, as in the reference kernel.
+template <class T>
+void ig_max_pool2d(const T* __restrict x, T* __restrict y, int64_t outer, int64_t H, int64_t W, int64_t lanes,
+                   int64_t Ho, int64_t Wo, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
+  using C = ig_c<T>;
+  #pragma omp parallel for collapse(2) if(ig_big(outer * Ho * Wo * lanes * kh * kw))
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t oh = 0; oh < Ho; ++oh) {
+      const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0), h1 = std::min<int64_t>(oh * sh - ph + kh, H);
+      const T* xo = x + o * H * W * lanes;
+      for (int64_t ow = 0; ow < Wo; ++ow) {
+        const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0), w1 = std::min<int64_t>(ow * sw - pw + kw, W);
+        T* yp = y + ((o * Ho + oh) * Wo + ow) * lanes;
+        if (lanes == 1) {
+          C m = static_cast<C>(xo[h0 * W + w0]);
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) {
+              const C v = static_cast<C>(xo[h * W + w]);
+              m = (v > m || v != v) ? v : m;
+            }
+          yp[0] = static_cast<T>(m);
+          continue;
+        }
+        C m[64];
+        for (int64_t l0 = 0; l0 < lanes; l0 += 64) {
+          const int64_t n = std::min<int64_t>(64, lanes - l0);
+          const T* first = xo + (h0 * W + w0) * lanes + l0;
+          for (int64_t l = 0; l < n; ++l) m[l] = static_cast<C>(first[l]);
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) {
+              const T* xp = xo + (h * W + w) * lanes + l0;
+              #pragma omp simd
+              for (int64_t l = 0; l < n; ++l) {
+                const C v = static_cast<C>(xp[l]);
+                m[l] = (v > m[l] || v != v) ? v : m[l];
+              }
+            }
+          for (int64_t l = 0; l < n; ++l) yp[l0 + l] = static_cast<T>(m[l]);
+        }
+      }
+    }
+}
 )IGPRELUDE";
 
 const char* const kGemmBlas = R"IGPRELUDE(

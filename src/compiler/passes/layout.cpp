@@ -18,15 +18,20 @@ namespace {
 
 bool rank4(const Value& v) { return v.shape.size() == 4; }
 
-// The layout a node's output takes when all its rank-4 inputs of the output's shape share one
-// (batch_norm and elementwise nodes); Nchw when they differ or there are none.
+// Nodes whose output is stored as their input 0 (the activation; the rest per-channel
+// parameters): batch_norm, and max_pool2d, which keeps the channels.
+bool follows_input0(const Node& n) { return n.op == "batch_norm" || n.op == "max_pool2d"; }
+
+// The layout a node's output takes: input 0's for follows_input0, else the one all its rank-4
+// inputs of the output's shape share (elementwise nodes); Nchw when they differ or there are none.
 Layout carried_layout(const Graph& g, const Node& n, const std::vector<Layout>& of) {
+  if (follows_input0(n)) return of[static_cast<size_t>(n.inputs[0])];
   const Value& y = g.value(n.outputs[0]);
   Layout l = Layout::Nchw;
   bool first = true;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     const Value& x = g.value(n.inputs[i]);
-    if (!rank4(x) || x.shape != y.shape || (n.op == "batch_norm" && i > 0)) continue;
+    if (!rank4(x) || x.shape != y.shape) continue;
     if (!first && of[static_cast<size_t>(x.id)] != l) return Layout::Nchw;
     l = of[static_cast<size_t>(x.id)];
     first = false;
@@ -36,7 +41,7 @@ Layout carried_layout(const Graph& g, const Node& n, const std::vector<Layout>& 
 
 bool carries_layout(const Graph& g, const Node& n) {
   if (n.outputs.size() != 1 || !rank4(g.value(n.outputs[0]))) return false;
-  return n.op == "batch_norm" || get_op(n.op).fusion == FusionClass::Elementwise;
+  return follows_input0(n) || get_op(n.op).fusion == FusionClass::Elementwise;
 }
 
 }  // namespace
@@ -73,7 +78,7 @@ LayoutPlan plan_layouts(const Graph& g, const LayoutTarget& target) {
         if (r.inputs[i] == v) return false;  // weights and bias are plain
       return conv_runs_channels_last(g, r);
     }
-    if (r.op == "batch_norm") return r.inputs[0] == v && of[static_cast<size_t>(r.outputs[0])] == l;
+    if (follows_input0(r)) return r.inputs[0] == v && of[static_cast<size_t>(r.outputs[0])] == l;
     if (r.op == "global_avg_pool2d") return true;
     return get_op(r.op).fusion == FusionClass::Elementwise && r.outputs.size() == 1 && rank4(g.value(r.outputs[0]));
   };

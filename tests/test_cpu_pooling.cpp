@@ -1,0 +1,58 @@
+// max_pool2d as a native kernel of the CPU backend (ig_max_pool2d) against the reference kernel:
+// NCHW, and channels-last after a convolution under every layout target (the pool keeps its
+// input's layout, so a ResNet stem stays blocked); padding, strides, odd sizes, NaN, integer
+// and float64 inputs, a symbolic batch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "cpu_test_util.h"
+
+using namespace ingot;
+using namespace ingot::cpu_test;
+using ingot::testing::random_tensor;
+using V = std::vector<int64_t>;
+
+TEST(CpuPooling, MaxPoolIsNativeAndMatchesReference) {
+  Graph g = make_graph({{"x", {"N", 5, 9, 7}}, {"xd", {"N", 3, 6, 6}, DType::Float64}, {"xi", {2, 3, 5, 5}, DType::Int32}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         g.set_output("k3s2p1", g.add_op("max_pool2d", {in[0]}, {{"kernel", V{3, 3}}, {"stride", V{2, 2}}, {"padding", V{1, 1}}}));
+                         g.set_output("k2", g.add_op("max_pool2d", {in[0]}, {{"kernel", V{2, 2}}}));
+                         g.set_output("rect", g.add_op("max_pool2d", {in[0]}, {{"kernel", V{3, 2}}, {"stride", V{1, 3}}, {"padding", V{1, 0}}}));
+                         g.set_output("f64", g.add_op("max_pool2d", {in[1]}, {{"kernel", V{2, 2}}, {"stride", V{1, 1}}}));
+                         g.set_output("i32", g.add_op("max_pool2d", {in[2]}, {{"kernel", V{2, 2}}, {"padding", V{1, 1}}}));
+                       });
+  auto inputs = [&](int64_t n, uint64_t seed) {
+    Tensor x = random_tensor({n, 5, 9, 7}, seed, -1, 1);
+    if (n > 0) x.data<float>()[17] = NAN;  // NaN wins its windows, as in the reference
+    Tensor xi = random_tensor({2, 3, 5, 5}, seed + 2, -100, 100).astype(DType::Int32);
+    return std::vector<Tensor>{x, random_tensor({n, 3, 6, 6}, seed + 1, -1, 1).astype(DType::Float64), xi};
+  };
+  const std::string src = check(g, {inputs(2, 10), inputs(1, 20), inputs(0, 30)}, plan_fusion);
+  EXPECT_EQ(count(src, "ig_max_pool2d("), 5 + 1) << "five native calls and the prelude's definition";
+  EXPECT_EQ(count(src, "host->run_node"), 0) << src;
+}
+
+TEST(CpuPooling, MaxPoolKeepsAConvolutionsLayout) {
+  // ResNet's stem: conv 7x7 stride 2, relu, max pool 3x3 stride 2 padding 1, then a conv reading
+  // the pool and an add of the pool (the shortcut): 16 channels fill 8- and 16-channel blocks.
+  Graph g = make_graph({{"x", {"N", 3, 23, 23}}, {"w", {16, 3, 7, 7}}, {"w2", {16, 16, 3, 3}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         ValueId c = g.add_op("relu", {g.add_op("conv2d", {in[0], in[1]}, {{"stride", V{2, 2}}, {"padding", V{3, 3}}})});
+                         ValueId p = g.add_op("max_pool2d", {c}, {{"kernel", V{3, 3}}, {"stride", V{2, 2}}, {"padding", V{1, 1}}});
+                         g.set_output("y", g.add_op("add", {g.add_op("conv2d", {p, in[2]}, {{"padding", V{1, 1}}}), p}));
+                       });
+  auto inputs = [&](int64_t n, uint64_t seed) {
+    return std::vector<Tensor>{random_tensor({n, 3, 23, 23}, seed), random_tensor({16, 3, 7, 7}, seed + 1),
+                               random_tensor({16, 16, 3, 3}, seed + 2)};
+  };
+  for (const Layout target : all_layout_targets()) {
+    check(g, {inputs(2, 40), inputs(1, 50)}, plan_fusion, 1e-4, 1e-4, target);
+    if (target == Layout::Nchw) continue;
+    const LayoutPlan plan = plan_layouts(g, cpu::cpu_layout_target(true, target));
+    const ValueId pooled = g.node(2).outputs[0];
+    ASSERT_EQ(g.node(2).op, "max_pool2d");
+    EXPECT_EQ(plan.at(pooled), target) << "the pool stays in " << layout_name(target);
+    EXPECT_EQ(plan.at(g.node(2).inputs[0]), target);
+  }
+}
