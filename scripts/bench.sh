@@ -9,7 +9,10 @@
 #      capped in time; a failure only means that peer prints "not installed") and runs
 #      bench/peers.py in its own process -> bench/results/peers.json, and bench/peers_train.py
 #      (training steps) -> bench/results/peers_train.json
-#   3. rewrites the README "## Benchmarks" section with bench/make_table.py, which also writes
+#   3. where build/python-venv exists, scripts/bench_vision.sh (ResNet-18/50 and MobileNetV2
+#      against PyTorch eager and ONNX Runtime; torch.compile skipped, its first calls take minutes)
+#      -> bench/results/vision.json and the README's "## Vision models" section
+#   4. rewrites the README "## Benchmarks" section with bench/make_table.py, which also writes
 #      bench/results/summary.json (every ratio, each file's machine and versions), and prints the
 #      ratio table.
 #
@@ -84,6 +87,15 @@ else
   # --no-peers keeps the last peers' figures (bench/results/peers.json) for the table; the table
   # then states when each side was measured.
   :
+fi
+
+if [ "$peers" = 1 ] && [ -x build/python-venv/bin/python ]; then
+  # ResNet-18, ResNet-50, MobileNetV2 against PyTorch and ONNX Runtime: its own section of the README.
+  echo "== vision models (scripts/bench_vision.sh)"
+  vision_args=(--no-compile)
+  [ "$install" = 1 ] || vision_args+=(--no-install)
+  [ ${#quick[@]} -gt 0 ] && vision_args+=(--quick)
+  scripts/bench_vision.sh "${vision_args[@]}" || echo "bench_vision.sh failed"
 fi
 
 echo "== README"

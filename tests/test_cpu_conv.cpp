@@ -252,23 +252,30 @@ TEST(CpuConvPostOps, ReorderedWeightsAreKeptPerValueNotPerAddress) {
 
 namespace {
 
-// The layout pass's report (verbose) states the channel block the CPU backend uses on this
-// machine and the same decisions: 16 channels are nchw16c under AVX-512 and nchw8c under AVX2.
+// The layout pass's report (verbose) states the channel block the CPU backend uses for the
+// compile's layout target and the same decisions: 16 channels are nchw16c under nchw16c (an
+// AVX-512 machine's choice) and nchw8c under nchw8c (AVX2's); "auto" resolves as the backend does.
 TEST(CpuLayoutReport, StatesTheBlockTheBackendUses) {
   Graph g = make_graph({{"x", {2, 3, 9, 9}}, {"w", {16, 3, 3, 3}}}, [&](Graph& g, std::vector<ValueId>& in) {
     ValueId c = g.add_op("conv2d", {in[0], in[1]}, {{"padding", V{1, 1}}});
     g.set_output("y", g.add_op("global_avg_pool2d", {g.add_op("relu", {c})}));
   });
-  const LayoutTarget backend = cpu::cpu_layout_target(true);
-  EXPECT_EQ(backend.channel_block, host_channel_block());
-  const PassReport report = choose_layout(g);
-  ASSERT_GE(report.notes.size(), 2u);
-  EXPECT_NE(report.notes[0].find(", " + std::to_string(backend.channel_block) + "-channel blocks)"), std::string::npos)
-      << report.notes[0];
-  std::string reported;
-  for (size_t i = 1; i < report.notes.size(); ++i) reported += report.notes[i] + "\n";
-  EXPECT_EQ(reported, plan_layouts(g, backend).str(g));
-  EXPECT_NE(reported.find(backend.channel_block == 16 ? "nchw16c" : "nchw8c"), std::string::npos) << reported;
+  for (const std::string target : {"auto", "nchw8c", "nchw16c"}) {
+    const Layout want = parse_layout_target(target);  // auto: $INGOT_LAYOUT_TARGET, else this machine's
+    if (want == Layout::Nchw || want == Layout::Nhwc) continue;  // $INGOT_LAYOUT_TARGET forces no blocks
+    const LayoutTarget backend = cpu::cpu_layout_target(true, want);
+    PassContext ctx;
+    ctx.layout_target = target;
+    const PassReport report = choose_layout(g, ctx);
+    ASSERT_GE(report.notes.size(), 2u);
+    EXPECT_NE(report.notes[0].find(", " + std::to_string(backend.channel_block) + "-channel blocks)"), std::string::npos)
+        << report.notes[0];
+    std::string reported;
+    for (size_t i = 1; i < report.notes.size(); ++i) reported += report.notes[i] + "\n";
+    EXPECT_EQ(reported, plan_layouts(g, backend).str(g));
+    EXPECT_NE(reported.find(layout_name(want)), std::string::npos) << reported;
+  }
+  EXPECT_EQ(cpu::cpu_layout_target(true).channel_block, host_channel_block()) << "the default is this machine's";
 }
 
 }  // namespace
