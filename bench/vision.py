@@ -5,7 +5,8 @@ bench/vision_torch.py wrote (<dir>/<model>_b<batch>.npz), compiled for the CPU b
 (inference), checked against PyTorch's logits and timed in its own loop after a warm-up.
 
 Writes <dir>/vision.json (every row: ingot's time and error, each peer's time, ratios) and, with
---readme, rewrites the body of the README's "## Vision models" section with the table.
+--readme, rewrites the body of the README's "## Vision models" section with the table; with
+--train JSON (bench_resnet_train's output) also the ResNet-18 training step against PyTorch eager's.
 
   python bench/vision.py --dir DIR [--reps 5] [--readme README.md]
 """
@@ -108,6 +109,7 @@ def main():
     ap.add_argument("--dir", required=True)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--readme", default="")
+    ap.add_argument("--train", default="", help="bench_resnet_train's JSON")
     args = ap.parse_args()
     with open(os.path.join(args.dir, "torch.json")) as f:
         torch_side = json.load(f)
@@ -125,6 +127,17 @@ def main():
     with open(os.path.join(args.dir, "vision.json"), "w") as f:
         json.dump(out, f, indent=1)
     text = table(rows, peers)
+    if args.train and "train" in torch_side:
+        with open(args.train) as f:
+            mine = json.load(f)
+        theirs = torch_side["train"]["torch_eager"]
+        out["train"] = {"ingot": mine, "torch_eager": theirs}
+        text += (f"\n\nResNet-18 training step (forward, backward, SGD with momentum; batch norm in training mode), "
+                 f"batch {mine['batch']}, 3x{mine['size']}x{mine['size']}: ingot's compiled step {mine['ms']:.0f} ms "
+                 f"({mine['min_ms']:.0f}–{mine['max_ms']:.0f}), PyTorch eager {theirs['ms']:.0f} ms "
+                 f"({theirs['ms'] / mine['ms']:.2f}×).")
+        with open(os.path.join(args.dir, "vision.json"), "w") as f:
+            json.dump(out, f, indent=1)
     print(text)
     if args.readme:
         body = (f"Inference, float32, 3x{rows[0]['size']}x{rows[0]['size']}, {THREADS} threads, random weights with "

@@ -7,8 +7,12 @@ float32) and times, each in its own loop after a warm-up: PyTorch eager, torch.c
 Runtime (the model exported with torch.onnx.export). A runtime that does not import or fails is
 recorded with its reason. Threads: 2.
 
+With --train-batch B it also times PyTorch eager's ResNet-18 training step (forward, backward,
+SGD lr 0.01 momentum 0.9 on cross-entropy, batch norm in training mode) at batch B, the peer of
+bench/bench_resnet_train.cpp.
+
   python bench/vision_torch.py --out DIR [--models resnet18,resnet50,mobilenet_v2] [--batches 1,8]
-                               [--size 224] [--reps 5] [--no-compile]
+                               [--size 224] [--reps 5] [--no-compile] [--train-batch 8]
 """
 import argparse
 import json
@@ -59,6 +63,7 @@ def main():
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    ap.add_argument("--train-batch", type=int, default=0, help="also time ResNet-18's training step at this batch")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     import torch
@@ -121,6 +126,22 @@ def main():
                     row["onnxruntime"] = {"error": f"{type(e).__name__}: {e}"[:300]}
             print(json.dumps(row), flush=True)
             results["rows"].append(row)
+    if args.train_batch:
+        model = build("resnet18", torch, torchvision).train()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        rng = np.random.default_rng(0)
+        xt = torch.from_numpy(rng.uniform(-1, 1, (args.train_batch, 3, args.size, args.size)).astype(np.float32))
+        yt = torch.from_numpy((np.arange(args.train_batch) * 7 % 1000).astype(np.int64))
+
+        def step():
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(xt), yt)
+            loss.backward()
+            opt.step()
+
+        results["train"] = {"model": "resnet18", "batch": args.train_batch, "size": args.size,
+                            "torch_eager": timed(step, args.reps)}
+        print(json.dumps(results["train"]), flush=True)
     with open(os.path.join(args.out, "torch.json"), "w") as f:
         json.dump(results, f, indent=1)
 

@@ -6,7 +6,9 @@
 #      PyTorch's logits, and the times of PyTorch eager, torch.compile and ONNX Runtime;
 #   2. installs ingot into build/python-venv (scripts/python-test.sh makes it) and runs
 #      bench/vision.py: ingot's zoo networks with the same weights, logits checked against
-#      PyTorch's, timed; writes bench/results/vision.json and the README's "## Vision models".
+#      PyTorch's, timed; writes bench/results/vision.json and the README's "## Vision models";
+#   3. ResNet-18's training step, batch 8, 3x224x224: bench/bench_resnet_train.cpp (build-bench)
+#      against PyTorch eager's in the same table.
 #
 #   ./scripts/bench_vision.sh [--quick] [--no-install] [--no-compile]
 #   (--quick: ResNet-18 only, batch 1; --no-compile: skip torch.compile, whose first call takes
@@ -14,10 +16,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2
-models=resnet18,resnet50,mobilenet_v2 batches=1,8 install=1 torch_args=()
+models=resnet18,resnet50,mobilenet_v2 batches=1,8 install=1 torch_args=() train_batch=8
 for a in "$@"; do
   case "$a" in
-    --quick) models=resnet18 batches=1 ;;
+    --quick) models=resnet18 batches=1 train_batch=2 ;;
     --no-install) install=0 ;;
     --no-compile) torch_args+=(--no-compile) ;;
     *) echo "usage: scripts/bench_vision.sh [--quick] [--no-install] [--no-compile]" >&2; exit 2 ;;
@@ -33,8 +35,12 @@ build/python-venv/bin/python -m pip install -q --disable-pip-version-check --no-
 work=bench/results/vision
 rm -rf "$work" && mkdir -p "$work"
 echo "== PyTorch side ($venv)"
-"$venv/bin/python" bench/vision_torch.py --out "$work" --models "$models" --batches "$batches" "${torch_args[@]}"
+"$venv/bin/python" bench/vision_torch.py --out "$work" --models "$models" --batches "$batches" \
+  --train-batch "$train_batch" "${torch_args[@]}"
 echo "== ingot side"
-build/python-venv/bin/python bench/vision.py --dir "$work" --readme README.md
+cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DINGOT_WERROR=ON >/dev/null
+cmake --build build-bench --target bench_resnet_train -j "$(nproc)"
+build-bench/bench_resnet_train "$train_batch" 224 5 "$work/train.json"
+build/python-venv/bin/python bench/vision.py --dir "$work" --train "$work/train.json" --readme README.md
 cp "$work/vision.json" bench/results/vision.json
 rm -f "$work"/*.npz "$work"/*.onnx
