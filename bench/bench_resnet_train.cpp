@@ -4,6 +4,7 @@
 // scripts/bench_vision.sh runs both and puts the row in the README's "## Vision models".
 //
 //   build/release/bench_resnet_train [batch] [size] [reps] [out.json]   (default 8 224 5)
+//   INGOT_BENCH_PROFILE=1 also prints the kernels of one profiled step.
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -12,6 +13,7 @@
 
 #include "bench_util.h"
 #include "ingot/ingot.h"
+#include "ingot/profile.h"
 
 using namespace ingot;
 using namespace ingot::bench;
@@ -37,6 +39,11 @@ int main(int argc, char** argv) {
     for (int i = 0; i < reps + 2; ++i) {
       const double ms = time_ms([&] { loss = step.run(params, state, data).loss; }, 1, 0);
       if (i >= 2) times.push_back(ms);  // two warm-up steps
+    }
+    if (std::getenv("INGOT_BENCH_PROFILE") != nullptr) {  // one profiled step: where the time goes
+      profile::Session prof;
+      step.run(params, state, data);
+      std::cout << prof.summary().substr(0, 4000) << "\n";
     }
     std::sort(times.begin(), times.end());
     const double median = times[times.size() / 2];

@@ -930,6 +930,13 @@ class Generator {
       else
         k << "  ig_batch_norm(x0, x1, x2, x3, x4, y, " << str(xd[0]) << ", " << str(xd[1]) << ", "
           << str(product(xd, 2)) << ", " << eps << ");\n";
+    } else if (op == "max_pool2d_grad") {  // NCHW (x, dy) -> dx
+      const std::vector<Mono> yd = dims(n.inputs[1]);
+      const std::vector<int64_t> kernel = n.attrs.get_ints("kernel"), stride = n.attrs.get_ints("stride", kernel),
+                                 pad = n.attrs.get_ints("padding", {0, 0});
+      k << "  ig_max_pool2d_grad(x0, x1, y, " << str(xd[0] * xd[1]) << ", " << str(xd[2]) << ", " << str(xd[3]) << ", "
+        << str(yd[2]) << ", " << str(yd[3]) << ", " << kernel[0] << ", " << kernel[1] << ", " << stride[0] << ", "
+        << stride[1] << ", " << pad[0] << ", " << pad[1] << ");\n";
     } else if (op == "max_pool2d") {
       // [outer, H, W, lanes] in the buffers' layout (ig_max_pool2d); y shares x's (check_layouts)
       const std::vector<Mono> yd = dims(y);
@@ -1242,8 +1249,10 @@ bool is_native(const Graph& g, const Node& n) {
     return r >= 1 && a >= -r && a < r;
   }
   if (op == "batch_norm") return rank(n.inputs[0]) >= 2;
-  if (op == "max_pool2d") {  // kernel / stride / padding given as [h, w] (or absent: the defaults)
+  if (op == "max_pool2d" || op == "max_pool2d_grad") {  // kernel / stride / padding as [h, w] (or absent)
     bool ok = rank(n.inputs[0]) == 4 && dt(n.inputs[0]) != DType::Bool && n.attrs.has("kernel");
+    if (op == "max_pool2d_grad")  // (x, dy) -> dx, float or double throughout (added up in place)
+      ok = ok && is_float_dtype(dt(n.outputs[0])) && dt(n.inputs[0]) == dt(n.outputs[0]) && dt(n.inputs[1]) == dt(n.outputs[0]);
     for (const char* key : {"kernel", "stride", "padding"})
       ok = ok && (!n.attrs.has(key) || n.attrs.get_ints(key).size() == 2);
     return ok;

@@ -599,6 +599,40 @@ void ig_max_pool2d(const T* __restrict x, T* __restrict y, int64_t outer, int64_
       }
     }
 }
+
+// max_pool2d's gradient over NCHW planes (float, double): each window's dy added to the window's
+// first maximum in row-major order (a NaN, once seen, is the maximum), as the reference kernel
+// does; one plane per task, so no two threads add into one element.
+template <class T>
+void ig_max_pool2d_grad(const T* __restrict x, const T* __restrict dy, T* __restrict dx, int64_t planes, int64_t H,
+                        int64_t W, int64_t Ho, int64_t Wo, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                        int64_t pw) {
+  #pragma omp parallel for if(ig_big(planes * Ho * Wo * kh * kw))
+  for (int64_t p = 0; p < planes; ++p) {
+    const T* xp = x + p * H * W;
+    const T* dyp = dy + p * Ho * Wo;
+    T* dxp = dx + p * H * W;
+    for (int64_t i = 0; i < H * W; ++i) dxp[i] = T(0);
+    for (int64_t oh = 0; oh < Ho; ++oh) {
+      const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0), h1 = std::min<int64_t>(oh * sh - ph + kh, H);
+      for (int64_t ow = 0; ow < Wo; ++ow) {
+        const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0), w1 = std::min<int64_t>(ow * sw - pw + kw, W);
+        int64_t at = h0 * W + w0;
+        T m = xp[at];
+        for (int64_t h = h0; h < h1 && m == m; ++h)
+          for (int64_t w = w0; w < w1; ++w) {
+            const T v = xp[h * W + w];
+            if (v > m || v != v) {
+              m = v;
+              at = h * W + w;
+              if (v != v) break;
+            }
+          }
+        dxp[at] += dyp[oh * Wo + ow];
+      }
+    }
+  }
+}
 )IGPRELUDE";
 
 const char* const kGemmBlas = R"IGPRELUDE(
