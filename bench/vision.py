@@ -67,20 +67,26 @@ def run_one(path, reps):
     got_per_call = per_call.evaluate(params, {"input": x})["output"]
     row = {"model": name, "batch": int(batch), "size": int(x.shape[2]), "compile_ms": compile_ms,
            "max_rel_err_vs_torch": max(rel_err(np.asarray(got), want), rel_err(np.asarray(got_per_call), want))}
+    # Winograd kernels where oneDNN has them (CpuBackend(winograd=True)), weights as constants.
+    wino = ml.compile(net, ml.CpuBackend(num_threads=THREADS, winograd=True), constant_keys=params, **opts)
+    row["max_rel_err_winograd_vs_torch"] = rel_err(np.asarray(wino.evaluate({}, {"input": x})["output"]), want)
     row["ingot"] = timed(lambda: pm.evaluate({}, {"input": x}), reps)
     row["ingot_weights_per_call"] = timed(lambda: per_call.evaluate(params, {"input": x}), reps)
+    row["ingot_winograd"] = timed(lambda: wino.evaluate({}, {"input": x}), reps)
     return row
 
 
 def table(rows, peers):
-    head = ("| model | batch | ingot ms (spread) | weights per call ms | error vs PyTorch | " +
-            " | ".join(f"{label} ms (×)" for _, label in PEERS) + " |")
-    lines = [head, "|" + "---|" * (5 + len(PEERS))]
+    head = ("| model | batch | ingot ms (spread) | weights per call ms | Winograd ms (ORT ×) | error vs PyTorch "
+            "(Winograd) | " + " | ".join(f"{label} ms (×)" for _, label in PEERS) + " |")
+    lines = [head, "|" + "---|" * (6 + len(PEERS))]
     for r in rows:
-        i, pc = r["ingot"], r["ingot_weights_per_call"]
-        cells = [r["model"], str(r["batch"]), f"{i['ms']:.1f} ({i['min_ms']:.1f}–{i['max_ms']:.1f})",
-                 f"{pc['ms']:.1f}", f"{r['max_rel_err_vs_torch']:.1e}"]
+        i, pc, w = r["ingot"], r["ingot_weights_per_call"], r["ingot_winograd"]
         p = peers.get((r["model"], r["batch"]), {})
+        ort = p.get("onnxruntime", {})
+        cells = [r["model"], str(r["batch"]), f"{i['ms']:.1f} ({i['min_ms']:.1f}–{i['max_ms']:.1f})",
+                 f"{pc['ms']:.1f}", f"{w['ms']:.1f}" + (f" ({ort['ms'] / w['ms']:.2f}×)" if "ms" in ort else ""),
+                 f"{r['max_rel_err_vs_torch']:.1e} ({r['max_rel_err_winograd_vs_torch']:.1e})"]
         for key, _ in PEERS:
             e = p.get(key, {})
             cells.append(f"{e['ms']:.1f} ({e['ms'] / i['ms']:.2f}×)" if "ms" in e else "—")
@@ -144,7 +150,9 @@ def main():
                 f"non-trivial batch-norm statistics; each runtime timed alone in its own loop, median of "
                 f"{rows[0]['ingot']['reps']} after a warm-up (spread: fastest–slowest). ingot holds the weights as "
                 f"constants (`constant_keys`), as ONNX Runtime holds its initializers; \"weights per call\" passes "
-                f"them to every evaluate instead. (×) = peer time / ingot time (the constant-weights column). "
+                f"them to every evaluate instead; \"Winograd\" is `ml.CpuBackend(winograd=True)` (oneDNN's Winograd "
+                f"kernels for 3x3 convs where it has them). (×) = peer time / ingot time (the constant-weights "
+                f"column). "
                 f"Measured {out['measured_utc']} UTC on {out['machine']} (peers {out['peers_measured_utc']}; "
                 + ", ".join(f"{k} {v}" for k, v in torch_side["versions"].items()) +
                 "). Error: max |ingot − PyTorch| over max(1, max |PyTorch logit|).\n"

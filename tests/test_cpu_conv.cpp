@@ -333,3 +333,35 @@ TEST(CpuConvPostOps, DISABLED_NaNPassesThroughFoldedEpilogues) {
   ins[0].data<float>()[300] = INFINITY;
   for (const Layout target : all_layout_targets()) check(g, {ins}, plan_fusion, 1e-4, 1e-4, target);
 }
+
+// CpuOptions::winograd: 3x3 stride-1 convs run oneDNN's Winograd kernel where it has one (an
+// AVX-512 machine: avx512f), the others stay direct, and the results stay within float32
+// rounding of the reference (a few times a direct conv's error) under every layout target.
+TEST(CpuConvLayouts, WinogradWhereOneDnnHasItMatchesReference) {
+  Graph g = make_graph({{"x", {2, 32, 12, 12}}, {"w", {32, 32, 3, 3}}, {"w2", {32, 32, 3, 3}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         ValueId a = g.add_op("relu", {g.add_op("conv2d", {in[0], in[1]}, {{"padding", V{1, 1}}})});
+                         ValueId b = g.add_op("conv2d", {a, in[2]}, {{"padding", V{1, 1}}, {"stride", V{2, 2}}});
+                         g.set_output("y", g.add_op("add", {g.add_op("conv2d", {a, in[2]}, {{"padding", V{1, 1}}}), a}));
+                         g.set_output("strided", b);
+                       });
+  CpuBackend::CpuOptions o = cpu_options();
+  o.winograd = true;
+  const std::vector<Tensor> ins = random_inputs(g, 2, 200);
+  const std::vector<Tensor> want = ReferenceBackend().lower(g, {})->run(ins);
+  for (const Layout target : all_layout_targets()) {
+    SCOPED_TRACE(layout_name(target));
+    std::unique_ptr<Executable> exe = cpu::lower_with_plan(g, plan_fusion(g), o, false, "greedy", target);
+    const std::vector<Tensor> got = exe->run(ins);
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_LT(max_abs_diff(got[i], want[i]), 1e-4 * std::max(1.0, max_abs_diff(want[i], Tensor::full(want[i].dtype(), want[i].shape(), 0.0))));
+    if (!cpu::dnnl_available()) continue;
+    const cpu::ExecutionPlan p = cpu::execution_plan(*exe, {{2, 32, 12, 12}, {32, 32, 3, 3}, {32, 32, 3, 3}});
+    int wino = 0;
+    for (const std::string& impl : p.conv_implementations) wino += impl.find("wino") != std::string::npos;
+    // oneDNN 2.x has f32 Winograd kernels for AVX-512 only, in 16-channel blocks (the layout an
+    // AVX-512 machine picks), and never for a strided conv.
+    const bool has = __builtin_cpu_supports("avx512f") && target == Layout::Nchw16c;
+    EXPECT_EQ(wino, has ? 2 : 0) << "implementations: " << p.conv_implementations.size();
+  }
+}

@@ -80,3 +80,17 @@ def test_resnet18_logits_match_the_reference(layout):
     got = cpu.evaluate(params, {"input": x})["output"]
     assert got.shape == (2, 10)
     assert relative_error(got, want) < 1e-4
+
+
+def test_winograd_option_keeps_resnet_blocks_right():
+    # Winograd kernels (where oneDNN has them: AVX-512, 16-channel blocks) round differently from
+    # direct convolutions; the logits stay within float32 rounding of the reference.
+    backend = ml.CpuBackend(winograd=True)
+    assert backend.winograd and not ml.CpuBackend().winograd
+    opts = dict(shapes={"input": [2, 3, 32, 32]}, inference=True)
+    net = ml.ResNet18(num_classes=10)
+    ref = ml.compile(net, ml.ReferenceBackend(), **opts)
+    params = ref.randomize_params(5)
+    x = np.random.default_rng(3).uniform(-1, 1, (2, 3, 32, 32)).astype(np.float32)
+    got = ml.compile(net, backend, **opts).evaluate(params, {"input": x})["output"]
+    assert relative_error(got, ref.evaluate(params, {"input": x})["output"]) < 1e-4

@@ -65,8 +65,8 @@ struct HostCall {
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable(const Graph& g, cpu::GeneratedCode code, std::shared_ptr<const cpu::LoadedLibrary> lib,
-                std::string strategy)
-      : graph_(g), code_(std::move(code)), lib_(std::move(lib)), strategy_(std::move(strategy)) {
+                std::string strategy, bool winograd)
+      : graph_(g), code_(std::move(code)), lib_(std::move(lib)), strategy_(std::move(strategy)), winograd_(winograd) {
     for (ValueId c : code_.constants) {
       constants_.push_back(graph_.value(c).constant.contiguous());
       const_ptrs_.push_back(constants_.back().raw_data());
@@ -301,6 +301,7 @@ class CpuExecutable final : public Executable {
       spec.src_layout = c.src_layout;
       spec.dst_layout = c.dst_layout;
       spec.post_ops = c.post_ops;
+      spec.winograd = winograd_;
       // Convs of one spec share a primitive (batch chunks repeat the same convs).
       std::shared_ptr<const cpu::DnnlConv> conv;
       for (size_t i = 0; i < b.convs.size() && !conv; ++i)
@@ -388,6 +389,7 @@ class CpuExecutable final : public Executable {
   std::vector<Tensor> constants_;
   std::vector<const void*> const_ptrs_;
   std::string strategy_;  // memory_planning: greedy | none
+  bool winograd_ = false;  // CpuOptions::winograd
   mutable std::mutex mu_;
   mutable std::map<std::vector<Shape>, std::shared_ptr<const Binding>> bindings_;
   std::shared_ptr<const Binding> static_binding_;  // kept: its primitives were made at load
@@ -455,7 +457,7 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
               << " by hand: " << cpu::join_command(cpu::build_command(tc, req.flags, source_path, library_path)) << "\n";
   }
   std::shared_ptr<const cpu::LoadedLibrary> lib = cpu::load_or_build(req);
-  auto exe = std::make_unique<CpuExecutable>(graph, std::move(code), std::move(lib), memory_planning);
+  auto exe = std::make_unique<CpuExecutable>(graph, std::move(code), std::move(lib), memory_planning, options_.winograd);
   if (verbose && exe->static_plan() != nullptr) {
     const Binding& b = *exe->static_plan();
     int inplace = 0;

@@ -152,15 +152,22 @@ std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, co
   if (block > 0 && s.cin % block == 0) configs.push_back({user_desc(dims.src, s.dst_layout), dst_user, true});
   configs.push_back(plain(Tag::nhwc, true));
   configs.push_back(plain(Tag::nchw, false));
-  std::optional<Choice> best;
+  // With `winograd`, each config is tried with the Winograd algorithm first (oneDNN has it for
+  // 3x3 stride-1 convs on AVX-512 and refuses the rest), then with the direct one.
+  std::vector<std::pair<Config, dnnl::algorithm>> tries;
   for (const Config& cfg : configs) {
+    if (s.winograd) tries.emplace_back(cfg, dnnl::algorithm::convolution_winograd);
+    tries.emplace_back(cfg, dnnl::algorithm::convolution_direct);
+  }
+  std::optional<Choice> best;
+  for (const auto& [cfg, algorithm] : tries) {
     try {
       Choice c;
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // thread-safe execution
       attr.set_post_ops(post_ops_for(s, cfg.dst, &c));
       const memory::desc wei_md = cfg.any_weights ? memory::desc(dims.wei, Dt::f32, Tag::any) : wei_user;
-      const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+      const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, algorithm,
                                               cfg.src, wei_md, s.has_bias ? bias_md : memory::desc(), cfg.dst,
                                               dims.strides, dims.dilates, dims.pad_l, dims.pad_r);
       c.pd = dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());

@@ -43,6 +43,7 @@ struct ConvSpec {
   Layout src_layout = Layout::Nchw;  // how the caller stores x
   Layout dst_layout = Layout::Nchw;  // how the caller wants y
   std::vector<ConvPostOp> post_ops;  // binary ones take run()'s operands, in order
+  bool winograd = false;             // prefer oneDNN's Winograd kernel where it has one (CpuOptions)
   bool operator==(const ConvSpec&) const = default;
 };
 
