@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -53,21 +54,6 @@ std::string manifest_text(const std::string& key, const std::string& so_bytes, c
   return os.str();
 }
 
-// True when `manifest` describes exactly `so_bytes` for `key`.
-bool manifest_matches(const std::string& manifest, const std::string& key, const std::string& so_bytes) {
-  std::istringstream in(manifest);
-  std::string line, got_key, got_hash;
-  long long got_size = -1;
-  bool header = false;
-  while (std::getline(in, line)) {
-    if (line == "ingot-cpu-cache " + std::to_string(kAbiVersion)) header = true;
-    else if (line.rfind("key ", 0) == 0) got_key = line.substr(4);
-    else if (line.rfind("size ", 0) == 0) got_size = std::atoll(line.c_str() + 5);
-    else if (line.rfind("fnv1a128 ", 0) == 0) got_hash = line.substr(9);
-  }
-  return header && got_key == key && got_size == static_cast<long long>(so_bytes.size()) &&
-         got_hash == fnv1a128_hex(so_bytes);
-}
 
 // dlopens a private copy of verified bytes (written to `dir`, unlinked once loaded).
 std::shared_ptr<LoadedLibrary> load_bytes(const std::string& bytes, const std::string& dir,
@@ -191,6 +177,27 @@ std::string cache_key(const BuildRequest& req) {
 void clear_memory_cache() {
   std::lock_guard<std::mutex> g(g_memory_mu);
   memory_cache().clear();
+}
+
+bool manifest_matches(const std::string& manifest, const std::string& key, const std::string& so_bytes) {
+  std::istringstream in(manifest);
+  std::string line, got_key, got_hash;
+  uint64_t got_size = 0;
+  bool header = false, have_size = false;
+  while (std::getline(in, line)) {
+    if (line == "ingot-cpu-cache " + std::to_string(kAbiVersion)) {
+      header = true;
+    } else if (line.rfind("key ", 0) == 0) {
+      got_key = line.substr(4);
+    } else if (line.rfind("size ", 0) == 0) {  // a whole decimal number, nothing else (no atoll overflow)
+      const char *first = line.data() + 5, *last = line.data() + line.size();
+      const auto [end, ec] = std::from_chars(first, last, got_size);
+      have_size = ec == std::errc() && end == last && first != last;
+    } else if (line.rfind("fnv1a128 ", 0) == 0) {
+      got_hash = line.substr(9);
+    }
+  }
+  return header && have_size && got_key == key && got_size == so_bytes.size() && got_hash == fnv1a128_hex(so_bytes);
 }
 
 std::shared_ptr<const LoadedLibrary> load_or_build(const BuildRequest& req) {

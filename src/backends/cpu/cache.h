@@ -56,4 +56,8 @@ std::shared_ptr<const LoadedLibrary> load_or_build(const BuildRequest& req);
 // Forgets the in-memory cache (loaded libraries stay mapped); tests use it to reach the disk.
 void clear_memory_cache();
 
+// True when `manifest` (a `<key>.manifest` file's text, from disk: any bytes at all) describes
+// exactly `so_bytes` for `key`. Fuzzed (fuzz/fuzz_cache_manifest.cpp).
+bool manifest_matches(const std::string& manifest, const std::string& key, const std::string& so_bytes);
+
 }  // namespace ingot::cpu

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing of every parser of files a user may get from someone else (safetensors
+# parameters, model JSON, the disk cache's manifests), with clang's libFuzzer under
+# AddressSanitizer + UndefinedBehaviorSanitizer:
+#   1. builds build/fuzz (clang++, -DINGOT_FUZZ=ON -DINGOT_SANITIZE=ON; apt's clang provides
+#      libFuzzer);
+#   2. runs each target for the budget, starting from its seed corpus (fuzz/corpus/<parser>) plus
+#      what earlier runs found (build/fuzz/corpus/<parser>, kept between runs);
+#   3. a crash, hang (over 10 s), leak or allocation over 2 GiB stops a target and leaves its input
+#      in fuzz/findings/<parser>/: fix it so the input is a clear ingot::Error, then move the input
+#      to fuzz/regressions/<parser>/, which ctest replays on every build (fuzz_<parser>_corpus).
+#
+#   ./scripts/fuzz.sh [seconds per target, default 60] [target ...]   (targets: safetensors,
+#   model_json, cache_manifest; default all)
+# Exit status: 0 when no target found anything.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-60}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors model_json cache_manifest)
+command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is not installed (apt-get install clang)" >&2; exit 2; }
+CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINGOT_FUZZ=ON \
+  -DINGOT_SANITIZE=ON -DINGOT_BUILD_TESTS=OFF >/dev/null || exit 1
+cmake --build build/fuzz -j "$(nproc)" --target "${targets[@]/#/fuzz_}" || exit 1
+status=0
+for t in "${targets[@]}"; do
+  mkdir -p "build/fuzz/corpus/$t" "fuzz/findings/$t"
+  echo "== fuzz_$t for ${seconds}s"
+  if ! ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 "build/fuzz/fuzz_$t" \
+      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix="fuzz/findings/$t/" "build/fuzz/corpus/$t" "fuzz/corpus/$t" 2>"build/fuzz/$t.log"; then
+    echo "   FOUND something: see build/fuzz/$t.log and fuzz/findings/$t/"
+    tail -30 "build/fuzz/$t.log"
+    status=1
+  else
+    grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "build/fuzz/$t.log" | sed 's/^/   /'
+  fi
+done
+exit $status
