@@ -1,8 +1,22 @@
 """The machine description and run time every Python benchmark writes into its JSON, as the C++
-benchmarks do (bench/bench_util.h). Standard library only, and nothing happens on import (unlike
-bench/peers.py, which sets the thread environment)."""
+benchmarks do (bench/bench_util.h), and the timing loop of the vision benchmark's two sides.
+Standard library only, and nothing happens on import (unlike bench/peers.py, which sets the thread
+environment)."""
 import datetime
 import platform
+import time
+
+
+def timed(fn, reps):
+    """fn() once to warm up (and compile), then `reps` timed calls: median, fastest and slowest ms."""
+    fn()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    times.sort()
+    return {"ms": times[len(times) // 2], "min_ms": times[0], "max_ms": times[-1], "reps": reps}
 
 
 def measured_utc():

@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 import ingot as ml  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import cpu_model, measured_utc  # noqa: E402
+from machine import cpu_model, measured_utc, timed  # noqa: E402
 
 ZOO = {"resnet18": ml.ResNet18, "resnet50": ml.ResNet50, "mobilenet_v2": ml.MobileNetV2}
 LINEAR = {"fc.weight", "classifier.1.weight"}  # torch [out, in]; ingot's Linear [in, out]
@@ -35,17 +35,6 @@ PEERS = [("onnxruntime", "ONNX Runtime"), ("torch_eager", "PyTorch eager"), ("to
 
 def rel_err(got, want):
     return float(np.max(np.abs(got.astype(np.float64) - want)) / max(1.0, float(np.max(np.abs(want)))))
-
-
-def timed(fn, reps):
-    fn()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e3)
-    times.sort()
-    return {"ms": times[len(times) // 2], "min_ms": times[0], "max_ms": times[-1], "reps": reps}
 
 
 def run_one(path, reps):

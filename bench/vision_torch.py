@@ -28,18 +28,7 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import cpu_model, measured_utc  # noqa: E402
-
-
-def timed(fn, reps):
-    fn()  # warm-up (and compile, for the compiled runtimes)
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e3)
-    times.sort()
-    return {"ms": times[len(times) // 2], "min_ms": times[0], "max_ms": times[-1], "reps": reps}
+from machine import cpu_model, measured_utc, timed  # noqa: E402
 
 
 def build(name, torch, torchvision):

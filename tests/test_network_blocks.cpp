@@ -17,16 +17,8 @@ using V = std::vector<int64_t>;
 
 namespace {
 
-Model conv(int64_t out, int64_t kernel, int64_t stride = 1, int64_t groups = 1) {
-  Conv2dOptions o;
-  o.out_channels = out;
-  o.kernel_size = kernel;
-  o.stride = stride;
-  o.padding = (kernel - 1) / 2;
-  o.groups = groups;
-  o.use_bias = false;
-  return Conv2d(o);
-}
+// A "same"-padded conv (with a bias: random_params gives it non-zero values).
+Model conv(int64_t out, int64_t kernel, int64_t stride = 1) { return Conv2d(out, kernel, stride, (kernel - 1) / 2); }
 
 Connection then(Model& m, const Model& b, const Connection& x) { return m.add(b, {{"input", x}}).at("output"); }
 

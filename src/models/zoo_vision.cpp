@@ -22,6 +22,7 @@ Connection then(Model& m, const Model& b, const Connection& x, const std::string
   return m.add(b, {{"input", x}}, name).at("output");
 }
 
+// A "same"-padded conv without bias (batch norm follows), as torchvision's.
 Model conv(int64_t out, int64_t kernel, int64_t stride, int64_t groups = 1) {
   Conv2dOptions o;
   o.out_channels = out;
