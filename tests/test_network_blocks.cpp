@@ -193,3 +193,22 @@ TEST(NetworkBlocks, ALayoutMismatchIsCaughtAtLowering) {
   out_forged.of_value[static_cast<size_t>(g.outputs()[0].second)] = Layout::Nhwc;
   EXPECT_THROW(cpu::generate_cpp(g, plan_fusion(g), out_forged, o), Error);
 }
+
+// The primitive reports the layout it reads a residual in, and where that costs a reorder per
+// call: an NCHW residual into a primitive that runs NHWC.
+TEST(NetworkBlocks, OneDnnReportsAReorderedResidual) {
+  if (!cpu::dnnl_available()) GTEST_SKIP() << "built without oneDNN";
+  cpu::ConvSpec s;
+  s.n = 1, s.cin = 4, s.h = 6, s.w = 6, s.cout = 4, s.kh = 3, s.kw = 3, s.oh = 6, s.ow = 6, s.ph = 1, s.pw = 1;
+  s.src_layout = Layout::Nhwc;
+  s.dst_layout = Layout::Nchw;
+  cpu::ConvPostOp add;
+  add.kind = cpu::ConvPostOp::Kind::Add;
+  s.post_ops = {add};
+  const cpu::DnnlConv prim(s);
+  const std::string l = prim.layouts();
+  EXPECT_NE(l.find(", residual "), std::string::npos) << l;
+  // The residual is read in the layout the primitive writes, reordered exactly when that is not NCHW.
+  const bool dst_reordered = l.find("dst nchw,") == std::string::npos;
+  EXPECT_EQ(l.find("residual nchw") == std::string::npos, dst_reordered) << l;
+}

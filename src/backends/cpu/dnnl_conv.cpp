@@ -261,7 +261,10 @@ std::string DnnlConv::layouts() const {
   auto one = [&](const char* what, const memory::desc& runs, const memory::desc& user) {
     return std::string(what) + " " + name(runs) + (runs == user ? "" : " (reordered from " + name(user) + ")");
   };
-  return one("src", m.src_md, m.src_user) + ", " + one("dst", m.dst_md, m.dst_user);
+  std::string residual;  // full post-op operands come in dst's user layout and are read in dst's
+  for (const auto& [index, md] : m.binary_operands)
+    if (!m.spec.post_ops[static_cast<size_t>(index)].per_channel) residual = ", " + one("residual", md, m.dst_user);
+  return one("src", m.src_md, m.src_user) + ", " + one("dst", m.dst_md, m.dst_user) + residual;
 }
 
 struct WeightCache::Entries {

@@ -89,7 +89,8 @@ class DnnlConv {
   void keep_weights(const float* w, WeightCache* kept, int64_t weights_value) const;
   const std::string& implementation() const;  // oneDNN's name for the kernel it chose
   // The activation layouts the primitive runs in, and the caller's where they differ (reordered
-  // each call): "src nchw8c (reordered from nchw), dst nchw8c".
+  // each call): "src nchw8c (reordered from nchw), dst nchw8c", plus a residual post-op operand's
+  // (", residual nhwc (reordered from nchw)").
   std::string layouts() const;
 
  private:
