@@ -300,7 +300,7 @@ TEST(CpuConvLayouts, ConstantWeightsAreReorderedOnceForEveryCall) {
 namespace {
 
 // Convs with the epilogues real networks fold: relu, maximum / minimum with a per-channel operand
-// on either side, ReLU6 (minimum(relu(y), 6): relu folds, the clamp runs after), a scalar floor.
+// on either side, ReLU6 (minimum(relu(y), 6): relu and a clip), a scalar floor (not folded).
 Graph clamped_convs() {
   return make_graph({{"x", {2, 16, 6, 6}}, {"w", {16, 16, 3, 3}}, {"pc", {16, 1, 1}}},
                     [&](Graph& g, std::vector<ValueId>& in) {
@@ -319,6 +319,14 @@ TEST(CpuConvPostOps, ClampingEpiloguesInEveryLayout) {
   const Graph g = clamped_convs();
   for (const Layout target : all_layout_targets())
     check(g, {random_inputs(g, 2, 180), random_inputs(g, 2, 190)}, plan_fusion, 1e-4, 1e-4, target);
+  if (!cpu::dnnl_available()) return;
+  const cpu::GeneratedCode code = generated_with_dnnl(g);
+  ASSERT_EQ(code.dnnl_convs.size(), 5u);  // relu, max_pc, min_pc, relu6, floor
+  EXPECT_EQ(kinds(code.dnnl_convs[1]), (std::vector<Kind>{Kind::Max}));
+  EXPECT_EQ(kinds(code.dnnl_convs[2]), (std::vector<Kind>{Kind::Min}));
+  EXPECT_EQ(kinds(code.dnnl_convs[3]), (std::vector<Kind>{Kind::Relu, Kind::Clip})) << "ReLU6 folds whole";
+  EXPECT_EQ(code.dnnl_convs[3].post_ops[1].beta, 6.0f);
+  EXPECT_TRUE(code.dnnl_convs[4].post_ops.empty()) << "a clamp with no relu before it would drop a NaN: not folded";
 }
 
 // Known deviation, kept here so it is not forgotten: the reference (like PyTorch) passes a NaN

@@ -1,6 +1,7 @@
 #include "backends/cpu/codegen_conv.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -46,6 +47,15 @@ ConvPostOp linear(float alpha, float beta) {
   return p;
 }
 
+// min(hi, max(lo, y)): exact, but a NaN y comes out as a bound (vmaxps / vminps).
+ConvPostOp clip(float lo, float hi) {
+  ConvPostOp p;
+  p.kind = Kind::Clip;
+  p.alpha = lo;
+  p.beta = hi;
+  return p;
+}
+
 std::optional<Step> step_for(const Graph& g, const Node& n, ValueId y) {
   static const std::map<std::string, Kind> unary = {{"relu", Kind::Relu}, {"tanh", Kind::Tanh}, {"sigmoid", Kind::Sigmoid},
                                                     {"exp", Kind::Exp},   {"log", Kind::Log},   {"sqrt", Kind::Sqrt},
@@ -80,6 +90,8 @@ std::optional<Step> step_for(const Graph& g, const Node& n, ValueId y) {
     if (kind == Kind::Add) s.ops.push_back(linear(1.0f, *c));
     else if (kind == Kind::Mul) s.ops.push_back(linear(*c, 0.0f));
     else if (kind == Kind::Sub) s.ops.push_back(y_first ? linear(1.0f, -*c) : linear(-1.0f, *c));
+    else if (kind == Kind::Min) s.ops.push_back(clip(-std::numeric_limits<float>::max(), *c));  // ReLU6's clamp
+    else if (kind == Kind::Max) s.ops.push_back(clip(*c, std::numeric_limits<float>::max()));
     else return std::nullopt;
     return s;
   }
@@ -119,6 +131,13 @@ ConvEpilogue fold_conv_epilogue(const Graph& g, NodeId conv, const std::vector<N
       return std::count_if(ops.begin(), ops.end(), [](const ConvPostOp& p) { return p.kind == Kind::Linear; });
     };
     if (linears(prefixes.back().post_ops) + linears(s->ops) > 1) break;
+    // A clamp drops a NaN, which the reference's minimum / maximum pass on: it folds only after a
+    // relu, whose post-op has already dropped it (ReLU6: minimum(relu(y), 6)), so folding it
+    // changes nothing the chain did not already.
+    const bool clamps = std::any_of(s->ops.begin(), s->ops.end(), [](const ConvPostOp& p) { return p.kind == Kind::Clip; });
+    const bool after_relu = std::any_of(prefixes.back().post_ops.begin(), prefixes.back().post_ops.end(),
+                                        [](const ConvPostOp& p) { return p.kind == Kind::Relu; });
+    if (clamps && !after_relu) break;
     ConvEpilogue next = prefixes.back();
     next.nodes.push_back(id);
     next.post_ops.insert(next.post_ops.end(), s->ops.begin(), s->ops.end());

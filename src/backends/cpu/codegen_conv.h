@@ -9,6 +9,7 @@
 // reads the previous value as its only reader (never a graph output), computes float32 of the
 // conv output's shape, and is one of: relu, tanh, sigmoid, exp, log, sqrt, abs, gelu (erf or
 // tanh form), neg; add / sub / mul with a float32 scalar constant (alpha * y + beta, exact);
+// minimum / maximum with a float32 scalar constant (a clip) after a relu (ReLU6);
 // add / sub / mul / div / maximum / minimum with a per-channel operand ([C, 1, 1] or
 // [1, C, 1, 1]) or a full operand of the conv output's shape (a residual); sub and the
 // commutative ops with y on either side (o - y is sub then negate). At most one step of the chain

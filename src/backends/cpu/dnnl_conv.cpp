@@ -78,6 +78,7 @@ dnnl::algorithm eltwise_algorithm(ConvPostOp::Kind k) {
     case K::GeluErf: return A::eltwise_gelu_erf;
     case K::GeluTanh: return A::eltwise_gelu_tanh;
     case K::Linear: return A::eltwise_linear;
+    case K::Clip: return A::eltwise_clip;
     case K::Add: return A::binary_add;
     case K::Sub: return A::binary_sub;
     case K::Mul: return A::binary_mul;
@@ -125,9 +126,9 @@ dnnl::post_ops post_ops_for(const ConvSpec& s, const memory::desc& dst, Choice* 
       po.append_binary(eltwise_algorithm(op.kind), md);
       c->binary_operands.emplace_back(static_cast<int>(i), md);
     } else {
-      // relu's alpha is its negative slope (0); linear's alpha and beta are the map's.
-      const bool linear = op.kind == ConvPostOp::Kind::Linear;
-      po.append_eltwise(1.0f, eltwise_algorithm(op.kind), linear ? op.alpha : 0.0f, linear ? op.beta : 0.0f);
+      // relu's alpha is its negative slope (0); linear's and clip's alpha and beta are the map's.
+      const bool own = op.kind == ConvPostOp::Kind::Linear || op.kind == ConvPostOp::Kind::Clip;
+      po.append_eltwise(1.0f, eltwise_algorithm(op.kind), own ? op.alpha : 0.0f, own ? op.beta : 0.0f);
     }
   }
   return po;

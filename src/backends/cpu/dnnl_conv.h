@@ -28,9 +28,9 @@ bool dnnl_available();
 // combine y with an operand (y op operand) that is per channel ([C] values) or a full tensor of
 // y's shape, stored in y's layout.
 struct ConvPostOp {
-  enum class Kind { Relu, Tanh, Sigmoid, Exp, Log, Sqrt, Abs, GeluErf, GeluTanh, Linear, Add, Sub, Mul, Div, Max, Min };
+  enum class Kind { Relu, Tanh, Sigmoid, Exp, Log, Sqrt, Abs, GeluErf, GeluTanh, Linear, Clip, Add, Sub, Mul, Div, Max, Min };
   Kind kind = Kind::Relu;
-  float alpha = 1.0f, beta = 0.0f;  // Linear
+  float alpha = 1.0f, beta = 0.0f;  // Linear: alpha * y + beta; Clip: min(beta, max(alpha, y))
   bool per_channel = false;         // binary: operand has C values (else y's shape)
   bool binary() const { return kind >= Kind::Add; }
   bool operator==(const ConvPostOp&) const = default;
