@@ -275,22 +275,31 @@ struct WeightCache::Entries {
     std::unique_ptr<Scratch> reordered;
   };
   std::vector<Entry> list;
+  // The weights of graph value `value` reordered into `layout`, or null.
+  void* find(int64_t value, const memory::desc& layout) const {
+    for (const Entry& e : list)
+      if (e.value == value && e.layout == layout) return e.reordered->p;
+    return nullptr;
+  }
+  // Reorders `w` (stored as `user`) into `layout` on `st` and keeps it; returns where.
+  void* add(const memory::desc& user, const memory::desc& layout, const float* w, int64_t value, dnnl::stream& st) {
+    auto scratch = std::make_unique<Scratch>(layout.get_size());
+    memory u(user, cpu_engine(), const_cast<float*>(w)), t(layout, cpu_engine(), scratch->p);
+    dnnl::reorder(u, t).execute(st, u, t);
+    list.push_back({layout, value, std::move(scratch)});
+    return list.back().reordered->p;
+  }
 };
 WeightCache::WeightCache() : entries_(std::make_unique<Entries>()) {}
 WeightCache::~WeightCache() = default;
 
 void DnnlConv::keep_weights(const float* w, WeightCache* kept, int64_t weights_value) const {
   const Impl& m = *impl_;
-  if (m.empty_output || m.no_input || m.wei_user == m.wei_md) return;
-  for (const WeightCache::Entries::Entry& e : kept->entries_->list)
-    if (e.value == weights_value && e.layout == m.wei_md) return;
+  if (m.empty_output || m.no_input || m.wei_user == m.wei_md || kept->entries_->find(weights_value, m.wei_md)) return;
   try {
     dnnl::stream st(cpu_engine());
-    auto scratch = std::make_unique<Scratch>(m.wei_md.get_size());
-    memory u(m.wei_user, cpu_engine(), const_cast<float*>(w)), t(m.wei_md, cpu_engine(), scratch->p);
-    dnnl::reorder(u, t).execute(st, u, t);
+    kept->entries_->add(m.wei_user, m.wei_md, w, weights_value, st);
     st.wait();
-    kept->entries_->list.push_back({m.wei_md, weights_value, std::move(scratch)});
   } catch (const dnnl::error& e) {
     INGOT_FAIL("CpuBackend: oneDNN weight reorder failed: ", e.what());
   }
@@ -329,16 +338,10 @@ void DnnlConv::run(const float* x, const float* w, const float* b, const void* c
     std::optional<Scratch> src_tmp, wei_tmp;
     memory src_m = input(m.src_user, m.src_md, x, src_tmp);
     auto cached_weights = [&]() -> memory {
-      if (kept != nullptr)
-        for (const WeightCache::Entries::Entry& e : kept->entries_->list)
-          if (e.value == weights_value && e.layout == m.wei_md) return memory(m.wei_md, eng, e.reordered->p);
-      for (const WeightCache::Entries::Entry& e : weights->entries_->list)
-        if (e.value == weights_value && e.layout == m.wei_md) return memory(m.wei_md, eng, e.reordered->p);
-      auto scratch = std::make_unique<Scratch>(m.wei_md.get_size());
-      memory u(m.wei_user, eng, const_cast<float*>(w)), t(m.wei_md, eng, scratch->p);
-      dnnl::reorder(u, t).execute(st, u, t);
-      weights->entries_->list.push_back({m.wei_md, weights_value, std::move(scratch)});
-      return t;
+      void* p = kept != nullptr ? kept->entries_->find(weights_value, m.wei_md) : nullptr;
+      if (p == nullptr) p = weights->entries_->find(weights_value, m.wei_md);
+      if (p == nullptr) p = weights->entries_->add(m.wei_user, m.wei_md, w, weights_value, st);
+      return memory(m.wei_md, eng, p);
     };
     memory wei_m = weights != nullptr && weights_value >= 0 && !(m.wei_user == m.wei_md)
                        ? cached_weights()

@@ -4,7 +4,7 @@
 // with the layout the compile asks for (CompileOptions::layout_target; auto: this machine's).
 //
 // The plan starts from every channels-last conv2d's output and carries the layout forward
-// through batch_norm and elementwise nodes whose full-shape inputs agree; then, to a fixpoint, a
+// through batch_norm, max_pool2d and elementwise nodes whose full-shape inputs agree; then, to a fixpoint, a
 // value goes back to NCHW when it is a graph output, when a reader cannot read the layout, or
 // when its batch_norm / elementwise producer has a full-shape input in another layout.
 #include <sstream>
