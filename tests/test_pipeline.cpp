@@ -211,6 +211,11 @@ TEST(Pipeline, ModelJsonRoundTrip) {
 TEST(Pipeline, ModelJsonErrors) {
   EXPECT_NE(error_of([] { Model::from_json("{not json"); }).find("not valid JSON"), std::string::npos);
   EXPECT_NE(error_of([] { Model::from_json(R"({"format": "onnx"})"); }).find("Not an ingot model"), std::string::npos);
+  // Fields of the wrong type are errors, not a crash (found by fuzz_model_json).
+  EXPECT_NE(error_of([] { Model::from_json(R"({"format": {}})"); }).find("Not an ingot model"), std::string::npos);
+  EXPECT_NE(error_of([] { Model::from_json(R"({"format": "ingot.model", "version": 18446744073709551615})"); })
+                .find("Unsupported model format version 18446744073709551615"),
+            std::string::npos);
   EXPECT_NE(error_of([] { Model::from_json(R"({"format": "ingot.model", "version": 99, "model": {}})"); })
                 .find("Unsupported model format version 99"),
             std::string::npos);

@@ -208,12 +208,16 @@ Model Model::from_json(const std::string& text) {
   } catch (const json::exception& e) {
     INGOT_FAIL("Model JSON is not valid JSON: ", e.what());
   }
-  INGOT_CHECK(j.is_object() && j.value("format", std::string()) == "ingot.model",
+  // Every field is checked for its type before it is read: json's own accessors throw on a wrong
+  // type ("format": {} once ended the process), and what they throw becomes an ingot::Error too.
+  INGOT_CHECK(j.is_object() && j.contains("format") && j.at("format").is_string() &&
+                  j.at("format").get<std::string>() == "ingot.model",
               "Not an ingot model file: expected \"format\": \"ingot.model\"");
   INGOT_CHECK(j.contains("version") && j.at("version").is_number_integer(), "Model JSON has no integer \"version\"");
-  int version = j.at("version").get<int>();
-  INGOT_CHECK(version == kFormatVersion, "Unsupported model format version ", version,
-              " (this ingot reads version ", kFormatVersion, ")");
+  const json& version = j.at("version");
+  INGOT_CHECK(version.is_number_unsigned() ? version.get<uint64_t>() == static_cast<uint64_t>(kFormatVersion)
+                                           : version.get<int64_t>() == kFormatVersion,
+              "Unsupported model format version ", version.dump(), " (this ingot reads version ", kFormatVersion, ")");
   try {
     return model_from_json(j.at("model"), "model");
   } catch (const json::exception& e) {
