@@ -752,7 +752,12 @@ void scatter_add_vjp(Ctx& c) {
 }
 
 void dtype_of_input0(const Node&, std::span<const DType> in, std::span<DType> out) { out[0] = in[0]; }
-void dtype_of_input2(const Node&, std::span<const DType> in, std::span<DType> out) { out[0] = in[2]; }
+// index_add / scatter_add (like, indices, updates): the updates' dtype; integer indices, checked
+// here at type inference rather than only by the kernel (found by the program fuzzer).
+void dtype_scatter(const Node& n, std::span<const DType> in, std::span<DType> out) {
+  INGOT_CHECK(is_integral(in[1]), n.op, ": indices must have an integer dtype, got ", dtype_name(in[1]));
+  out[0] = in[2];
+}
 
 }  // namespace
 
@@ -799,9 +804,9 @@ void register_movement_ops() {
       "slice_scatter(grad, like) {slice's attrs}: zeros like `like`, grad where slice reads", slice_scatter_vjp, 2, 2);
   add("concat_part", concat_part_shape, dtype_of_input0, concat_part_eval,
       "concat_part(grad, x0, x1, ...) {axis, index}: the part of grad concat took from x<index>", nullptr, -1, 2);
-  add("index_add", like_shape<0>, dtype_of_input2, index_add_eval,
+  add("index_add", like_shape<0>, dtype_scatter, index_add_eval,
       "index_add(like, indices, updates) {axis}: zeros like `like`, updates added at gather's rows", index_add_vjp, 3, 3);
-  add("scatter_add", like_shape<0>, dtype_of_input2, scatter_add_eval,
+  add("scatter_add", like_shape<0>, dtype_scatter, scatter_add_eval,
       "scatter_add(like, indices, updates) {axis}: zeros like `like`, updates added where "
       "take_along_axis reads", scatter_add_vjp, 3, 3);
 }
