@@ -12,9 +12,19 @@
 #
 #   ./scripts/fuzz.sh [seconds per target, default 60] [target ...]   (targets: safetensors,
 #   model_json, cache_manifest; default all)
-# Exit status: 0 when no target found anything.
+#
+# The compiler's differential fuzzer (fuzz/programs.h: random programs from the op registry on
+# the CPU backend under every variation, against the reference interpreter):
+#   ./scripts/fuzz.sh programs [graphs, default 100] [first seed, default 1] [seconds, default 0 = no limit]
+# builds build/release's ingot_fuzz_programs and runs it; a finding prints its seed, variation,
+# output and graph (rerun with that seed and 1 graph to reproduce).
+# Exit status: 0 when nothing was found.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = programs ]; then
+  scripts/build.sh release >/dev/null || exit 1
+  exec build/release/ingot_fuzz_programs --graphs "${2:-100}" --seed "${3:-1}" --seconds "${4:-0}"
+fi
 seconds="${1:-60}"
 shift || true
 targets=("$@")
