@@ -215,11 +215,25 @@ double relative_error(const Tensor& got, const Tensor& want) {
 
 std::optional<Finding> check(const Batch& batch, const Variation& v, const CpuBackend::CpuOptions& cpu_options) {
   const Graph& g = batch.graph;
-  const std::vector<Tensor> want = ReferenceBackend().lower(g, {})->run(leaf_inputs(g, batch.inputs, DType::Float32));
   Graph opt = g;
   optimize(opt, v.options);
-  const std::vector<Tensor> got =
-      CpuBackend(cpu_options).lower(opt, v.options)->run(leaf_inputs(opt, batch.inputs, DType::Float32));
+  auto run_cpu = [&] {
+    return CpuBackend(cpu_options).lower(opt, v.options)->run(leaf_inputs(opt, batch.inputs, DType::Float32));
+  };
+  std::vector<Tensor> want;
+  try {
+    want = ReferenceBackend().lower(g, {})->run(leaf_inputs(g, batch.inputs, DType::Float32));
+  } catch (const Error& e) {
+    // A program its data makes invalid (an index out of range, say): the CPU backend must refuse
+    // it too, with an error rather than a result.
+    try {
+      run_cpu();
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+    return Finding{batch.seed, v.name, std::string("(the reference refused: ") + e.what() + ")", print_graph(g), 1e30, 0};
+  }
+  const std::vector<Tensor> got = run_cpu();
   INGOT_CHECK(got.size() == want.size(), "fuzz: the optimized graph has ", got.size(), " outputs, the original ",
               want.size());
   std::optional<std::vector<Tensor>> truth;  // the float64 run, computed at the first disagreement

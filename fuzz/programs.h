@@ -56,7 +56,8 @@ struct Finding {
 };
 
 // Compiles `batch` under `v` for the CPU backend and compares every output with the reference
-// interpreter on the unoptimized graph. nullopt when all agree.
+// interpreter on the unoptimized graph. nullopt when all agree, or when both refuse the program
+// with an ingot::Error (its data can make it invalid: an index out of range).
 std::optional<Finding> check(const Batch& batch, const Variation& v, const CpuBackend::CpuOptions& cpu = {});
 
 // How often each op of the registry was drawn and kept so far in this process (every op appears;
