@@ -36,7 +36,7 @@ Tensor random_values(const Shape& shape, std::mt19937_64& rng, double lo, double
 
 // Whether `op` accepts `inputs` (their static shapes and dtypes) with no attributes: its shape
 // and dtype rules run on a one-node graph.
-bool accepts(const OpDef& op, const Graph& g, const std::vector<ValueId>& inputs) {
+bool accepts(const OpDef& op, const Graph& g, const std::vector<ValueId>& inputs, const Attrs& attrs) {
   Graph t;
   std::vector<ValueId> leaves;
   std::vector<ShapeConstraint> cs;
@@ -49,7 +49,7 @@ bool accepts(const OpDef& op, const Graph& g, const std::vector<ValueId>& inputs
     leaves.push_back(l);
   }
   try {
-    const std::vector<ValueId> outs = t.add_node(op.name, leaves, {}, op.num_outputs);
+    const std::vector<ValueId> outs = t.add_node(op.name, leaves, attrs, op.num_outputs);
     infer_shapes(t, cs);
     infer_types(t);
     for (ValueId o : outs)
@@ -126,8 +126,18 @@ Batch random_batch(uint64_t seed, const ProgramOptions& po) {
         const size_t pick = rng() % 2 ? n - 1 - rng() % std::min<size_t>(n, 3) : rng() % n;
         in.push_back(pool[pick]);
       }
-      if (!accepts(op, g, in)) continue;
-      const std::vector<ValueId> outs = g.add_node(op.name, in, {}, op.num_outputs);
+      Attrs attrs;
+      if (op.sample_attrs != nullptr) {
+        std::vector<Shape> shapes;
+        for (ValueId v : in) {
+          Shape s;
+          for (const SymDim& d : g.value(v).shape) s.push_back(d.value);
+          shapes.push_back(s);
+        }
+        attrs = op.sample_attrs(shapes, rng());
+      }
+      if (!accepts(op, g, in, attrs)) continue;
+      const std::vector<ValueId> outs = g.add_node(op.name, in, attrs, op.num_outputs);
       // Shapes now, so the next draw's acceptance check sees them.
       infer_shapes(g, cs);
       infer_types(g);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cpu_test_util.h"
+#include "ir/op_registry.h"
 #include "programs.h"
 
 using namespace ingot;
@@ -43,4 +44,32 @@ TEST(ProgramFuzz, CatchesAMiscompilation) {
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->seed, b.seed);
   EXPECT_NE(f->str().find("add becomes sub"), std::string::npos) << f->str();
+}
+
+// Every op's attribute sampler (OpDef::sample_attrs) draws attributes the op's own shape and
+// dtype rules accept, for an operand of rank 1 to 4, and its reference kernel runs on them.
+TEST(ProgramFuzz, AttrSamplersDrawValidAttributes) {
+  int with_sampler = 0;
+  for (const OpDef* op : all_ops()) {
+    if (op->sample_attrs == nullptr || op->min_inputs != 1) continue;
+    ++with_sampler;
+    for (uint64_t seed = 0; seed < 24; ++seed) {
+      Shape s;
+      for (uint64_t d = 0; d < 1 + seed % 4; ++d) s.push_back(static_cast<int64_t>(1 + (seed + 3 * d) % 5));
+      const Attrs a = op->sample_attrs({&s, 1}, seed);
+      SCOPED_TRACE(op->name + " on " + to_string(s) + ", seed " + std::to_string(seed));
+      Graph g;
+      const ValueId x = g.add_input("x");
+      g.value(x).dtype = DType::Float32;
+      g.add_node(op->name, {x}, a, op->num_outputs);
+      EXPECT_NO_THROW({
+        infer_shapes(g, {{x, ingot::testing::template_of(s), "", "test"}});
+        infer_types(g);
+        std::vector<Tensor> outs(static_cast<size_t>(op->num_outputs));
+        const std::vector<Tensor> ins = {Tensor::full(DType::Float32, s, 1.0)};
+        op->eval(g.nodes().back(), ins, outs);
+      });
+    }
+  }
+  EXPECT_GE(with_sampler, 15) << "reductions, row kernels and movement ops have samplers";
 }

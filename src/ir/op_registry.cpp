@@ -49,6 +49,13 @@ void register_op(OpDef def) {
   r.emplace(std::move(name), std::make_unique<OpDef>(std::move(def)));
 }
 
+void set_attr_sampler(std::string_view name, AttrSampler sampler) {
+  Registry& r = raw_registry();
+  auto it = r.find(name);
+  INGOT_CHECK(it != r.end(), "set_attr_sampler: op '", name, "' is not registered");
+  it->second->sample_attrs = sampler;
+}
+
 const OpDef* find_op(std::string_view name) {
   Registry& r = registry();
   auto it = r.find(name);

@@ -150,6 +150,11 @@ using DTypeRule = void (*)(const Node& n, std::span<const DType> in, std::span<D
 // (contiguous) with the concrete shape it computes from its inputs.
 using Kernel = void (*)(const Node& n, std::span<const Tensor> inputs, std::span<Tensor> outputs);
 
+// Attributes for a random program of the differential fuzzer (fuzz/programs.h): drawn from `seed`
+// for operands of these static shapes. Ops whose attributes all have defaults need none; an op
+// with a required attribute and no sampler is never generated (the fuzzer reports it).
+using AttrSampler = Attrs (*)(std::span<const Shape> inputs, uint64_t seed);
+
 struct OpDef {
   std::string name;
   int min_inputs = 1;
@@ -161,9 +166,12 @@ struct OpDef {
   Kernel eval = nullptr;
   std::string doc;  // one line, shown by `ingot ops`
   VjpRule vjp = nullptr;  // gradient rule; nullptr: not differentiable (an error if needed)
+  AttrSampler sample_attrs = nullptr;  // the fuzzer's attributes; nullptr: none (the defaults)
 };
 
 void register_op(OpDef def);  // throws if the name is taken
+// Gives registered op `name` its fuzz sampler (called beside the op's definition).
+void set_attr_sampler(std::string_view name, AttrSampler sampler);
 const OpDef& get_op(std::string_view name);  // throws "Unknown op 'x'"
 const OpDef* find_op(std::string_view name);
 std::vector<const OpDef*> all_ops();  // sorted by name

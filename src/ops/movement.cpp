@@ -7,6 +7,7 @@
 
 #include "ir/op_registry.h"
 #include "ops/families.h"
+#include "ops/fuzz_attrs.h"
 #include "ops/kernel_util.h"
 
 namespace ingot::ops {
@@ -759,6 +760,53 @@ void dtype_scatter(const Node& n, std::span<const DType> in, std::span<DType> ou
   out[0] = in[2];
 }
 
+// The fuzzer's attributes (OpDef::sample_attrs) for the movement ops that need some.
+Attrs sample_transpose(std::span<const Shape> in, uint64_t seed) {
+  ops::Draw d{seed};
+  return {{"perm", d.permutation(static_cast<int>(in[0].size()))}};
+}
+// Flattened, two neighbouring dims merged, or a 1 inserted.
+Attrs sample_reshape(std::span<const Shape> in, uint64_t seed) {
+  ops::Draw d{seed};
+  std::vector<int64_t> s(in[0].begin(), in[0].end());
+  const int64_t pick = d.below(3);
+  if (pick == 0 || s.size() < 2) return {{"shape", std::vector<int64_t>{-1}}};
+  if (pick == 1) {
+    const size_t i = static_cast<size_t>(d.below(static_cast<int64_t>(s.size()) - 1));
+    s[i] *= s[i + 1];
+    s.erase(s.begin() + static_cast<long>(i) + 1);
+  } else {
+    s.insert(s.begin() + d.below(static_cast<int64_t>(s.size()) + 1), 1);
+  }
+  return {{"shape", s}};
+}
+Attrs sample_expand_dims(std::span<const Shape> in, uint64_t seed) {
+  ops::Draw d{seed};
+  return {{"axes", std::vector<int64_t>{d.below(static_cast<int64_t>(in[0].size()) + 1)}}};
+}
+// A new leading dim of 2, and the 1s broadcast to 3.
+Attrs sample_broadcast_to(std::span<const Shape> in, uint64_t) {
+  std::vector<int64_t> s{2};
+  for (int64_t v : in[0]) s.push_back(v == 1 ? 3 : v);
+  return {{"shape", s}};
+}
+// One axis: [start, end) with step 1 or 2 (negative starts half the time).
+Attrs sample_slice(std::span<const Shape> in, uint64_t seed) {
+  ops::Draw d{seed};
+  const int r = static_cast<int>(in[0].size());
+  if (r == 0) return {};
+  const int64_t axis = d.below(r), size = in[0][static_cast<size_t>(axis)];
+  const int64_t start = d.below(size), end = start + 1 + d.below(size - start);
+  return {{"starts", std::vector<int64_t>{d.coin() ? start - size : start}},
+          {"ends", std::vector<int64_t>{end}},
+          {"axes", std::vector<int64_t>{axis}},
+          {"steps", std::vector<int64_t>{1 + d.below(2)}}};
+}
+Attrs sample_concat(std::span<const Shape> in, uint64_t seed) {
+  ops::Draw d{seed};
+  return {{"axis", d.below(static_cast<int64_t>(in[0].size()))}};
+}
+
 }  // namespace
 
 void register_movement_ops() {
@@ -809,6 +857,12 @@ void register_movement_ops() {
   add("scatter_add", like_shape<0>, dtype_scatter, scatter_add_eval,
       "scatter_add(like, indices, updates) {axis}: zeros like `like`, updates added where "
       "take_along_axis reads", scatter_add_vjp, 3, 3);
+  set_attr_sampler("transpose", sample_transpose);
+  set_attr_sampler("reshape", sample_reshape);
+  set_attr_sampler("expand_dims", sample_expand_dims);
+  set_attr_sampler("broadcast_to", sample_broadcast_to);
+  set_attr_sampler("slice", sample_slice);
+  set_attr_sampler("concat", sample_concat);
 }
 
 }  // namespace ingot::ops

@@ -7,6 +7,7 @@
 
 #include "ir/op_registry.h"
 #include "ops/families.h"
+#include "ops/fuzz_attrs.h"
 #include "ops/kernel_util.h"
 
 namespace ingot::ops {
@@ -707,6 +708,22 @@ void define(const char* name, int min_in, int max_in, int outs, FusionClass fusi
   register_op(OpDef{name, min_in, max_in, outs, fusion, shape, dtype, eval, doc, vjp});
 }
 
+// The fuzzer's attributes: reductions over any axes with or without keepdims; one axis for
+// argmax and the row kernels.
+Attrs sample_reduce(std::span<const Shape> in, uint64_t seed) {
+  ops::Draw d{seed};
+  const int r = static_cast<int>(in[0].size());
+  return {{"axes", d.axes(r)}, {"keepdims", static_cast<int64_t>(d.coin())}};
+}
+Attrs sample_axis_keepdims(std::span<const Shape> in, uint64_t seed) {
+  ops::Draw d{seed};
+  return {{"axis", d.axis(static_cast<int>(in[0].size()))}, {"keepdims", static_cast<int64_t>(d.coin())}};
+}
+Attrs sample_axis(std::span<const Shape> in, uint64_t seed) {
+  ops::Draw d{seed};
+  return {{"axis", d.axis(static_cast<int>(in[0].size()))}};
+}
+
 }  // namespace
 
 void register_reduce_ops() {
@@ -736,6 +753,9 @@ void register_reduce_ops() {
          sum_to_like_kernel, "sum_to_like(x, like): x summed over the dims broadcasting expanded from like", sum_to_like_vjp);
   define("numel", 1, 1, 1, FusionClass::Opaque, numel_shape, numel_dtype, numel_kernel,
          "element count of x over {axes} (all if empty) as a scalar of {dtype}", no_gradient);
+  for (const char* op : {"sum", "mean", "max", "min", "moments"}) set_attr_sampler(op, sample_reduce);
+  set_attr_sampler("argmax", sample_axis_keepdims);
+  for (const char* op : {"softmax", "log_softmax", "layer_norm"}) set_attr_sampler(op, sample_axis);
 }
 
 }  // namespace ingot::ops
