@@ -39,22 +39,17 @@ Broadcast operand_broadcast(const Value& o, const Value& y) {
   return Broadcast::PerChannel;
 }
 
-ConvPostOp linear(float alpha, float beta) {
+// A post-op with coefficients: Linear (alpha * y + beta) or Clip (min(beta, max(alpha, y)):
+// exact, but a NaN y comes out as a bound, vmaxps / vminps).
+ConvPostOp with_coefficients(Kind kind, float alpha, float beta) {
   ConvPostOp p;
-  p.kind = Kind::Linear;
+  p.kind = kind;
   p.alpha = alpha;
   p.beta = beta;
   return p;
 }
-
-// min(hi, max(lo, y)): exact, but a NaN y comes out as a bound (vmaxps / vminps).
-ConvPostOp clip(float lo, float hi) {
-  ConvPostOp p;
-  p.kind = Kind::Clip;
-  p.alpha = lo;
-  p.beta = hi;
-  return p;
-}
+ConvPostOp linear(float alpha, float beta) { return with_coefficients(Kind::Linear, alpha, beta); }
+ConvPostOp clip(float lo, float hi) { return with_coefficients(Kind::Clip, lo, hi); }
 
 std::optional<Step> step_for(const Graph& g, const Node& n, ValueId y) {
   static const std::map<std::string, Kind> unary = {{"relu", Kind::Relu}, {"tanh", Kind::Tanh}, {"sigmoid", Kind::Sigmoid},
