@@ -56,6 +56,7 @@ TEST(ProgramFuzz, AttrSamplersDrawValidAttributes) {
     for (uint64_t seed = 0; seed < 24; ++seed) {
       Shape s;
       for (uint64_t d = 0; d < 1 + seed % 4; ++d) s.push_back(static_cast<int64_t>(1 + (seed + 3 * d) % 5));
+      if (op->name.find("pool2d") != std::string::npos && s.size() != 4) continue;  // pools take NCHW only
       const Attrs a = op->sample_attrs({&s, 1}, seed);
       SCOPED_TRACE(op->name + " on " + to_string(s) + ", seed " + std::to_string(seed));
       Graph g;
@@ -71,5 +72,5 @@ TEST(ProgramFuzz, AttrSamplersDrawValidAttributes) {
       });
     }
   }
-  EXPECT_GE(with_sampler, 15) << "reductions, row kernels and movement ops have samplers";
+  EXPECT_GE(with_sampler, 17) << "reductions, row kernels, movement ops and pools have samplers";
 }

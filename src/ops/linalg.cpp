@@ -11,6 +11,7 @@
 
 #include "ir/op_registry.h"
 #include "ops/families.h"
+#include "ops/fuzz_attrs.h"
 #include "ops/kernel_util.h"
 #include "runtime/parallel.h"
 
@@ -896,6 +897,20 @@ void global_avg_pool2d_vjp(VjpContext& c) {
   c.set_grad(0, c.broadcast_to_like(g, x));
 }
 
+// The fuzzer's pooling windows (OpDef::sample_attrs) over an NCHW operand: kernel 1 to 3 that
+// fits the padded input, stride 1 or 2, padding at most half the kernel.
+Attrs sample_pool(std::span<const Shape> in, uint64_t seed) {
+  ops::Draw d{seed};
+  if (in[0].size() != 4) return {};  // pools take NCHW only: the shape rule refuses the rest
+  const int64_t smallest = std::min(in[0][2], in[0][3]);
+  int64_t k = 1 + d.below(3), p = d.below(k / 2 + 1);
+  k = std::min(k, smallest + 2 * p);
+  p = std::min(p, k / 2);
+  const int64_t st = 1 + d.below(2);
+  return {{"kernel", std::vector<int64_t>{k, k}}, {"stride", std::vector<int64_t>{st, st}},
+          {"padding", std::vector<int64_t>{p, p}}};
+}
+
 }  // namespace
 
 void register_linalg_ops() {
@@ -923,14 +938,16 @@ void register_linalg_ops() {
                     .dtype = dtype_same_as_input,
                     .eval = max_pool2d_eval,
                     .doc = "2-D max pooling over [kh, kw] windows, padding counts as -inf",
-                    .vjp = max_pool2d_vjp});
+                    .vjp = max_pool2d_vjp,
+                    .sample_attrs = sample_pool});
   register_op(OpDef{.name = "avg_pool2d",
                     .fusion = FusionClass::Opaque,
                     .shape = pool_shape,
                     .dtype = dtype_average,
                     .eval = avg_pool2d_eval,
                     .doc = "2-D average pooling over [kh, kw] windows (count_include_pad = 1)",
-                    .vjp = avg_pool2d_vjp});
+                    .vjp = avg_pool2d_vjp,
+                    .sample_attrs = sample_pool});
   register_op(OpDef{.name = "global_avg_pool2d",
                     .fusion = FusionClass::Reduction,
                     .shape = global_pool_shape,
