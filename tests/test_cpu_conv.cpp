@@ -7,6 +7,7 @@
 
 #include "backends/cpu/codegen.h"
 #include "backends/cpu/codegen_conv.h"
+#include "backends/cpu/conv_post_ops.h"
 #include "backends/cpu/dnnl_conv.h"
 #include "compiler/passes/passes.h"
 #include "cpu_test_util.h"
@@ -300,7 +301,7 @@ TEST(CpuConvLayouts, ConstantWeightsAreReorderedOnceForEveryCall) {
 namespace {
 
 // Convs with the epilogues real networks fold: relu, maximum / minimum with a per-channel operand
-// on either side, ReLU6 (minimum(relu(y), 6): relu and a clip), a scalar floor (not folded).
+// on either side, ReLU6 (minimum(relu(y), 6): relu and a clip), a scalar floor (a clip).
 Graph clamped_convs() {
   return make_graph({{"x", {2, 16, 6, 6}}, {"w", {16, 16, 3, 3}}, {"pc", {16, 1, 1}}},
                     [&](Graph& g, std::vector<ValueId>& in) {
@@ -326,20 +327,76 @@ TEST(CpuConvPostOps, ClampingEpiloguesInEveryLayout) {
   EXPECT_EQ(kinds(code.dnnl_convs[2]), (std::vector<Kind>{Kind::Min}));
   EXPECT_EQ(kinds(code.dnnl_convs[3]), (std::vector<Kind>{Kind::Relu, Kind::Clip})) << "ReLU6 folds whole";
   EXPECT_EQ(code.dnnl_convs[3].post_ops[1].beta, 6.0f);
-  EXPECT_TRUE(code.dnnl_convs[4].post_ops.empty()) << "a clamp with no relu before it would drop a NaN: not folded";
+  // A lone floor folds too: the clip's NaN and inf behaviour is the exact path's (conv_post_ops.h).
+  EXPECT_EQ(kinds(code.dnnl_convs[4]), (std::vector<Kind>{Kind::Clip}));
+  EXPECT_EQ(code.dnnl_convs[4].post_ops[0].alpha, -0.5f);
 }
 
-// Known deviation, kept here so it is not forgotten: the reference (like PyTorch) passes a NaN
-// through relu, maximum and minimum, but oneDNN's post-ops implement them with vmaxps / vminps,
-// which return the other operand for a NaN, so a NaN conv output (from a NaN or inf in the input)
-// comes out as 0 (relu) or the operand. Enable once folded epilogues are NaN-exact (a check of
-// the conv input for non-finite values, or not folding these steps).
-TEST(CpuConvPostOps, DISABLED_NaNPassesThroughFoldedEpilogues) {
+// The reference (like PyTorch) passes a NaN through relu, maximum and minimum, but oneDNN's
+// post-ops implement them with vmaxps / vminps, which return the other operand for a NaN, and
+// clamp the arguments of their transcendental ones: a NaN conv output came out as 0 (relu) or
+// the operand. With a NaN or an inf in x, the weights, the bias or an operand, the conv now runs
+// alone and its post-ops run exactly (conv_post_ops.h): every folded chain passes the NaN on.
+TEST(CpuConvPostOps, NaNPassesThroughFoldedEpilogues) {
   const Graph g = clamped_convs();
   std::vector<Tensor> ins = random_inputs(g, 2, 180);
   ins[0].data<float>()[40] = NAN;
   ins[0].data<float>()[300] = INFINITY;
-  for (const Layout target : all_layout_targets()) check(g, {ins}, plan_fusion, 1e-4, 1e-4, target);
+  std::vector<Tensor> nan_operand = random_inputs(g, 2, 185);
+  nan_operand[2].data<float>()[3] = NAN;  // a per-channel operand of maximum / minimum
+  for (const Layout target : all_layout_targets())
+    check(g, {ins, nan_operand, random_inputs(g, 2, 190)}, plan_fusion, 1e-4, 1e-4, target);
+}
+
+// Every kind of folded step, with a NaN or an inf in each input a conv reads: x, the weights,
+// the bias, a per-channel operand and a residual; and the same executable right again on finite
+// inputs afterwards.
+TEST(CpuConvPostOps, NonFiniteInputsInEveryFoldedChain) {
+  Graph g = make_graph({{"x", {2, 8, 6, 6}}, {"w", {8, 8, 3, 3}}, {"b", {8}}, {"pc", {8, 1, 1}}, {"res", {2, 8, 6, 6}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         const ValueId x = in[0], w = in[1], b = in[2], pc = in[3], res = in[4];
+                         auto conv = [&] { return g.add_op("conv2d", {x, w, b}, {{"padding", V{1, 1}}}); };
+                         g.set_output("tanh", g.add_op("tanh", {g.add_op("add", {conv(), pc})}));
+                         g.set_output("sigmoid", g.add_op("sigmoid", {conv()}));
+                         g.set_output("exp", g.add_op("exp", {g.add_op("mul", {conv(), scalar(g, 0.1)})}));
+                         g.set_output("gelu", g.add_op("gelu", {conv()}));
+                         g.set_output("residual_relu", g.add_op("relu", {g.add_op("add", {conv(), res})}));
+                         g.set_output("max_residual", g.add_op("maximum", {conv(), res}));
+                       });
+  auto with = [&](size_t input, int64_t at, float value) {
+    std::vector<Tensor> ins = random_inputs(g, 2, 210);
+    ins[input].data<float>()[at] = value;
+    return ins;
+  };
+  // Weights: centre taps (4: out 0, in 0; 301: out 4, in 1), which every output position
+  // multiplies with real input. A non-finite tap that meets only the zero padding is left open:
+  // whether 0 x NaN enters the sum there differs between the reference and oneDNN, which skips
+  // the padding (as PyTorch's oneDNN path does).
+  const std::vector<std::vector<Tensor>> sets = {with(0, 17, NAN),      with(0, 100, INFINITY), with(1, 4, NAN),
+                                                 with(1, 301, -INFINITY), with(2, 3, NAN),       with(3, 6, NAN),
+                                                 with(4, 250, NAN),     random_inputs(g, 2, 220)};
+  for (const Layout target : all_layout_targets()) check(g, sets, plan_fusion, 1e-4, 1e-4, target);
+  if (!cpu::dnnl_available()) return;
+  const cpu::GeneratedCode code = generated_with_dnnl(g);
+  ASSERT_EQ(code.dnnl_convs.size(), 6u);
+  for (const cpu::DnnlConvCall& c : code.dnnl_convs) EXPECT_FALSE(c.post_ops.empty()) << "every chain folds";
+}
+
+TEST(ConvPostOpsExactly, ScanFindsEveryNonFiniteValue) {
+  std::vector<float> v(37, 1.5f);
+  EXPECT_FALSE(cpu::has_non_finite(v.data(), 37));
+  for (const float bad : {NAN, -NAN, INFINITY, -INFINITY}) {
+    for (const size_t at : {size_t{0}, size_t{16}, size_t{36}}) {
+      std::vector<float> w = v;
+      w[at] = bad;
+      EXPECT_TRUE(cpu::has_non_finite(w.data(), 37)) << bad << " at " << at;
+    }
+  }
+  v[3] = 3.4e38f;  // the largest finite values are finite
+  v[4] = -3.4e38f;
+  EXPECT_FALSE(cpu::has_non_finite(v.data(), 37));
+  EXPECT_FALSE(cpu::post_ops_need_finite_inputs({{Kind::Linear}, {Kind::Add}}));
+  EXPECT_TRUE(cpu::post_ops_need_finite_inputs({{Kind::Add}, {Kind::Relu}}));
 }
 
 // CpuOptions::winograd: 3x3 stride-1 convs run oneDNN's Winograd kernel where it has one (an

@@ -39,8 +39,9 @@ Broadcast operand_broadcast(const Value& o, const Value& y) {
   return Broadcast::PerChannel;
 }
 
-// A post-op with coefficients: Linear (alpha * y + beta) or Clip (min(beta, max(alpha, y)):
-// exact, but a NaN y comes out as a bound, vmaxps / vminps).
+// A post-op with coefficients: Linear (alpha * y + beta) or Clip (min(beta, max(alpha, y)): a
+// NaN y comes out as a bound, vmaxps / vminps, which DnnlConv's exact path covers: a NaN conv
+// output needs a NaN or an inf among its inputs, conv_post_ops.h).
 ConvPostOp with_coefficients(Kind kind, float alpha, float beta) {
   ConvPostOp p;
   p.kind = kind;
@@ -85,8 +86,8 @@ std::optional<Step> step_for(const Graph& g, const Node& n, ValueId y) {
     if (kind == Kind::Add) s.ops.push_back(linear(1.0f, *c));
     else if (kind == Kind::Mul) s.ops.push_back(linear(*c, 0.0f));
     else if (kind == Kind::Sub) s.ops.push_back(y_first ? linear(1.0f, -*c) : linear(-1.0f, *c));
-    else if (kind == Kind::Min) s.ops.push_back(clip(-std::numeric_limits<float>::max(), *c));  // ReLU6's clamp
-    else if (kind == Kind::Max) s.ops.push_back(clip(*c, std::numeric_limits<float>::max()));
+    else if (kind == Kind::Min) s.ops.push_back(clip(-std::numeric_limits<float>::infinity(), *c));  // ReLU6's clamp
+    else if (kind == Kind::Max) s.ops.push_back(clip(*c, std::numeric_limits<float>::infinity()));
     else return std::nullopt;
     return s;
   }
@@ -126,13 +127,6 @@ ConvEpilogue fold_conv_epilogue(const Graph& g, NodeId conv, const std::vector<N
       return std::count_if(ops.begin(), ops.end(), [](const ConvPostOp& p) { return p.kind == Kind::Linear; });
     };
     if (linears(prefixes.back().post_ops) + linears(s->ops) > 1) break;
-    // A clamp drops a NaN, which the reference's minimum / maximum pass on: it folds only after a
-    // relu, whose post-op has already dropped it (ReLU6: minimum(relu(y), 6)), so folding it
-    // changes nothing the chain did not already.
-    const bool clamps = std::any_of(s->ops.begin(), s->ops.end(), [](const ConvPostOp& p) { return p.kind == Kind::Clip; });
-    const bool after_relu = std::any_of(prefixes.back().post_ops.begin(), prefixes.back().post_ops.end(),
-                                        [](const ConvPostOp& p) { return p.kind == Kind::Relu; });
-    if (clamps && !after_relu) break;
     ConvEpilogue next = prefixes.back();
     next.nodes.push_back(id);
     next.post_ops.insert(next.post_ops.end(), s->ops.begin(), s->ops.end());

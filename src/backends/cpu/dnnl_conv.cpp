@@ -1,5 +1,7 @@
 #include "backends/cpu/dnnl_conv.h"
 
+#include "backends/cpu/conv_post_ops.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
@@ -100,11 +102,19 @@ memory::desc user_desc(const memory::dims& dims, Layout l) {
   return memory::desc(dims, Dt::f32, Tag::nchw);
 }
 
+// The layout an activation descriptor stores, when it is one of ingot's.
+std::optional<Layout> layout_of(const memory::desc& md) {
+  for (Layout l : {Layout::Nchw, Layout::Nhwc, Layout::Nchw8c, Layout::Nchw16c})
+    if (md == user_desc(md.dims(), l)) return l;
+  return std::nullopt;
+}
+
 // The primitive and the layouts it runs in: the best class of kernel (direct, then im2col + GEMM,
 // then reference), preferring the caller's src/dst layouts (no per-call reorder), then
 // channels-last, then NCHW.
 struct Choice {
   dnnl::convolution_forward::primitive_desc pd;
+  dnnl::algorithm algorithm = dnnl::algorithm::convolution_direct;
   std::string name;
   // Per binary post-op: its index among the post-ops and the layout the primitive reads the
   // operand in. A full operand is described in the layout the primitive writes y in (dst), not
@@ -173,6 +183,7 @@ std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, co
                                               dims.strides, dims.dilates, dims.pad_l, dims.pad_r);
       c.pd = dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
       c.name = c.pd.impl_info_str();
+      c.algorithm = algorithm;
       if (!best || kernel_class(c.name) < kernel_class(best->name)) best = std::move(c);
       if (kernel_class(best->name) == 0) break;
     } catch (const dnnl::error& e) {
@@ -215,9 +226,32 @@ struct DnnlConv::Impl {
   bool no_input = false;      // cin == 0: y is the bias (or 0)
   std::string name;
   dnnl::convolution_forward prim;
+  dnnl::algorithm algorithm = dnnl::algorithm::convolution_direct;
   memory::desc src_user, src_md, wei_user, wei_md, bias_md, dst_user, dst_md, scratch_md;
   std::vector<std::pair<int, memory::desc>> binary_operands;
+  // The exact path (conv_post_ops.h): whether the post-ops need finite inputs, and the same
+  // convolution without them, made on the first call whose inputs hold a NaN or an inf.
+  bool needs_finite_inputs = false;
+  mutable std::once_flag exact_once;
+  mutable std::optional<dnnl::convolution_forward> exact;
+  mutable memory::desc exact_scratch_md;
+  const dnnl::convolution_forward& exact_primitive() const;
 };
+
+const dnnl::convolution_forward& DnnlConv::Impl::exact_primitive() const {
+  std::call_once(exact_once, [&] {
+    const DnnlConvDims dims = dnnl_conv_dims(spec);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, algorithm, src_md, wei_md,
+                                            spec.has_bias ? bias_md : memory::desc(), dst_md, dims.strides, dims.dilates,
+                                            dims.pad_l, dims.pad_r);
+    const dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
+    exact_scratch_md = pd.scratchpad_desc();
+    exact.emplace(pd);
+  });
+  return *exact;
+}
 
 DnnlConv::DnnlConv(const ConvSpec& s) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
@@ -244,7 +278,10 @@ DnnlConv::DnnlConv(const ConvSpec& s) : impl_(std::make_unique<Impl>()) {
   m.dst_md = c->pd.dst_desc();
   m.scratch_md = c->pd.scratchpad_desc();
   m.name = c->name;
+  m.algorithm = c->algorithm;
   m.binary_operands = c->binary_operands;
+  m.needs_finite_inputs = post_ops_need_finite_inputs(s.post_ops);
+  INGOT_CHECK(layout_of(m.dst_md).has_value(), "CpuBackend: oneDNN chose an unknown output layout for conv2d");
 }
 
 DnnlConv::~DnnlConv() = default;
@@ -255,9 +292,8 @@ std::string DnnlConv::layouts() const {
   const Impl& m = *impl_;
   if (m.empty_output || m.no_input) return "none";
   auto name = [](const memory::desc& md) -> std::string {
-    for (Layout l : {Layout::Nchw, Layout::Nhwc, Layout::Nchw8c, Layout::Nchw16c})
-      if (md == user_desc(md.dims(), l)) return std::string(layout_name(l));
-    return "other";
+    const std::optional<Layout> l = layout_of(md);
+    return l ? std::string(layout_name(*l)) : "other";
   };
   auto one = [&](const char* what, const memory::desc& runs, const memory::desc& user) {
     return std::string(what) + " " + name(runs) + (runs == user ? "" : " (reordered from " + name(user) + ")");
@@ -273,32 +309,38 @@ struct WeightCache::Entries {
     memory::desc layout;
     int64_t value;
     std::unique_ptr<Scratch> reordered;
+    bool non_finite;  // the weights hold a NaN or an inf (scanned once, as they are reordered)
   };
   std::vector<Entry> list;
   // The weights of graph value `value` reordered into `layout`, or null.
-  void* find(int64_t value, const memory::desc& layout) const {
+  const Entry* find(int64_t value, const memory::desc& layout) const {
     for (const Entry& e : list)
-      if (e.value == value && e.layout == layout) return e.reordered->p;
+      if (e.value == value && e.layout == layout) return &e;
     return nullptr;
   }
-  // Reorders `w` (stored as `user`) into `layout` on `st` and keeps it; returns where.
-  void* add(const memory::desc& user, const memory::desc& layout, const float* w, int64_t value, dnnl::stream& st) {
+  // Reorders `w` (stored as `user`, `count` values) into `layout` on `st` and keeps it.
+  const Entry* add(const memory::desc& user, const memory::desc& layout, const float* w, int64_t count, int64_t value,
+                   dnnl::stream& st) {
     auto scratch = std::make_unique<Scratch>(layout.get_size());
     memory u(user, cpu_engine(), const_cast<float*>(w)), t(layout, cpu_engine(), scratch->p);
     dnnl::reorder(u, t).execute(st, u, t);
-    list.push_back({layout, value, std::move(scratch)});
-    return list.back().reordered->p;
+    list.push_back({layout, value, std::move(scratch), has_non_finite(w, count)});
+    return &list.back();
   }
 };
 WeightCache::WeightCache() : entries_(std::make_unique<Entries>()) {}
 WeightCache::~WeightCache() = default;
+
+namespace {
+int64_t weight_count(const ConvSpec& s) { return s.cout * (s.cin / s.groups) * s.kh * s.kw; }
+}  // namespace
 
 void DnnlConv::keep_weights(const float* w, WeightCache* kept, int64_t weights_value) const {
   const Impl& m = *impl_;
   if (m.empty_output || m.no_input || m.wei_user == m.wei_md || kept->entries_->find(weights_value, m.wei_md)) return;
   try {
     dnnl::stream st(cpu_engine());
-    kept->entries_->add(m.wei_user, m.wei_md, w, weights_value, st);
+    kept->entries_->add(m.wei_user, m.wei_md, w, weight_count(m.spec), weights_value, st);
     st.wait();
   } catch (const dnnl::error& e) {
     INGOT_FAIL("CpuBackend: oneDNN weight reorder failed: ", e.what());
@@ -311,15 +353,11 @@ void DnnlConv::run(const float* x, const float* w, const float* b, const void* c
   const ConvSpec& s = m.spec;
   if (m.empty_output) return;
   if (m.no_input) {  // an empty sum: the bias everywhere
-    const int64_t pixels = s.oh * s.ow, block = layout_channel_block(s.dst_layout);
+    const int64_t pixels = s.oh * s.ow;
     for (int64_t img = 0; img < s.n; ++img)
       for (int64_t c = 0; c < s.cout; ++c)
-        for (int64_t p = 0; p < pixels; ++p) {
-          const int64_t at = s.dst_layout == Layout::Nhwc ? (img * pixels + p) * s.cout + c
-                             : block > 0 ? ((img * (s.cout / block) + c / block) * pixels + p) * block + c % block
-                                         : (img * s.cout + c) * pixels + p;
-          y[at] = b != nullptr ? b[c] : 0.0f;
-        }
+        for (int64_t p = 0; p < pixels; ++p)
+          y[activation_offset(s.dst_layout, s.cout, pixels, img, c, p)] = b != nullptr ? b[c] : 0.0f;
     return;
   }
   try {
@@ -337,11 +375,14 @@ void DnnlConv::run(const float* x, const float* w, const float* b, const void* c
     };
     std::optional<Scratch> src_tmp, wei_tmp;
     memory src_m = input(m.src_user, m.src_md, x, src_tmp);
+    // Whether the weights hold a NaN or an inf: scanned where they are reordered, once.
+    std::optional<bool> weights_non_finite;
     auto cached_weights = [&]() -> memory {
-      void* p = kept != nullptr ? kept->entries_->find(weights_value, m.wei_md) : nullptr;
-      if (p == nullptr) p = weights->entries_->find(weights_value, m.wei_md);
-      if (p == nullptr) p = weights->entries_->add(m.wei_user, m.wei_md, w, weights_value, st);
-      return memory(m.wei_md, eng, p);
+      const WeightCache::Entries::Entry* e = kept != nullptr ? kept->entries_->find(weights_value, m.wei_md) : nullptr;
+      if (e == nullptr) e = weights->entries_->find(weights_value, m.wei_md);
+      if (e == nullptr) e = weights->entries_->add(m.wei_user, m.wei_md, w, weight_count(s), weights_value, st);
+      weights_non_finite = e->non_finite;
+      return memory(m.wei_md, eng, e->reordered->p);
     };
     memory wei_m = weights != nullptr && weights_value >= 0 && !(m.wei_user == m.wei_md)
                        ? cached_weights()
@@ -362,7 +403,35 @@ void DnnlConv::run(const float* x, const float* w, const float* b, const void* c
                    full ? input(m.dst_user, md, static_cast<const float*>(operands[i]), operand_tmp[i])
                         : memory(md, eng, const_cast<void*>(operands[i])));
     }
-    m.prim.execute(st, args);
+    // oneDNN's post-ops may turn a NaN into a number (conv_post_ops.h): with a non-finite input,
+    // the convolution runs alone and the post-ops run here.
+    bool exact = false;
+    if (m.needs_finite_inputs) {
+      exact = has_non_finite(x, s.n * s.cin * s.h * s.w) || (s.has_bias && has_non_finite(b, s.cout)) ||
+              (weights_non_finite ? *weights_non_finite : has_non_finite(w, weight_count(s)));
+      for (size_t i = 0; i < m.binary_operands.size() && !exact; ++i)
+        exact = has_non_finite(static_cast<const float*>(operands[i]),
+                               s.post_ops[static_cast<size_t>(m.binary_operands[i].first)].per_channel
+                                   ? s.cout
+                                   : s.n * s.cout * s.oh * s.ow);
+    }
+    if (!exact) {
+      m.prim.execute(st, args);
+    } else {
+      const dnnl::convolution_forward& alone = m.exact_primitive();
+      Scratch alone_pad(m.exact_scratch_md.get_size());
+      std::unordered_map<int, memory> plain = {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, wei_m}, {DNNL_ARG_DST, dst_m},
+                                               {DNNL_ARG_SCRATCHPAD, memory(m.exact_scratch_md, eng, alone_pad.p)}};
+      if (s.has_bias) plain.emplace(DNNL_ARG_BIAS, args.at(DNNL_ARG_BIAS));
+      alone.execute(st, plain);
+      st.wait();
+      std::vector<const float*> in_dst_layout;  // the operands as the primitive reads them
+      for (size_t i = 0; i < m.binary_operands.size(); ++i)
+        in_dst_layout.push_back(static_cast<const float*>(
+            args.at(DNNL_ARG_ATTR_MULTIPLE_POST_OP(m.binary_operands[i].first) | DNNL_ARG_SRC_1).get_data_handle()));
+      apply_post_ops_exactly(s.post_ops, *layout_of(m.dst_md), s.n, s.cout, s.oh * s.ow, in_dst_layout.data(),
+                             static_cast<float*>(dst_m.get_data_handle()));
+    }
     if (!(m.dst_user == m.dst_md)) dnnl::reorder(dst_m, dst_u).execute(st, dst_m, dst_u);
     st.wait();
   } catch (const dnnl::error& e) {

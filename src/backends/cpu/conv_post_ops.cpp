@@ -1,0 +1,103 @@
+#include "backends/cpu/conv_post_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+
+namespace ingot::cpu {
+
+bool post_ops_need_finite_inputs(const std::vector<ConvPostOp>& ops) {
+  using K = ConvPostOp::Kind;
+  for (const ConvPostOp& op : ops)
+    switch (op.kind) {
+      case K::Linear:
+      case K::Add:
+      case K::Sub:
+      case K::Mul:
+      case K::Div:
+      case K::Abs:
+      case K::Sqrt: break;  // IEEE arithmetic: a NaN stays a NaN, an inf stays what the reference makes of it
+      default: return true;
+    }
+  return false;
+}
+
+bool has_non_finite(const float* p, int64_t n) {
+  // The largest magnitude's bits: an inf or a NaN has an all-ones exponent. An unsigned max
+  // vectorizes where a float comparison chain would not.
+  uint32_t worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, p + i, sizeof bits);
+    worst = std::max(worst, bits & 0x7fffffffu);
+  }
+  return worst >= 0x7f800000u;
+}
+
+namespace {
+
+// The reference's NaN rules (src/ops/elementwise.cpp): relu, maximum and minimum pass a NaN on.
+float unary(const ConvPostOp& op, float y) {
+  using K = ConvPostOp::Kind;
+  switch (op.kind) {
+    case K::Relu: return y < 0.0f ? 0.0f : y;
+    case K::Tanh: return std::tanh(y);
+    case K::Sigmoid: {
+      if (y >= 0.0f) return 1.0f / (1.0f + std::exp(-y));
+      const float e = std::exp(y);
+      return e / (1.0f + e);
+    }
+    case K::Exp: return std::exp(y);
+    case K::Log: return std::log(y);
+    case K::Sqrt: return std::sqrt(y);
+    case K::Abs: return std::abs(y);
+    case K::GeluErf: return 0.5f * y * (1.0f + std::erf(y / std::numbers::sqrt2_v<float>));
+    case K::GeluTanh: {
+      const float k = std::numbers::sqrt2_v<float> * std::numbers::inv_sqrtpi_v<float>;
+      return 0.5f * y * (1.0f + std::tanh(k * (y + 0.044715f * y * y * y)));
+    }
+    case K::Linear: return op.alpha * y + op.beta;
+    case K::Clip: return std::isnan(y) ? y : std::min(op.beta, std::max(op.alpha, y));
+    default: break;
+  }
+  return y;
+}
+
+float binary(ConvPostOp::Kind kind, float a, float b) {
+  using K = ConvPostOp::Kind;
+  switch (kind) {
+    case K::Add: return a + b;
+    case K::Sub: return a - b;
+    case K::Mul: return a * b;
+    case K::Div: return a / b;
+    case K::Max: return std::isnan(a) || std::isnan(b) ? a + b : (a < b ? b : a);
+    case K::Min: return std::isnan(a) || std::isnan(b) ? a + b : (b < a ? b : a);
+    default: break;
+  }
+  return a;
+}
+
+}  // namespace
+
+void apply_post_ops_exactly(const std::vector<ConvPostOp>& ops, Layout layout, int64_t n, int64_t c, int64_t pixels,
+                            const float* const* operands, float* y) {
+  for (int64_t img = 0; img < n; ++img)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < pixels; ++p) {
+        const int64_t at = activation_offset(layout, c, pixels, img, ch, p);
+        float v = y[at];
+        size_t operand = 0;
+        for (const ConvPostOp& op : ops) {
+          if (!op.binary()) {
+            v = unary(op, v);
+            continue;
+          }
+          const float* o = operands[operand++];
+          v = binary(op.kind, v, op.per_channel ? o[ch] : o[at]);
+        }
+        y[at] = v;
+      }
+}
+
+}  // namespace ingot::cpu
