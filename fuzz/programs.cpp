@@ -34,9 +34,29 @@ Tensor random_values(const Shape& shape, std::mt19937_64& rng, double lo, double
   return t.astype(DType::Float32);
 }
 
+// `t` with a NaN, an inf, a -inf, a 0 or a -0 in about one element in eight (at least one).
+Tensor with_special_values(const Tensor& t, std::mt19937_64& rng) {
+  Tensor s = t.astype(DType::Float32);
+  const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f};
+  for (int64_t i = 0; i < s.numel(); ++i)
+    if (i == 0 || rng() % 8 == 0) s.data<float>()[i] = specials[rng() % 5];
+  return s;
+}
+
+// A dimension: small sizes with 1s (broadcasting), vector tails (17, 33, 63, 127), and now and
+// then a 0 (zero-size values) when `zero` allows.
+int64_t random_size(std::mt19937_64& rng, bool zero) {
+  static const std::vector<int64_t> common = {1, 2, 3, 5, 8, 17, 33}, rare = {63, 127};
+  if (zero && rng() % 150 == 0) return 0;
+  if (rng() % 10 == 0) return rare[rng() % rare.size()];
+  return common[rng() % common.size()];
+}
+
 // Whether `op` accepts `inputs` (their static shapes and dtypes) with no attributes: its shape
 // and dtype rules run on a one-node graph.
-bool accepts(const OpDef& op, const Graph& g, const std::vector<ValueId>& inputs, const Attrs& attrs) {
+// *ignores_values: the result is the same for zeros as for other inputs (zeros_like, ones_like):
+// drawn as often as the rest, such ops make much of a program constant.
+bool accepts(const OpDef& op, const Graph& g, const std::vector<ValueId>& inputs, const Attrs& attrs, bool* ignores_values) {
   Graph t;
   std::vector<ValueId> leaves;
   std::vector<ShapeConstraint> cs;
@@ -73,6 +93,15 @@ bool accepts(const OpDef& op, const Graph& g, const std::vector<ValueId>& inputs
     rule_gap_map().emplace(op.name, e.what());
     return false;
   }
+  *ignores_values = false;
+  std::vector<Tensor> others, outs2(outs.size());
+  for (const Tensor& z : zeros) others.push_back(is_floating(z.dtype()) ? Tensor::full(z.dtype(), z.shape(), 1.375) : z);
+  try {
+    op.eval(t.nodes().back(), others, outs2);
+    *ignores_values = true;
+    for (size_t i = 0; i < outs.size(); ++i) *ignores_values = *ignores_values && outs[i].numel() > 0 && equal(outs[i], outs2[i]);
+  } catch (const Error&) {
+  }
   return true;
 }
 
@@ -86,15 +115,19 @@ Batch random_batch(uint64_t seed, const ProgramOptions& po) {
   std::vector<const OpDef*> ops;
   for (const OpDef* op : all_ops())
     if (op->fusion != FusionClass::Source && op->eval != nullptr) ops.push_back(op);
-  // Sizes with 1s (broadcasting), vector tails (17, 33) and a size past one vector.
-  const std::vector<int64_t> sizes = {1, 2, 3, 5, 8, 17, 33};
   std::vector<ShapeConstraint> cs;
   for (int p = 0; p < po.programs_per_graph; ++p) {
     const std::string prefix = "p" + std::to_string(p) + "_";
     // A base shape and inputs of it or broadcastable to it.
     Shape base;
     const int rank = 1 + static_cast<int>(rng() % 4);
-    for (int d = 0; d < rank; ++d) base.push_back(sizes[rng() % sizes.size()]);
+    // At most ~64k elements, so a batch stays quick for the reference interpreter.
+    for (int64_t numel = 1; static_cast<int>(base.size()) < rank;) {
+      const int64_t d = random_size(rng, true);
+      if (numel * std::max<int64_t>(d, 1) > 65536) continue;
+      numel *= std::max<int64_t>(d, 1);
+      base.push_back(d);
+    }
     std::vector<ValueId> pool;
     const int n_inputs = 1 + static_cast<int>(rng() % 3);
     for (int i = 0; i < n_inputs; ++i) {
@@ -110,6 +143,7 @@ Batch random_batch(uint64_t seed, const ProgramOptions& po) {
       for (int64_t d : s) t.emplace_back(d);
       cs.push_back({v, t, "", "fuzz input"});
       b.inputs[name] = random_values(s, rng, -2.0, 2.0);
+      b.special_inputs[name] = with_special_values(b.inputs[name], rng);
       pool.push_back(v);
     }
     infer_shapes(g, cs);
@@ -136,7 +170,8 @@ Batch random_batch(uint64_t seed, const ProgramOptions& po) {
         }
         attrs = op.sample_attrs(shapes, rng());
       }
-      if (!accepts(op, g, in, attrs)) continue;
+      bool ignores_values = false;
+      if (!accepts(op, g, in, attrs, &ignores_values) || (ignores_values && rng() % 5 != 0)) continue;
       const std::vector<ValueId> outs = g.add_node(op.name, in, attrs, op.num_outputs);
       // Shapes now, so the next draw's acceptance check sees them.
       infer_shapes(g, cs);
@@ -147,6 +182,7 @@ Batch random_batch(uint64_t seed, const ProgramOptions& po) {
       ++coverage_counts()[op.name];
     }
   }
+  b.programs = po.programs_per_graph;
   // Every value nothing reads is an output, so nothing is dead code.
   std::vector<int> reads(g.values().size(), 0);
   for (const Node& n : g.nodes())
@@ -180,92 +216,40 @@ std::vector<Variation> variations() {
   Variation none{"memory_planning none", {}};
   none.options.memory_planning = "none";
   v.push_back(none);
+  for (int threads : {1, 2, 4}) {
+    Variation x{"threads " + std::to_string(threads), {}};
+    x.threads = threads;
+    v.push_back(x);
+  }
+  for (const char* type : {"bfloat16", "float16"}) {
+    Variation x{std::string("mixed_precision ") + type, {}};
+    x.options.mixed_precision = type;
+    v.push_back(x);
+  }
+  Variation special{"special values", {}};
+  special.special_values = true;
+  v.push_back(special);
+  Variation grads{"gradients", {}};
+  grads.gradients = true;
+  v.push_back(grads);
+  Variation grads_high = grads;
+  grads_high.name = "gradients, level high";
+  grads_high.options.optimization_level = "high";
+  v.push_back(grads_high);
+  Variation checkpointed = grads;
+  checkpointed.name = "gradients, checkpointing 2 segments";
+  checkpointed.options.gradient_checkpointing = true;
+  v.push_back(checkpointed);
   return v;
 }
 
-std::string Finding::str() const {
-  std::ostringstream os;
-  os << "seed " << seed << ", " << variation << ": output '" << output << "' is off by " << error
-     << " from the float64 run (the float32 reference by " << reference_error << ")\n"
-     << graph_text;
-  return os.str();
-}
-
-namespace {
-
-std::vector<Tensor> leaf_inputs(const Graph& g, const std::map<std::string, Tensor>& by_name, DType as) {
-  std::vector<Tensor> ins;
-  for (ValueId id : g.leaves())
-    if (g.value(id).kind != ValueKind::Constant) ins.push_back(by_name.at(g.value(id).name).astype(as));
-  return ins;
-}
-
-// max |a - b| over max(1, max |b|) on the elements where both are finite; a NaN or inf where the
-// other has none counts as a full mismatch (1e30).
-double relative_error(const Tensor& got, const Tensor& want) {
-  const std::vector<double> a = got.to_vector<double>(), b = want.to_vector<double>();
-  double scale = 1, worst = 0;
-  for (double x : b)
-    if (std::isfinite(x)) scale = std::max(scale, std::abs(x));
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) || std::isnan(b[i])) {
-      if (std::isnan(a[i]) != std::isnan(b[i])) worst = 1e30;
-      continue;
-    }
-    if (std::isinf(a[i]) || std::isinf(b[i])) {
-      if (a[i] != b[i]) worst = 1e30;
-      continue;
-    }
-    worst = std::max(worst, std::abs(a[i] - b[i]));
+Variation variation_named(const std::string& name) {
+  std::string known;
+  for (const Variation& v : variations()) {
+    if (v.name == name) return v;
+    known += (known.empty() ? "" : ", ") + v.name;
   }
-  return worst >= 1e30 ? worst : worst / scale;
-}
-
-}  // namespace
-
-std::optional<Finding> check(const Batch& batch, const Variation& v, const CpuBackend::CpuOptions& cpu_options) {
-  const Graph& g = batch.graph;
-  Graph opt = g;
-  optimize(opt, v.options);
-  auto run_cpu = [&] {
-    return CpuBackend(cpu_options).lower(opt, v.options)->run(leaf_inputs(opt, batch.inputs, DType::Float32));
-  };
-  std::vector<Tensor> want;
-  try {
-    want = ReferenceBackend().lower(g, {})->run(leaf_inputs(g, batch.inputs, DType::Float32));
-  } catch (const Error& e) {
-    // A program its data makes invalid (an index out of range, say): the CPU backend must refuse
-    // it too, with an error rather than a result.
-    try {
-      run_cpu();
-    } catch (const Error&) {
-      return std::nullopt;
-    }
-    return Finding{batch.seed, v.name, std::string("(the reference refused: ") + e.what() + ")", print_graph(g), 1e30, 0};
-  }
-  const std::vector<Tensor> got = run_cpu();
-  INGOT_CHECK(got.size() == want.size(), "fuzz: the optimized graph has ", got.size(), " outputs, the original ",
-              want.size());
-  std::optional<std::vector<Tensor>> truth;  // the float64 run, computed at the first disagreement
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (got[i].dtype() != want[i].dtype() || got[i].shape() != want[i].shape())
-      return Finding{batch.seed, v.name, g.outputs()[i].first, print_graph(g), 1e30, 0};
-    if (!is_floating(want[i].dtype())) {
-      if (!equal(got[i], want[i])) return Finding{batch.seed, v.name, g.outputs()[i].first, print_graph(g), 1e30, 0};
-      continue;
-    }
-    if (relative_error(got[i], want[i]) <= 1e-4) continue;
-    if (!truth) {
-      Graph g64 = g;
-      for (ValueId id : g64.leaves()) g64.value(id).dtype = DType::Float64;
-      infer_types(g64);
-      truth = ReferenceBackend().lower(g64, {})->run(leaf_inputs(g64, batch.inputs, DType::Float64));
-    }
-    const Tensor& t = (*truth)[i];
-    const double err = relative_error(got[i].astype(DType::Float64), t), ref = relative_error(want[i].astype(DType::Float64), t);
-    if (err > 4 * ref + 1e-4) return Finding{batch.seed, v.name, g.outputs()[i].first, print_graph(g), err, ref};
-  }
-  return std::nullopt;
+  INGOT_FAIL("fuzz: no variation named '", name, "' (known: ", known, ")");
 }
 
 std::map<std::string, std::string> rule_gaps() {

@@ -10,7 +10,14 @@
 //
 // A finding is an output where the CPU backend differs from the reference beyond float32
 // rounding: relative to the output's largest magnitude, and only when the CPU result is also
-// further from a float64 run of the same program than the float32 reference is.
+// further from a float64 run of the same program than the float32 reference is. Gradient
+// variations differentiate every program (a random cotangent per output) and check the
+// gradients twice: the CPU backend's against the reference's, and the reference's, in float64,
+// against central finite differences, so a wrong gradient rule is caught even where the
+// compiled and the eager paths agree.
+//
+// A finding is shrunk (shrink.h) to a small program and saved as a reproducer directory that
+// the regression test replays (fuzz/regressions/programs/).
 #pragma once
 
 #include <cstdint>
@@ -31,22 +38,32 @@ struct ProgramOptions {
   int programs_per_graph = 6;   // independent programs batched into one graph (one build)
 };
 
-// Independent random programs in one graph, with their inputs by leaf name.
+// Independent random programs in one graph, with their inputs by leaf name. `special_inputs`:
+// the same inputs with a NaN, an inf, a -inf or a signed zero in some elements (the special
+// values variation runs on them).
 struct Batch {
   uint64_t seed = 0;
   Graph graph;
-  std::map<std::string, Tensor> inputs;
+  std::map<std::string, Tensor> inputs, special_inputs;
+  int programs = 0;
 };
 Batch random_batch(uint64_t seed, const ProgramOptions& options = {});
 
-// A way users compile: an optimization level, a pass switched off, a layout target, threads.
+// A way users compile: an optimization level, a pass switched off, a layout target, threads,
+// mixed precision, inputs with special values, gradients (with or without checkpointing).
 struct Variation {
   std::string name;
   CompileOptions options;
+  int threads = 0;              // > 0: CpuOptions::num_threads
+  bool special_values = false;  // run on Batch::special_inputs
+  bool gradients = false;       // differentiate every program (see above)
 };
-// Every level; at the default level each pass switched off in turn, every layout target, and
-// memory planning off.
+// Every level; at the default level each pass switched off in turn, every layout target, memory
+// planning off, 1, 2 and 4 threads, bfloat16 and float16 mixed precision, special values, and
+// gradients at the default and the highest level and with checkpointing.
 std::vector<Variation> variations();
+// The variation of that name (a reproducer names its own); throws ingot::Error if none is.
+Variation variation_named(const std::string& name);
 
 struct Finding {
   uint64_t seed = 0;
@@ -56,9 +73,17 @@ struct Finding {
 };
 
 // Compiles `batch` under `v` for the CPU backend and compares every output with the reference
-// interpreter on the unoptimized graph. nullopt when all agree, or when both refuse the program
-// with an ingot::Error (its data can make it invalid: an index out of range).
+// interpreter on the unoptimized graph (gradients: see above). nullopt when all agree, or when
+// both refuse the program with an ingot::Error (its data can make it invalid: an index out of
+// range).
 std::optional<Finding> check(const Batch& batch, const Variation& v, const CpuBackend::CpuOptions& cpu = {});
+
+// Gradient variations so far in this process: batches differentiated, and batches skipped because
+// a program crosses an op with no gradient rule.
+struct GradientStats {
+  long differentiated = 0, not_differentiable = 0;
+};
+GradientStats gradient_stats();
 
 // How often each op of the registry was drawn and kept so far in this process (every op appears;
 // 0: never generated).

@@ -1,55 +1,106 @@
 // ingot_fuzz_programs: the differential fuzzer's command line (scripts/fuzz.sh programs ...).
 //
 //   ingot_fuzz_programs [--graphs N] [--seconds S] [--seed K] [--ops M] [--programs-per-graph P]
+//                       [--rotate 0|1] [--reproducers DIR]
+//   ingot_fuzz_programs --replay DIR
 //
-// Draws graph after graph (seeds K, K+1, ...; each P programs of M ops), checks each under every
-// variation (fuzz/programs.h), and stops at the budget (N graphs or S seconds, whichever comes
-// first) or at the first finding, which it prints with its seed: rerun with --seed <seed>
-// --graphs 1 to reproduce it. Then prints how often each op of the registry was generated.
+// Draws graph after graph (seeds K, K+1, ...; each P programs of M ops) and checks each under
+// every variation (fuzz/programs.h), or with --rotate 1 under one variation per graph, in turn
+// (a larger budget of programs for the same builds). Stops at the budget (N graphs or S seconds,
+// whichever comes first) or at the first finding, which it prints with its seed and variation,
+// shrinks (fuzz/shrink.h) and saves as a reproducer under DIR (default fuzz-findings/): copy
+// that directory into fuzz/regressions/programs/ once the bug is fixed, and ctest replays it.
+// Then prints how often each op of the registry was generated. --replay checks one reproducer.
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 
+#include "ingot/error.h"
 #include "programs.h"
+#include "shrink.h"
 
 using namespace ingot;
 
+namespace {
+
+int usage() {
+  std::cerr << "usage: ingot_fuzz_programs [--graphs N] [--seconds S] [--seed K] [--ops M] [--programs-per-graph P]\n"
+               "                           [--rotate 0|1] [--reproducers DIR]\n"
+               "       ingot_fuzz_programs --replay DIR\n";
+  return 2;
+}
+
+// Shrinks the finding and saves it; returns 1 (a finding).
+int report(const fuzz::Batch& b, const fuzz::Variation& v, const fuzz::Finding& f, const std::string& dir) {
+  std::cout << "FINDING " << f.str() << "\n";
+  std::cout << "shrinking (each step is a build)..." << std::endl;
+  const fuzz::Batch small = fuzz::shrink(b, v);
+  std::optional<fuzz::Finding> again;
+  try {
+    again = fuzz::check(small, v);
+  } catch (const std::exception& e) {
+    again = fuzz::Finding{b.seed, v.name, std::string("(an error: ") + e.what() + ")", "", 1e30, 0};
+  }
+  std::string name = dir + "/seed" + std::to_string(b.seed) + "-";
+  for (char c : v.name) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  fuzz::save_reproducer(name, small, v, again.value_or(f));
+  std::cout << "reproducer (" << small.graph.nodes().size() << " nodes): " << name << "\n"
+            << (again ? again->str() : f.str()) << "\n";
+  return 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  long graphs = 20, seconds = 0, seed = 1;
+  long graphs = 20, seconds = 0, seed = 1, rotate = 0;
+  std::string reproducers = "fuzz-findings", replay;
   fuzz::ProgramOptions po;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 >= argc) return usage();
+    const std::string a = argv[i], value = argv[i + 1];
     const long v = std::atol(argv[i + 1]);
     if (a == "--graphs") graphs = v;
     else if (a == "--seconds") seconds = v;
     else if (a == "--seed") seed = v;
     else if (a == "--ops") po.ops = static_cast<int>(v);
     else if (a == "--programs-per-graph") po.programs_per_graph = static_cast<int>(v);
-    else {
-      std::cerr << "usage: ingot_fuzz_programs [--graphs N] [--seconds S] [--seed K] [--ops M] [--programs-per-graph P]\n";
-      return 2;
+    else if (a == "--rotate") rotate = v;
+    else if (a == "--reproducers") reproducers = value;
+    else if (a == "--replay") replay = value;
+    else return usage();
+  }
+  if (!replay.empty()) {
+    try {
+      std::string name;
+      const fuzz::Batch b = fuzz::load_reproducer(replay, &name);
+      const std::optional<fuzz::Finding> f = fuzz::check(b, fuzz::variation_named(name));
+      std::cout << (f ? "FINDING " + f->str() : "no finding under '" + name + "'") << "\n";
+      return f ? 1 : 0;
+    } catch (const std::exception& e) {
+      std::cout << "error: " << e.what() << "\n";
+      return 1;
     }
   }
   const auto start = std::chrono::steady_clock::now();
   const std::vector<fuzz::Variation> vs = fuzz::variations();
   long done = 0, checks = 0;
-  try {
-    for (long k = 0; k < graphs; ++k) {
-      if (seconds > 0 && std::chrono::steady_clock::now() - start > std::chrono::seconds(seconds)) break;
-      const fuzz::Batch b = fuzz::random_batch(static_cast<uint64_t>(seed + k), po);
-      for (const fuzz::Variation& v : vs) {
-        ++checks;
-        if (const std::optional<fuzz::Finding> f = fuzz::check(b, v)) {
-          std::cout << "FINDING " << f->str() << "\n";
-          return 1;
-        }
+  for (long k = 0; k < graphs; ++k) {
+    if (seconds > 0 && std::chrono::steady_clock::now() - start > std::chrono::seconds(seconds)) break;
+    const fuzz::Batch b = fuzz::random_batch(static_cast<uint64_t>(seed + k), po);
+    for (size_t i = 0; i < vs.size(); ++i) {
+      if (rotate != 0 && i != static_cast<size_t>(seed + k) % vs.size()) continue;
+      ++checks;
+      try {
+        if (const std::optional<fuzz::Finding> f = fuzz::check(b, vs[i])) return report(b, vs[i], *f, reproducers);
+      } catch (const std::exception& e) {
+        return report(b, vs[i], fuzz::Finding{b.seed, vs[i].name, std::string("(an error: ") + e.what() + ")", "", 1e30, 0},
+                      reproducers);
       }
-      ++done;
     }
-  } catch (const std::exception& e) {
-    std::cout << "FINDING (an error): " << e.what() << "\n";
-    return 1;
+    ++done;
   }
   int covered = 0, total = 0;
   std::string missing;
@@ -59,7 +110,11 @@ int main(int argc, char** argv) {
     else missing += " " + op;
   }
   for (const auto& [op, why] : fuzz::rule_gaps()) std::cout << "rule gap: " << op << ": " << why << "\n";
+  const fuzz::GradientStats gs = fuzz::gradient_stats();
+  std::cout << "gradient checks: " << gs.differentiated << " batches differentiated, " << gs.not_differentiable
+            << " skipped (a program crosses an op with no gradient rule)\n";
   std::cout << done << " graphs (" << done * po.programs_per_graph << " programs of " << po.ops << " ops), " << checks
-            << " compiled checks, no finding; " << covered << " of " << total << " ops generated; never:" << missing << "\n";
+            << " compiled checks (" << (rotate != 0 ? "one variation per graph, in turn" : "every variation per graph")
+            << "), no finding; " << covered << " of " << total << " ops generated; never:" << missing << "\n";
   return 0;
 }

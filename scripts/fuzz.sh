@@ -16,14 +16,23 @@
 # The compiler's differential fuzzer (fuzz/programs.h: random programs from the op registry on
 # the CPU backend under every variation, against the reference interpreter):
 #   ./scripts/fuzz.sh programs [graphs, default 100] [first seed, default 1] [seconds, default 0 = no limit]
+#                              [rotate: 1 = one variation per graph, in turn; default 0 = all]
+#   ./scripts/fuzz.sh replay <reproducer directory>
 # builds build/release's ingot_fuzz_programs and runs it; a finding prints its seed, variation,
-# output and graph (rerun with that seed and 1 graph to reproduce).
+# output and graph, is shrunk (fuzz/shrink.h) and saved as a reproducer under fuzz-findings/
+# (rerun with that seed and 1 graph, or replay the reproducer). Once the bug is fixed, move the
+# reproducer into fuzz/regressions/programs/: ctest replays every one there.
 # Exit status: 0 when nothing was found.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = programs ]; then
   scripts/build.sh release >/dev/null || exit 1
-  exec build/release/ingot_fuzz_programs --graphs "${2:-100}" --seed "${3:-1}" --seconds "${4:-0}"
+  exec build/release/ingot_fuzz_programs --graphs "${2:-100}" --seed "${3:-1}" --seconds "${4:-0}" --rotate "${5:-0}"
+fi
+if [ "${1:-}" = replay ]; then
+  [ -n "${2:-}" ] || { echo "usage: scripts/fuzz.sh replay <reproducer directory>" >&2; exit 2; }
+  scripts/build.sh release >/dev/null || exit 1
+  exec build/release/ingot_fuzz_programs --replay "$2"
 fi
 seconds="${1:-60}"
 shift || true

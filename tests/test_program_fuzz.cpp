@@ -3,11 +3,40 @@
 // interpreter; and proof that the check catches a compiler that computes something else.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
 #include "cpu_test_util.h"
 #include "ir/op_registry.h"
 #include "programs.h"
+#include "shrink.h"
 
 using namespace ingot;
+
+namespace {
+
+// A batch with at least one node of `op`, from the seeds after `from`.
+fuzz::Batch batch_with(const std::string& op, uint64_t from) {
+  for (uint64_t seed = from; seed < from + 200; ++seed) {
+    fuzz::Batch b = fuzz::random_batch(seed);
+    for (const Node& n : b.graph.nodes())
+      if (n.op == op) return b;
+  }
+  ADD_FAILURE() << "no batch with " << op;
+  return {};
+}
+
+fuzz::Variation add_becomes_sub() {
+  fuzz::Variation broken{"add becomes sub", {}};
+  broken.options.custom_passes.push_back({"plant_bug", "end", [](Graph& g) {
+                                            for (Node& n : g.nodes())
+                                              if (n.op == "add") n.op = "sub";
+                                          }});
+  return broken;
+}
+
+}  // namespace
 
 TEST(ProgramFuzz, SmokeBudgetFindsNothing) {
   const int graphs = ingot::testing::slow_tests_skipped() ? 1 : 3;
@@ -19,6 +48,7 @@ TEST(ProgramFuzz, SmokeBudgetFindsNothing) {
       EXPECT_FALSE(f.has_value()) << (f ? f->str() : "");
     }
   }
+  EXPECT_GT(fuzz::gradient_stats().differentiated, 0) << "the gradient variations differentiate";
   const std::map<std::string, int> c = fuzz::coverage();
   int covered = 0;
   for (const auto& [op, n] : c) covered += n > 0;
@@ -27,23 +57,105 @@ TEST(ProgramFuzz, SmokeBudgetFindsNothing) {
 
 // A "compiler bug" planted as a custom pass that turns every add into a subtract: the check
 // reports it with the seed and the variation.
+// Of the first four batches with an add, most show it (an add of zeros_like values does not).
 TEST(ProgramFuzz, CatchesAMiscompilation) {
-  fuzz::Batch b;
-  bool has_add = false;
-  for (uint64_t seed = 200; !has_add && seed < 260; ++seed) {
-    b = fuzz::random_batch(seed);
-    for (const Node& n : b.graph.nodes()) has_add = has_add || n.op == "add";
+  int caught = 0;
+  uint64_t from = 200;
+  for (int k = 0; k < 4; ++k) {
+    const fuzz::Batch b = batch_with("add", from);
+    from = b.seed + 1;
+    const std::optional<fuzz::Finding> f = fuzz::check(b, add_becomes_sub(), cpu_test::cpu_options());
+    if (!f) continue;
+    ++caught;
+    EXPECT_EQ(f->seed, b.seed);
+    EXPECT_NE(f->str().find("add becomes sub"), std::string::npos) << f->str();
   }
-  ASSERT_TRUE(has_add);
-  fuzz::Variation broken{"add becomes sub", {}};
-  broken.options.custom_passes.push_back({"plant_bug", "end", [](Graph& g) {
-                                            for (Node& n : g.nodes())
-                                              if (n.op == "add") n.op = "sub";
-                                          }});
-  const std::optional<fuzz::Finding> f = fuzz::check(b, broken, cpu_test::cpu_options());
+  EXPECT_GE(caught, 3);
+}
+
+// The planted bug's finding shrinks to a few nodes around an add, is saved as a reproducer and
+// read back, and the reproducer still fails under the broken variation and passes under a
+// correct one: what a regression test replays (fuzz/regressions/programs/).
+TEST(ProgramFuzz, ShrinksAFindingIntoAReproducer) {
+  const fuzz::Variation broken = add_becomes_sub();
+  fuzz::Batch b = batch_with("add", 200);
+  while (!fuzz::check(b, broken, cpu_test::cpu_options())) b = batch_with("add", b.seed + 1);
+  const fuzz::Batch small = fuzz::shrink(b, broken, cpu_test::cpu_options(), 40);
+  EXPECT_LT(small.graph.nodes().size(), b.graph.nodes().size());
+  EXPECT_LE(small.graph.nodes().size(), 4u) << print_graph(small.graph);
+  EXPECT_EQ(small.graph.outputs().size(), 1u);
+  bool has_add = false;
+  for (const Node& n : small.graph.nodes()) has_add = has_add || n.op == "add";
+  EXPECT_TRUE(has_add) << print_graph(small.graph);
+  const std::optional<fuzz::Finding> f = fuzz::check(small, broken, cpu_test::cpu_options());
   ASSERT_TRUE(f.has_value());
-  EXPECT_EQ(f->seed, b.seed);
-  EXPECT_NE(f->str().find("add becomes sub"), std::string::npos) << f->str();
+
+  const std::string dir = (std::filesystem::temp_directory_path() / ("ingot-repro-" + std::to_string(::getpid()))).string();
+  fuzz::save_reproducer(dir, small, broken, *f);
+  std::string name;
+  const fuzz::Batch back = fuzz::load_reproducer(dir, &name);
+  EXPECT_EQ(name, "add becomes sub");
+  EXPECT_EQ(print_graph(back.graph), print_graph(small.graph));
+  EXPECT_TRUE(fuzz::check(back, broken, cpu_test::cpu_options()).has_value());
+  EXPECT_FALSE(fuzz::check(back, fuzz::variation_named("level medium"), cpu_test::cpu_options()).has_value());
+  std::filesystem::remove_all(dir);
+  EXPECT_THROW(fuzz::load_reproducer(dir, &name), Error);
+  EXPECT_THROW(fuzz::variation_named("no such variation"), Error);
+}
+
+// Every reproducer under fuzz/regressions/programs/ (a finding, shrunk, once its bug was fixed)
+// passes under the variation that found it.
+TEST(ProgramFuzz, RegressionsStayFixed) {
+  const char* root = std::getenv("INGOT_SOURCE_DIR");
+  if (root == nullptr) GTEST_SKIP() << "INGOT_SOURCE_DIR is not set (ctest sets it)";
+  const std::filesystem::path dir = std::filesystem::path(root) / "fuzz" / "regressions" / "programs";
+  int replayed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (!entry.is_directory()) continue;
+    SCOPED_TRACE(entry.path().string());
+    std::string name;
+    const fuzz::Batch b = fuzz::load_reproducer(entry.path().string(), &name);
+    const std::optional<fuzz::Finding> f = fuzz::check(b, fuzz::variation_named(name), cpu_test::cpu_options());
+    EXPECT_FALSE(f.has_value()) << f->str();
+    ++replayed;
+  }
+  EXPECT_GE(replayed, 1);
+}
+
+// A wrong gradient rule that the compiled and the eager paths share (both differentiate with it)
+// is caught by the finite differences: sin's rule planted as grad * sin(x) instead of cos(x).
+TEST(ProgramFuzz, FiniteDifferencesCatchAWrongGradientRule) {
+  fuzz::Batch b;
+  b.seed = 7;
+  const ValueId x = b.graph.add_input("x");
+  b.graph.value(x).dtype = DType::Float32;
+  b.graph.set_output("y", b.graph.add_op("mul", {b.graph.add_op("sin", {x}), x}));
+  infer_shapes(b.graph, {{x, ingot::testing::template_of({3, 17}), "", "test"}});
+  infer_types(b.graph);
+  b.inputs["x"] = ingot::testing::random_tensor({3, 17}, 5, -2, 2);
+  b.special_inputs = b.inputs;
+  const fuzz::Variation grads = fuzz::variation_named("gradients");
+  EXPECT_FALSE(fuzz::check(b, grads, cpu_test::cpu_options()).has_value());
+  OpDef& sin = const_cast<OpDef&>(get_op("sin"));
+  const VjpRule right = sin.vjp;
+  sin.vjp = [](VjpContext& ctx) { ctx.set_grad(0, ctx.op("mul", {ctx.grad_out(), ctx.op("sin", {ctx.in(0)})})); };
+  const std::optional<fuzz::Finding> f = fuzz::check(b, grads, cpu_test::cpu_options());
+  sin.vjp = right;
+  ASSERT_TRUE(f.has_value());
+  EXPECT_NE(f->str().find("finite differences"), std::string::npos) << f->str();
+}
+
+// The special values variation's inputs carry NaN and inf through to the outputs (the reference
+// interpreter's run), so it compares non-finite results, not only finite ones.
+TEST(ProgramFuzz, SpecialValuesReachTheOutputs) {
+  const fuzz::Batch b = fuzz::random_batch(100);
+  std::vector<Tensor> ins;
+  for (ValueId id : b.graph.leaves_of(ValueKind::Input)) ins.push_back(b.special_inputs.at(b.graph.value(id).name));
+  int non_finite = 0;
+  for (const Tensor& t : ReferenceBackend().lower(b.graph, {})->run(ins))
+    if (is_floating(t.dtype()))
+      for (double x : t.to_vector<double>()) non_finite += !std::isfinite(x);
+  EXPECT_GT(non_finite, 0);
 }
 
 // Every op's attribute sampler (OpDef::sample_attrs) draws attributes the op's own shape and

@@ -1,0 +1,268 @@
+// The differential checks of fuzz/programs.h: a batch under one variation, forward or with
+// gradients, against the reference interpreter and, for gradients, finite differences.
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <random>
+#include <sstream>
+
+#include "compiler/autodiff.h"
+#include "compiler/checkpointing.h"
+#include "compiler/passes/passes.h"
+#include "compiler/shape_inference.h"
+#include "ingot/ingot.h"
+#include "programs.h"
+
+namespace ingot::fuzz {
+
+std::string Finding::str() const {
+  std::ostringstream os;
+  os << "seed " << seed << ", " << variation << ": output '" << output << "' is off by " << error
+     << " from the float64 run (the float32 reference by " << reference_error << ")\n"
+     << graph_text;
+  return os.str();
+}
+
+namespace {
+
+std::vector<Tensor> leaf_inputs(const Graph& g, const std::map<std::string, Tensor>& by_name, DType as) {
+  std::vector<Tensor> ins;
+  for (ValueId id : g.leaves())
+    if (g.value(id).kind != ValueKind::Constant) ins.push_back(by_name.at(g.value(id).name).astype(as));
+  return ins;
+}
+
+// max |a - b| over max(1, max |b|) on the elements where both are finite; a NaN or inf where the
+// other has none counts as a full mismatch (1e30).
+double relative_error(const Tensor& got, const Tensor& want) {
+  const std::vector<double> a = got.to_vector<double>(), b = want.to_vector<double>();
+  double scale = 1, worst = 0;
+  for (double x : b)
+    if (std::isfinite(x)) scale = std::max(scale, std::abs(x));
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) {
+      if (std::isnan(a[i]) != std::isnan(b[i])) worst = 1e30;
+      continue;
+    }
+    if (std::isinf(a[i]) || std::isinf(b[i])) {
+      if (a[i] != b[i]) worst = 1e30;
+      continue;
+    }
+    worst = std::max(worst, std::abs(a[i] - b[i]));
+  }
+  return worst >= 1e30 ? worst : worst / scale;
+}
+
+// `g` with float64 leaves (its float32 constants promote with them): the tie-breaker's program.
+Graph in_float64(const Graph& g) {
+  Graph g64 = g;
+  for (ValueId id : g64.leaves())
+    if (g64.value(id).dtype == DType::Float32) g64.value(id).dtype = DType::Float64;
+  infer_types(g64);
+  return g64;
+}
+
+std::vector<Tensor> run_reference(const Graph& g, const std::map<std::string, Tensor>& inputs, DType as) {
+  return ReferenceBackend().lower(g, {})->run(leaf_inputs(g, inputs, as));
+}
+
+// What the reference runs for `v`: the program itself, or with mixed precision the program with
+// its matmuls and convs cast to the low type (the pass's meaning, which the CPU backend must keep;
+// the pass itself trades accuracy by design).
+Graph reference_graph(const Graph& g, const Variation& v) {
+  if (v.options.mixed_precision == "none") return g;
+  Graph low = g;
+  CompileOptions o;
+  o.optimization_level = "none";
+  o.mixed_precision = v.options.mixed_precision;
+  optimize(low, o);
+  return low;
+}
+
+// The CPU run of `g` (unoptimized) under `v`, against the reference run of `ref` on the same
+// inputs. nullopt when they agree.
+std::optional<Finding> differential(uint64_t seed, const Variation& v, const Graph& g, const Graph& ref,
+                                    const std::map<std::string, Tensor>& inputs, const CpuBackend::CpuOptions& cpu_options) {
+  Graph opt = g;
+  optimize(opt, v.options);
+  CpuBackend::CpuOptions cpu = cpu_options;
+  if (v.threads > 0) cpu.num_threads = v.threads;
+  auto run_cpu = [&] { return CpuBackend(cpu).lower(opt, v.options)->run(leaf_inputs(opt, inputs, DType::Float32)); };
+  std::vector<Tensor> want;
+  try {
+    want = run_reference(ref, inputs, DType::Float32);
+  } catch (const Error& e) {
+    // A program its data makes invalid (an index out of range, say): the CPU backend must refuse
+    // it too, with an error rather than a result.
+    try {
+      run_cpu();
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+    return Finding{seed, v.name, std::string("(the reference refused: ") + e.what() + ")", print_graph(g), 1e30, 0};
+  }
+  const std::vector<Tensor> got = run_cpu();
+  INGOT_CHECK(got.size() == want.size(), "fuzz: the optimized graph has ", got.size(), " outputs, the original ",
+              want.size());
+  std::optional<std::vector<Tensor>> truth;  // the float64 run, computed at the first disagreement
+  for (size_t i = 0; i < want.size(); ++i) {
+    const std::string& name = ref.outputs()[i].first;
+    if (got[i].dtype() != want[i].dtype() || got[i].shape() != want[i].shape())
+      return Finding{seed, v.name, name, print_graph(g), 1e30, 0};
+    if (!is_floating(want[i].dtype())) {
+      if (!equal(got[i], want[i])) return Finding{seed, v.name, name, print_graph(g), 1e30, 0};
+      continue;
+    }
+    if (relative_error(got[i], want[i]) <= 1e-4) continue;
+    if (!truth) truth = run_reference(in_float64(ref), inputs, DType::Float64);
+    const Tensor& t = (*truth)[i];
+    const double err = relative_error(got[i].astype(DType::Float64), t), r = relative_error(want[i].astype(DType::Float64), t);
+    if (err > 4 * r + 1e-4) return Finding{seed, v.name, name, print_graph(g), err, r};
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------- gradients
+
+// The batch's graph grown by its backward graph: a cotangent input "cot_<output>" per float
+// output, a gradient output "grad_<input>" per input. nullopt when a program crosses an op with
+// no gradient rule.
+struct Differentiated {
+  Graph graph;
+  NodeId forward_nodes = 0;
+  std::map<std::string, Tensor> inputs;  // the batch's, and the cotangents
+  std::vector<std::string> seeded;       // forward outputs that took a cotangent
+};
+
+std::optional<Differentiated> differentiate(const Batch& b) {
+  Differentiated d;
+  d.graph = b.graph;
+  d.inputs = b.inputs;
+  Graph& g = d.graph;
+  d.forward_nodes = static_cast<NodeId>(g.nodes().size());
+  std::mt19937_64 rng(b.seed * 0xD1B54A32D192ED03ull + 7);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<std::pair<ValueId, ValueId>> seeds;
+  const auto outputs = g.outputs();
+  for (const auto& [name, v] : outputs) {
+    if (!is_floating(g.value(v).dtype)) continue;
+    const ValueId cot = g.add_input("cot_" + name);
+    g.value(cot).shape = g.value(v).shape;
+    g.value(cot).shape_known = true;
+    g.value(cot).dtype = g.value(v).dtype;
+    Shape s;
+    for (const SymDim& dim : g.value(v).shape) s.push_back(dim.value);
+    Tensor t(DType::Float64, s);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] = u(rng);
+    d.inputs["cot_" + name] = t.astype(DType::Float32);
+    seeds.emplace_back(v, cot);
+    d.seeded.push_back(name);
+  }
+  std::vector<ValueId> wrt;
+  std::vector<std::string> wrt_names;
+  for (ValueId id : b.graph.leaves_of(ValueKind::Input)) {
+    wrt.push_back(id);
+    wrt_names.push_back(b.graph.value(id).name);
+  }
+  if (seeds.empty() || wrt.empty()) return std::nullopt;
+  std::vector<ValueId> grads;
+  try {
+    grads = append_backward(g, seeds, wrt);
+  } catch (const Error&) {
+    return std::nullopt;  // an op with no gradient rule
+  }
+  for (size_t i = 0; i < grads.size(); ++i) g.set_output("grad_" + wrt_names[i], grads[i]);
+  verify(g);
+  return d;
+}
+
+// sum(cotangent * output) over the seeded outputs, in float64, one term per output, from
+// outputs `outs` of the forward graph (in its output order).
+double loss_change(const Graph& forward, const Differentiated& d, const std::vector<Tensor>& plus,
+                   const std::vector<Tensor>& minus) {
+  double total = 0;
+  for (size_t i = 0; i < forward.outputs().size(); ++i) {
+    const std::string& name = forward.outputs()[i].first;
+    auto cot = d.inputs.find("cot_" + name);
+    if (cot == d.inputs.end()) continue;
+    const std::vector<double> a = plus[i].to_vector<double>(), m = minus[i].to_vector<double>(),
+                              c = cot->second.to_vector<double>();
+    for (size_t k = 0; k < a.size(); ++k)
+      if (a[k] != m[k]) total += c[k] * (a[k] - m[k]);  // unaffected elements add exactly nothing
+  }
+  return total;
+}
+
+// The reference's gradients in float64 against central differences at a few elements of every
+// input. A mismatch counts only when differences at two step sizes agree with each other (not
+// a kink of relu, max or floor within a step of the point).
+std::optional<Finding> finite_differences(const Batch& b, const Differentiated& d) {
+  const Graph f64 = in_float64(b.graph), j64 = in_float64(d.graph);
+  std::map<std::string, Tensor> at;
+  for (const auto& [name, t] : d.inputs) at[name] = t.astype(DType::Float64);
+  const std::vector<Tensor> grads = run_reference(j64, at, DType::Float64);
+  std::mt19937_64 rng(b.seed * 0x9FB21C651E98DF25ull + 11);
+  for (size_t o = 0; o < j64.outputs().size(); ++o) {
+    const std::string& gname = j64.outputs()[o].first;
+    if (gname.rfind("grad_", 0) != 0) continue;
+    const std::string leaf = gname.substr(5);
+    Tensor& x = at.at(leaf);
+    const std::vector<double> analytic = grads[o].to_vector<double>();
+    if (analytic.empty()) continue;
+    for (int k = 0; k < 3; ++k) {
+      const size_t e = rng() % analytic.size();
+      const double x0 = x.data<double>()[e], an = analytic[e];
+      auto difference = [&](double h) {
+        x.data<double>()[e] = x0 + h;
+        const std::vector<Tensor> plus = run_reference(f64, at, DType::Float64);
+        x.data<double>()[e] = x0 - h;
+        const std::vector<Tensor> minus = run_reference(f64, at, DType::Float64);
+        x.data<double>()[e] = x0;
+        return loss_change(b.graph, d, plus, minus) / (2 * h);
+      };
+      const double h = 1e-5 * std::max(1.0, std::abs(x0));
+      const double fd = difference(h);
+      const double tol = 1e-4 * std::max(1.0, std::abs(an));
+      if (!std::isfinite(fd) || !std::isfinite(an) || std::abs(fd - an) <= tol) continue;
+      const double fd8 = difference(h / 8);
+      if (std::abs(fd8 - an) <= tol || std::abs(fd8 - fd) > tol) continue;  // a kink, or curvature
+      std::ostringstream what;
+      what << gname << "[" << e << "] (finite differences " << fd << " and " << fd8 << ", the gradient rules " << an << ")";
+      return Finding{b.seed, "gradients: finite differences", what.str(), print_graph(d.graph),
+                     std::abs(fd - an) / std::max(1.0, std::abs(fd)), 0};
+    }
+  }
+  return std::nullopt;
+}
+
+std::mutex stats_mu;
+GradientStats stats;
+
+std::optional<Finding> check_gradients(const Batch& b, const Variation& v, const CpuBackend::CpuOptions& cpu) {
+  const std::optional<Differentiated> d = differentiate(b);
+  {
+    std::lock_guard<std::mutex> lock(stats_mu);
+    ++(d ? stats.differentiated : stats.not_differentiable);
+  }
+  if (!d) return std::nullopt;
+  Graph compiled = d->graph;
+  if (v.options.gradient_checkpointing)
+    apply_gradient_checkpointing(compiled, d->forward_nodes, v.options.checkpoint_segments);
+  if (std::optional<Finding> f = differential(b.seed, v, compiled, d->graph, d->inputs, cpu)) return f;
+  return finite_differences(b, *d);
+}
+
+}  // namespace
+
+GradientStats gradient_stats() {
+  std::lock_guard<std::mutex> lock(stats_mu);
+  return stats;
+}
+
+std::optional<Finding> check(const Batch& batch, const Variation& v, const CpuBackend::CpuOptions& cpu) {
+  if (v.gradients) return check_gradients(batch, v, cpu);
+  return differential(batch.seed, v, batch.graph, reference_graph(batch.graph, v),
+                      v.special_values ? batch.special_inputs : batch.inputs, cpu);
+}
+
+}  // namespace ingot::fuzz
