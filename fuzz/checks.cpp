@@ -25,15 +25,16 @@ std::string Finding::str() const {
 
 namespace {
 
-std::vector<Tensor> leaf_inputs(const Graph& g, const std::map<std::string, Tensor>& by_name, DType as) {
+// The inputs of `g`'s leaves, each in its leaf's dtype (float64 in the tie-breaker's program).
+std::vector<Tensor> leaf_inputs(const Graph& g, const std::map<std::string, Tensor>& by_name) {
   std::vector<Tensor> ins;
   for (ValueId id : g.leaves())
-    if (g.value(id).kind != ValueKind::Constant) ins.push_back(by_name.at(g.value(id).name).astype(as));
+    if (g.value(id).kind != ValueKind::Constant) ins.push_back(by_name.at(g.value(id).name).astype(g.value(id).dtype));
   return ins;
 }
 
-// max |a - b| over max(1, max |b|) on the elements where both are finite; a NaN or inf where the
-// other has none counts as a full mismatch (1e30).
+}  // namespace
+
 double relative_error(const Tensor& got, const Tensor& want) {
   const std::vector<double> a = got.to_vector<double>(), b = want.to_vector<double>();
   double scale = 1, worst = 0;
@@ -53,6 +54,8 @@ double relative_error(const Tensor& got, const Tensor& want) {
   return worst >= 1e30 ? worst : worst / scale;
 }
 
+namespace {
+
 // `g` with float64 leaves (its float32 constants promote with them): the tie-breaker's program.
 Graph in_float64(const Graph& g) {
   Graph g64 = g;
@@ -62,8 +65,8 @@ Graph in_float64(const Graph& g) {
   return g64;
 }
 
-std::vector<Tensor> run_reference(const Graph& g, const std::map<std::string, Tensor>& inputs, DType as) {
-  return ReferenceBackend().lower(g, {})->run(leaf_inputs(g, inputs, as));
+std::vector<Tensor> run_reference(const Graph& g, const std::map<std::string, Tensor>& inputs) {
+  return ReferenceBackend().lower(g, {})->run(leaf_inputs(g, inputs));
 }
 
 // What the reference runs for `v`: the program itself, or with mixed precision the program with
@@ -79,6 +82,43 @@ Graph reference_graph(const Graph& g, const Variation& v) {
   return low;
 }
 
+// `t`'s values as a non-contiguous view (rank >= 2): stored with its axes reversed, viewed back.
+Tensor strided_view(const Tensor& t) {
+  if (t.rank() < 2) return t;
+  std::vector<int> reversed(static_cast<size_t>(t.rank()));
+  for (int i = 0; i < t.rank(); ++i) reversed[static_cast<size_t>(i)] = t.rank() - 1 - i;
+  return t.transpose(reversed).contiguous().transpose(reversed);
+}
+
+// `g` with every input dimension but 0 and 1 a symbol (one per distinct size, so equal sizes
+// stay equal, as broadcasting needs), shapes inferred again: what a shapeless compile lowers.
+// nullopt when a rule needs a static size, or when inference had to assume something (two
+// unknown sizes broadcast are taken as equal: a run where one is 1 then stops with a clear error,
+// the documented limit of shapeless compiles, not a miscompilation).
+std::optional<Graph> with_symbolic_shapes(const Graph& g) {
+  Graph s = g;
+  std::vector<ShapeConstraint> cs;
+  for (ValueId id : s.leaves()) {
+    ShapeTemplate t;
+    for (const SymDim& d : s.value(id).shape)
+      if (s.value(id).kind == ValueKind::Constant || d.value <= 1) t.emplace_back(d.value);
+      else t.emplace_back("n" + std::to_string(d.value));
+    cs.push_back({id, t, "", "fuzz shapeless"});
+  }
+  for (Value& v : s.values()) {
+    v.shape.clear();
+    v.shape_known = false;
+  }
+  try {
+    if (!infer_shapes(s, cs).assumptions.empty()) return std::nullopt;
+    infer_types(s);
+    verify(s);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return s;
+}
+
 // The CPU run of `g` (unoptimized) under `v`, against the reference run of `ref` on the same
 // inputs. nullopt when they agree.
 std::optional<Finding> differential(uint64_t seed, const Variation& v, const Graph& g, const Graph& ref,
@@ -87,10 +127,15 @@ std::optional<Finding> differential(uint64_t seed, const Variation& v, const Gra
   optimize(opt, v.options);
   CpuBackend::CpuOptions cpu = cpu_options;
   if (v.threads > 0) cpu.num_threads = v.threads;
-  auto run_cpu = [&] { return CpuBackend(cpu).lower(opt, v.options)->run(leaf_inputs(opt, inputs, DType::Float32)); };
+  auto run_cpu = [&] {
+    std::vector<Tensor> ins = leaf_inputs(opt, inputs);
+    if (v.non_contiguous)
+      for (Tensor& t : ins) t = strided_view(t);
+    return CpuBackend(cpu).lower(opt, v.options)->run(ins);
+  };
   std::vector<Tensor> want;
   try {
-    want = run_reference(ref, inputs, DType::Float32);
+    want = run_reference(ref, inputs);
   } catch (const Error& e) {
     // A program its data makes invalid (an index out of range, say): the CPU backend must refuse
     // it too, with an error rather than a result.
@@ -114,7 +159,7 @@ std::optional<Finding> differential(uint64_t seed, const Variation& v, const Gra
       continue;
     }
     if (relative_error(got[i], want[i]) <= 1e-4) continue;
-    if (!truth) truth = run_reference(in_float64(ref), inputs, DType::Float64);
+    if (!truth) truth = run_reference(in_float64(ref), inputs);
     const Tensor& t = (*truth)[i];
     const double err = relative_error(got[i].astype(DType::Float64), t), r = relative_error(want[i].astype(DType::Float64), t);
     if (err > 4 * r + 1e-4) return Finding{seed, v.name, name, print_graph(g), err, r};
@@ -154,7 +199,7 @@ std::optional<Differentiated> differentiate(const Batch& b) {
     for (const SymDim& dim : g.value(v).shape) s.push_back(dim.value);
     Tensor t(DType::Float64, s);
     for (int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] = u(rng);
-    d.inputs["cot_" + name] = t.astype(DType::Float32);
+    d.inputs["cot_" + name] = t.astype(g.value(v).dtype);
     seeds.emplace_back(v, cot);
     d.seeded.push_back(name);
   }
@@ -197,10 +242,15 @@ double loss_change(const Graph& forward, const Differentiated& d, const std::vec
 // input. A mismatch counts only when differences at two step sizes agree with each other (not
 // a kink of relu, max or floor within a step of the point).
 std::optional<Finding> finite_differences(const Batch& b, const Differentiated& d) {
+  // A cast to a half type rounds: its gradient passes through by design (straight through),
+  // where differences see steps. Such batches are checked against the reference only.
+  for (const Node& n : b.graph.nodes())
+    if (n.op == "cast" && (n.attrs.get_string("dtype", "") == "float16" || n.attrs.get_string("dtype", "") == "bfloat16"))
+      return std::nullopt;
   const Graph f64 = in_float64(b.graph), j64 = in_float64(d.graph);
   std::map<std::string, Tensor> at;
   for (const auto& [name, t] : d.inputs) at[name] = t.astype(DType::Float64);
-  const std::vector<Tensor> grads = run_reference(j64, at, DType::Float64);
+  const std::vector<Tensor> grads = run_reference(j64, at);
   std::mt19937_64 rng(b.seed * 0x9FB21C651E98DF25ull + 11);
   for (size_t o = 0; o < j64.outputs().size(); ++o) {
     const std::string& gname = j64.outputs()[o].first;
@@ -214,9 +264,9 @@ std::optional<Finding> finite_differences(const Batch& b, const Differentiated& 
       const double x0 = x.data<double>()[e], an = analytic[e];
       auto difference = [&](double h) {
         x.data<double>()[e] = x0 + h;
-        const std::vector<Tensor> plus = run_reference(f64, at, DType::Float64);
+        const std::vector<Tensor> plus = run_reference(f64, at);
         x.data<double>()[e] = x0 - h;
-        const std::vector<Tensor> minus = run_reference(f64, at, DType::Float64);
+        const std::vector<Tensor> minus = run_reference(f64, at);
         x.data<double>()[e] = x0;
         return loss_change(b.graph, d, plus, minus) / (2 * h);
       };
@@ -236,7 +286,7 @@ std::optional<Finding> finite_differences(const Batch& b, const Differentiated& 
 }
 
 std::mutex stats_mu;
-GradientStats stats;
+CheckStats stats;
 
 std::optional<Finding> check_gradients(const Batch& b, const Variation& v, const CpuBackend::CpuOptions& cpu) {
   const std::optional<Differentiated> d = differentiate(b);
@@ -254,13 +304,22 @@ std::optional<Finding> check_gradients(const Batch& b, const Variation& v, const
 
 }  // namespace
 
-GradientStats gradient_stats() {
+CheckStats check_stats() {
   std::lock_guard<std::mutex> lock(stats_mu);
   return stats;
 }
 
 std::optional<Finding> check(const Batch& batch, const Variation& v, const CpuBackend::CpuOptions& cpu) {
   if (v.gradients) return check_gradients(batch, v, cpu);
+  if (v.shapeless) {
+    const std::optional<Graph> s = with_symbolic_shapes(batch.graph);
+    {
+      std::lock_guard<std::mutex> lock(stats_mu);
+      ++(s ? stats.shapeless : stats.not_shapeless);
+    }
+    if (!s) return std::nullopt;
+    return differential(batch.seed, v, *s, batch.graph, batch.inputs, cpu);
+  }
   return differential(batch.seed, v, batch.graph, reference_graph(batch.graph, v),
                       v.special_values ? batch.special_inputs : batch.inputs, cpu);
 }

@@ -229,6 +229,12 @@ std::vector<Variation> variations() {
   Variation special{"special values", {}};
   special.special_values = true;
   v.push_back(special);
+  Variation strided{"non-contiguous inputs", {}};
+  strided.non_contiguous = true;
+  v.push_back(strided);
+  Variation shapeless{"shapeless", {}};
+  shapeless.shapeless = true;
+  v.push_back(shapeless);
   Variation grads{"gradients", {}};
   grads.gradients = true;
   v.push_back(grads);

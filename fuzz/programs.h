@@ -56,11 +56,14 @@ struct Variation {
   CompileOptions options;
   int threads = 0;              // > 0: CpuOptions::num_threads
   bool special_values = false;  // run on Batch::special_inputs
+  bool non_contiguous = false;  // the CPU backend's inputs are strided views (rank >= 2)
+  bool shapeless = false;       // the CPU backend compiles the program with symbolic dimensions
   bool gradients = false;       // differentiate every program (see above)
 };
 // Every level; at the default level each pass switched off in turn, every layout target, memory
-// planning off, 1, 2 and 4 threads, bfloat16 and float16 mixed precision, special values, and
-// gradients at the default and the highest level and with checkpointing.
+// planning off, 1, 2 and 4 threads, bfloat16 and float16 mixed precision, special values,
+// non-contiguous inputs, shapeless compiles, and gradients at the default and the highest level
+// and with checkpointing.
 std::vector<Variation> variations();
 // The variation of that name (a reproducer names its own); throws ingot::Error if none is.
 Variation variation_named(const std::string& name);
@@ -78,12 +81,18 @@ struct Finding {
 // range).
 std::optional<Finding> check(const Batch& batch, const Variation& v, const CpuBackend::CpuOptions& cpu = {});
 
-// Gradient variations so far in this process: batches differentiated, and batches skipped because
-// a program crosses an op with no gradient rule.
-struct GradientStats {
-  long differentiated = 0, not_differentiable = 0;
+// What the gradient and shapeless variations could check so far in this process: batches
+// differentiated, and skipped because a program crosses an op with no gradient rule; batches
+// compiled with symbolic shapes, and skipped because a rule needs a static size (a sampled
+// reshape's target shape).
+struct CheckStats {
+  long differentiated = 0, not_differentiable = 0, shapeless = 0, not_shapeless = 0;
 };
-GradientStats gradient_stats();
+CheckStats check_stats();
+
+// max |got - want| over max(1, max |want|) on the elements where both are finite; a NaN or inf
+// where the other has none counts as a full mismatch (1e30).
+double relative_error(const Tensor& got, const Tensor& want);
 
 // How often each op of the registry was drawn and kept so far in this process (every op appears;
 // 0: never generated).

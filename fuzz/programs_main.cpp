@@ -1,7 +1,7 @@
 // ingot_fuzz_programs: the differential fuzzer's command line (scripts/fuzz.sh programs ...).
 //
 //   ingot_fuzz_programs [--graphs N] [--seconds S] [--seed K] [--ops M] [--programs-per-graph P]
-//                       [--rotate 0|1] [--reproducers DIR]
+//                       [--rotate 0|1] [--reproducers DIR] [--models 0|1]
 //   ingot_fuzz_programs --replay DIR
 //
 // Draws graph after graph (seeds K, K+1, ...; each P programs of M ops) and checks each under
@@ -11,6 +11,8 @@
 // shrinks (fuzz/shrink.h) and saves as a reproducer under DIR (default fuzz-findings/): copy
 // that directory into fuzz/regressions/programs/ once the bug is fixed, and ctest replays it.
 // Then prints how often each op of the registry was generated. --replay checks one reproducer.
+// --models 1: random compositions of zoo blocks through compile(model, ...) instead (fuzz/models.h;
+// a finding prints the model, reproduced by its seed).
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
@@ -19,6 +21,7 @@
 #include <optional>
 
 #include "ingot/error.h"
+#include "models.h"
 #include "programs.h"
 #include "shrink.h"
 
@@ -28,7 +31,7 @@ namespace {
 
 int usage() {
   std::cerr << "usage: ingot_fuzz_programs [--graphs N] [--seconds S] [--seed K] [--ops M] [--programs-per-graph P]\n"
-               "                           [--rotate 0|1] [--reproducers DIR]\n"
+               "                           [--rotate 0|1] [--reproducers DIR] [--models 0|1]\n"
                "       ingot_fuzz_programs --replay DIR\n";
   return 2;
 }
@@ -55,7 +58,7 @@ int report(const fuzz::Batch& b, const fuzz::Variation& v, const fuzz::Finding& 
 }  // namespace
 
 int main(int argc, char** argv) {
-  long graphs = 20, seconds = 0, seed = 1, rotate = 0;
+  long graphs = 20, seconds = 0, seed = 1, rotate = 0, models = 0;
   std::string reproducers = "fuzz-findings", replay;
   fuzz::ProgramOptions po;
   for (int i = 1; i < argc; i += 2) {
@@ -68,6 +71,7 @@ int main(int argc, char** argv) {
     else if (a == "--ops") po.ops = static_cast<int>(v);
     else if (a == "--programs-per-graph") po.programs_per_graph = static_cast<int>(v);
     else if (a == "--rotate") rotate = v;
+    else if (a == "--models") models = v;
     else if (a == "--reproducers") reproducers = value;
     else if (a == "--replay") replay = value;
     else return usage();
@@ -87,6 +91,30 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   const std::vector<fuzz::Variation> vs = fuzz::variations();
   long done = 0, checks = 0;
+  if (models != 0) {
+    for (long k = 0; k < graphs; ++k) {
+      if (seconds > 0 && std::chrono::steady_clock::now() - start > std::chrono::seconds(seconds)) break;
+      const fuzz::ModelCase c = fuzz::random_model(static_cast<uint64_t>(seed + k));
+      for (size_t i = 0; i < vs.size(); ++i) {
+        if (rotate != 0 && i != static_cast<size_t>(seed + k) % vs.size()) continue;
+        ++checks;
+        std::optional<fuzz::Finding> f;
+        try {
+          f = fuzz::check_model(c, vs[i]);
+        } catch (const std::exception& e) {
+          f = fuzz::Finding{c.seed, vs[i].name, std::string("(an error: ") + e.what() + ")", c.description, 1e30, 0};
+        }
+        if (f) {
+          std::cout << "FINDING " << f->str() << "\nreproduce: ingot_fuzz_programs --models 1 --seed " << c.seed
+                    << " --graphs 1\n";
+          return 1;
+        }
+      }
+      ++done;
+    }
+    std::cout << done << " models, " << checks << " compiled checks, no finding\n";
+    return 0;
+  }
   for (long k = 0; k < graphs; ++k) {
     if (seconds > 0 && std::chrono::steady_clock::now() - start > std::chrono::seconds(seconds)) break;
     const fuzz::Batch b = fuzz::random_batch(static_cast<uint64_t>(seed + k), po);
@@ -110,9 +138,10 @@ int main(int argc, char** argv) {
     else missing += " " + op;
   }
   for (const auto& [op, why] : fuzz::rule_gaps()) std::cout << "rule gap: " << op << ": " << why << "\n";
-  const fuzz::GradientStats gs = fuzz::gradient_stats();
-  std::cout << "gradient checks: " << gs.differentiated << " batches differentiated, " << gs.not_differentiable
-            << " skipped (a program crosses an op with no gradient rule)\n";
+  const fuzz::CheckStats cs = fuzz::check_stats();
+  std::cout << "gradient checks: " << cs.differentiated << " batches differentiated, " << cs.not_differentiable
+            << " skipped (a program crosses an op with no gradient rule); shapeless: " << cs.shapeless
+            << " batches compiled with symbolic shapes, " << cs.not_shapeless << " skipped (a rule needs a static size)\n";
   std::cout << done << " graphs (" << done * po.programs_per_graph << " programs of " << po.ops << " ops), " << checks
             << " compiled checks (" << (rotate != 0 ? "one variation per graph, in turn" : "every variation per graph")
             << "), no finding; " << covered << " of " << total << " ops generated; never:" << missing << "\n";

@@ -9,6 +9,7 @@
 
 #include "cpu_test_util.h"
 #include "ir/op_registry.h"
+#include "models.h"
 #include "programs.h"
 #include "shrink.h"
 
@@ -48,7 +49,7 @@ TEST(ProgramFuzz, SmokeBudgetFindsNothing) {
       EXPECT_FALSE(f.has_value()) << (f ? f->str() : "");
     }
   }
-  EXPECT_GT(fuzz::gradient_stats().differentiated, 0) << "the gradient variations differentiate";
+  EXPECT_GT(fuzz::check_stats().differentiated, 0) << "the gradient variations differentiate";
   const std::map<std::string, int> c = fuzz::coverage();
   int covered = 0;
   for (const auto& [op, n] : c) covered += n > 0;
@@ -143,6 +144,36 @@ TEST(ProgramFuzz, FiniteDifferencesCatchAWrongGradientRule) {
   sin.vjp = right;
   ASSERT_TRUE(f.has_value());
   EXPECT_NE(f->str().find("finite differences"), std::string::npos) << f->str();
+}
+
+// The logical-model front door: a convolutional and a dense composition of zoo blocks, compiled
+// as users compile them, agree with the reference backend forward, under forced layout targets,
+// with special values and in training with every parameter's gradient; and a planted bug in a
+// residual block's add is caught there too.
+TEST(ProgramFuzz, ModelFrontDoorSmokeBudget) {
+  int conv = 0, dense = 0;
+  std::vector<fuzz::ModelCase> cases;
+  for (uint64_t seed = 1; seed < 60 && (conv == 0 || dense == 0); ++seed) {
+    fuzz::ModelCase c = fuzz::random_model(seed);
+    const bool is_conv = c.input_shape.size() == 4;
+    if ((is_conv && conv > 0) || (!is_conv && dense > 0)) continue;
+    ++(is_conv ? conv : dense);
+    cases.push_back(std::move(c));
+  }
+  ASSERT_EQ(cases.size(), 2u);
+  for (const fuzz::ModelCase& c : cases)
+    for (const std::string name : {"level medium", "layout_target nhwc", "layout_target nchw16c", "special values", "gradients"}) {
+      if (c.input_shape.size() == 2 && name.rfind("layout", 0) == 0) continue;
+      const std::optional<fuzz::Finding> f = fuzz::check_model(c, fuzz::variation_named(name), cpu_test::cpu_options());
+      EXPECT_FALSE(f.has_value()) << f->str();
+    }
+  fuzz::ModelCase block;
+  for (uint64_t seed = 1; seed < 200; ++seed) {
+    block = fuzz::random_model(seed);
+    if (block.description.find("BasicBlock") != std::string::npos) break;
+  }
+  ASSERT_NE(block.description.find("BasicBlock"), std::string::npos);
+  EXPECT_TRUE(fuzz::check_model(block, add_becomes_sub(), cpu_test::cpu_options()).has_value()) << block.description;
 }
 
 // The special values variation's inputs carry NaN and inf through to the outputs (the reference

@@ -8,6 +8,7 @@
 
 #include "ir/op_registry.h"
 #include "ops/families.h"
+#include "ops/fuzz_attrs.h"
 #include "ops/kernel_util.h"
 
 namespace ingot::ops {
@@ -566,6 +567,12 @@ void register_elementwise_ops() {
          "round toward +inf", no_gradient);
   define("cast", 1, unary_shape, cast_dtype, cast_kernel,
          "convert to {dtype} (float to int truncates, saturates; to bool is x != 0)", pass_through_vjp);
+  // The fuzzer's casts bring every dtype into its programs: the ops after a cast meet integers,
+  // bools and half floats, as far as their dtype rules accept them.
+  set_attr_sampler("cast", [](std::span<const Shape>, uint64_t seed) -> Attrs {
+    static const char* const types[] = {"bool", "int8", "int16", "int32", "int64", "uint8", "float16", "bfloat16", "float64"};
+    return {{"dtype", std::string(types[Draw{seed}.below(9)])}};
+  });
   // Binary, broadcasting.
   define("add", 2, broadcast_shape, promoted_dtype, binary_kernel<Add, false>, "a + b", add_vjp);
   define("sub", 2, broadcast_shape, sub_dtype, binary_kernel<Sub, false>, "a - b", sub_vjp);

@@ -1,0 +1,229 @@
+#include "models.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <sstream>
+
+namespace ingot::fuzz {
+namespace {
+
+struct Drawer {
+  std::mt19937_64 rng;
+  int64_t pick(std::initializer_list<int64_t> xs) { return *(xs.begin() + rng() % xs.size()); }
+  bool one_in(uint64_t n) { return rng() % n == 0; }
+};
+
+// Output size of a window op along one axis (floor mode), or 0 when it does not fit.
+int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p) { return in + 2 * p < k ? 0 : (in + 2 * p - k) / s + 1; }
+
+// Whether an [n, *, oh, ow] activation leaves a training batch norm more than a few values per
+// channel: over one value its variance is 0 and its gradient 0/0 (PyTorch refuses such a batch
+// norm in training; ingot's reference returns NaN), and over two, ties decide relu's gradients.
+bool fits(int64_t n, int64_t oh, int64_t ow) { return oh > 0 && ow > 0 && n * oh * ow >= 4; }
+
+void conv_stack(Drawer& d, ModelCase& c, Model& m, std::ostringstream& desc) {
+  const int64_t n = d.pick({1, 2, 3}), c0 = d.pick({3, 4, 8, 16}), h0 = 6 + static_cast<int64_t>(d.rng() % 15),
+                w0 = 6 + static_cast<int64_t>(d.rng() % 15);
+  c.input_shape = {n, c0, h0, w0};
+  int64_t ch = c0, h = h0, w = w0;
+  const int blocks = 2 + static_cast<int>(d.rng() % 5);
+  for (int b = 0; b < blocks; ++b) {
+    switch (d.rng() % 11) {
+      case 0:
+      case 1: {  // Conv2d: kernel, stride, padding, bias, groups (depthwise included)
+        Conv2dOptions o;
+        o.out_channels = d.pick({4, 8, 16, 24, 32});
+        o.kernel_size = d.pick({1, 3, 5});
+        o.stride = d.pick({1, 2});
+        o.padding = d.one_in(2) ? o.kernel_size / 2 : 0;
+        o.use_bias = d.one_in(2);
+        if (d.one_in(4)) {
+          o.groups = d.one_in(2) ? ch : 2;  // depthwise or two groups
+          if (ch % o.groups != 0) o.groups = 1;
+          if (o.groups == ch) o.out_channels = ch;
+          if (o.out_channels % o.groups != 0) o.groups = 1;
+        }
+        const int64_t oh = window_out(h, o.kernel_size, o.stride, o.padding), ow = window_out(w, o.kernel_size, o.stride, o.padding);
+        if (!fits(n, oh, ow)) continue;
+        m += Conv2d(o);
+        desc << "Conv2d(" << o.out_channels << ", k" << o.kernel_size << ", s" << o.stride << ", p" << o.padding
+             << (o.groups > 1 ? ", g" + std::to_string(o.groups) : "") << (o.use_bias ? "" : ", no bias") << ") ";
+        ch = o.out_channels, h = oh, w = ow;
+        break;
+      }
+      case 2: m += BatchNorm2d(); desc << "BatchNorm2d "; break;
+      case 3: m += Relu(); desc << "Relu "; break;
+      case 4: m += Relu6(); desc << "Relu6 "; break;
+      case 5: {
+        const bool sig = d.one_in(2);
+        m += sig ? Sigmoid() : Tanh();
+        desc << (sig ? "Sigmoid " : "Tanh ");
+        break;
+      }
+      case 6: {  // a pool: kernel 2 or 3, stride 1 or 2, padding up to half the kernel
+        const int64_t k = d.pick({2, 3}), s = d.pick({1, 2}), p = d.one_in(3) ? k / 2 : 0;
+        const int64_t oh = window_out(h, k, s, p), ow = window_out(w, k, s, p);
+        if (!fits(n, oh, ow)) continue;
+        const bool max = d.one_in(2);
+        m += max ? MaxPool2d(k, s, p) : AvgPool2d(k, s, p);
+        desc << (max ? "MaxPool2d(" : "AvgPool2d(") << k << ", s" << s << ", p" << p << ") ";
+        h = oh, w = ow;
+        break;
+      }
+      case 7:
+      case 8: {  // ResNet's basic block, downsampled when the shape changes
+        const int64_t planes = d.pick({4, 8, 16}), s = d.pick({1, 1, 2});
+        if (!fits(n, window_out(h, 3, s, 1), window_out(w, 3, s, 1))) continue;
+        const bool down = s != 1 || planes != ch;
+        m += BasicBlock(planes, s, down);
+        desc << "BasicBlock(" << planes << ", s" << s << (down ? ", downsample" : "") << ") ";
+        ch = planes, h = window_out(h, 3, s, 1), w = window_out(w, 3, s, 1);
+        break;
+      }
+      case 9: {  // bottleneck, sometimes grouped (ResNeXt)
+        const int64_t planes = d.pick({2, 4, 8}), s = d.pick({1, 2}), groups = d.pick({1, 2});
+        if (!fits(n, window_out(h, 3, s, 1), window_out(w, 3, s, 1))) continue;
+        const bool down = s != 1 || 4 * planes != ch;
+        m += Bottleneck(planes, s, down, groups);
+        desc << "Bottleneck(" << planes << ", s" << s << ", g" << groups << (down ? ", downsample" : "") << ") ";
+        ch = 4 * planes, h = window_out(h, 3, s, 1), w = window_out(w, 3, s, 1);
+        break;
+      }
+      default: {  // MobileNetV2's inverted residual (a residual when stride 1 and same channels)
+        const int64_t out = d.one_in(2) ? ch : d.pick({8, 16}), s = d.pick({1, 2}), expand = d.pick({1, 2, 6});
+        if (!fits(n, window_out(h, 3, s, 1), window_out(w, 3, s, 1))) continue;
+        m += InvertedResidual(ch, out, s, expand);
+        desc << "InvertedResidual(" << ch << "->" << out << ", s" << s << ", x" << expand << ") ";
+        ch = out, h = window_out(h, 3, s, 1), w = window_out(w, 3, s, 1);
+        break;
+      }
+    }
+  }
+  if (d.one_in(2)) {
+    m += GlobalAvgPool2d();
+    desc << "GlobalAvgPool2d ";
+  } else {
+    m += Flatten();
+    desc << "Flatten ";
+  }
+  const int64_t classes = d.pick({3, 10});
+  m += Linear(classes);
+  desc << "Linear(" << classes << ")";
+}
+
+void dense_stack(Drawer& d, ModelCase& c, Model& m, std::ostringstream& desc) {
+  c.input_shape = {d.pick({1, 2, 5}), d.pick({3, 8, 17, 33})};
+  const int blocks = 2 + static_cast<int>(d.rng() % 6);
+  for (int b = 0; b < blocks; ++b) {
+    switch (d.rng() % 9) {
+      case 0:
+      case 1: {
+        const int64_t k = d.pick({4, 16, 17, 64});
+        m += Linear(k, !d.one_in(4));
+        desc << "Linear(" << k << ") ";
+        break;
+      }
+      case 2: {
+        const std::string act = d.one_in(2) ? "relu" : (d.one_in(2) ? "gelu" : "tanh");
+        const int64_t a = d.pick({8, 33}), b2 = d.pick({5, 16});
+        m += MLP({a, b2}, act);
+        desc << "MLP(" << a << ", " << b2 << ", " << act << ") ";
+        break;
+      }
+      case 3: m += LayerNorm(); desc << "LayerNorm "; break;
+      case 4: m += Relu(); desc << "Relu "; break;
+      case 5: {
+        const bool tanh = d.one_in(2);
+        m += Gelu(tanh);
+        desc << (tanh ? "Gelu(tanh) " : "Gelu ");
+        break;
+      }
+      case 6: {
+        const bool log = d.one_in(2);
+        m += log ? LogSoftmax() : Softmax();
+        desc << (log ? "LogSoftmax " : "Softmax ");
+        break;
+      }
+      case 7: m += Sigmoid(); desc << "Sigmoid "; break;
+      default: m += Identity(); desc << "Identity "; break;
+    }
+  }
+  const int64_t k = d.pick({3, 10});
+  m += Linear(k);
+  desc << "Linear(" << k << ")";
+}
+
+Tensor uniform(const Shape& s, std::mt19937_64& rng, double lo, double hi) {
+  Tensor t(DType::Float64, s);
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] = u(rng);
+  return t.astype(DType::Float32);
+}
+
+Shape concrete(const ShapeTemplate& t) {
+  Shape s;
+  for (const Dim& d : t) s.push_back(d.value());
+  return s;
+}
+
+}  // namespace
+
+ModelCase random_model(uint64_t seed) {
+  Drawer d{std::mt19937_64(seed * 0xA24BAED4963EE407ull + 3)};
+  ModelCase c;
+  c.seed = seed;
+  std::ostringstream desc;
+  if (d.one_in(3)) dense_stack(d, c, c.model, desc);
+  else conv_stack(d, c, c.model, desc);
+  c.description = desc.str();
+  c.input = uniform(concrete(c.input_shape), d.rng, -1.0, 1.0);
+  return c;
+}
+
+std::optional<Finding> check_model(const ModelCase& c, const Variation& v, const CpuBackend::CpuOptions& cpu_options) {
+  std::ostringstream what;
+  what << "model " << c.description << " on input " << to_string(c.input.shape());
+  CompileOptions ro;  // the reference: what the user wrote, with the variation's precision
+  ro.shapes = {{"input", c.input_shape}};
+  ro.inference = !v.gradients;
+  ro.mixed_precision = v.options.mixed_precision;
+  CompileOptions o = v.options;
+  o.shapes = ro.shapes;
+  o.inference = ro.inference;
+  CpuBackend::CpuOptions cpu = cpu_options;
+  if (v.threads > 0) cpu.num_threads = v.threads;
+  const PhysicalModel ref = compile(c.model, ReferenceBackend(), ro);
+  const PhysicalModel got = compile(c.model, CpuBackend(cpu), o);
+  const TensorMap params = ref.randomize_params(c.seed);
+  Tensor x = c.input;
+  if (v.special_values) {
+    x = x.astype(DType::Float32);
+    x.data<float>()[0] = NAN;
+    x.data<float>()[x.numel() / 2] = INFINITY;
+  }
+  const TensorMap inputs = {{"input", x}};
+  auto differs = [&](const std::string& name, const Tensor& a, const Tensor& b) -> std::optional<Finding> {
+    if (a.shape() != b.shape() || a.dtype() != b.dtype()) return Finding{c.seed, v.name, name, what.str(), 1e30, 0};
+    const double e = relative_error(a, b);
+    if (e > 1e-3) return Finding{c.seed, v.name, name, what.str(), e, 0};
+    return std::nullopt;
+  };
+  if (!v.gradients) {
+    const TensorMap want = ref.evaluate(params, inputs), have = got.evaluate(params, inputs);
+    for (const auto& [name, t] : want)
+      if (auto f = differs(name, have.at(name), t)) return f;
+    return std::nullopt;
+  }
+  std::mt19937_64 rng(c.seed + 17);
+  TensorMap cotangents;
+  for (const auto& [name, t] : ref.evaluate(params, inputs)) cotangents[name] = uniform(t.shape(), rng, -1.0, 1.0);
+  const Evaluation want = ref.evaluate(params, inputs, cotangents), have = got.evaluate(params, inputs, cotangents);
+  for (const auto& [name, t] : want.outputs)
+    if (auto f = differs(name, have.outputs.at(name), t)) return f;
+  for (const auto& [name, t] : want.gradients)
+    if (auto f = differs("gradient of " + name, have.gradients.at(name), t)) return f;
+  return std::nullopt;
+}
+
+}  // namespace ingot::fuzz
