@@ -395,6 +395,15 @@ TEST(ConvPostOpsExactly, ScanFindsEveryNonFiniteValue) {
   v[3] = 3.4e38f;  // the largest finite values are finite
   v[4] = -3.4e38f;
   EXPECT_FALSE(cpu::has_non_finite(v.data(), 37));
+  // Past one block of the threaded scan: the first, a middle and the last element.
+  std::vector<float> big(3 * 16384 + 5, -2.5f);
+  EXPECT_FALSE(cpu::has_non_finite(big.data(), static_cast<int64_t>(big.size())));
+  for (const size_t at : {size_t{0}, size_t{20000}, big.size() - 1}) {
+    std::vector<float> w = big;
+    w[at] = NAN;
+    EXPECT_TRUE(cpu::has_non_finite(w.data(), static_cast<int64_t>(w.size()))) << at;
+    EXPECT_FALSE(cpu::has_non_finite(w.data(), static_cast<int64_t>(at))) << "only [0, n) is read";
+  }
   EXPECT_FALSE(cpu::post_ops_need_finite_inputs({{Kind::Linear}, {Kind::Add}}));
   EXPECT_TRUE(cpu::post_ops_need_finite_inputs({{Kind::Add}, {Kind::Relu}}));
 }

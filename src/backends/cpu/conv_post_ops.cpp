@@ -1,9 +1,12 @@
 #include "backends/cpu/conv_post_ops.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <numbers>
+
+#include "runtime/parallel.h"
 
 namespace ingot::cpu {
 
@@ -23,16 +26,31 @@ bool post_ops_need_finite_inputs(const std::vector<ConvPostOp>& ops) {
   return false;
 }
 
-bool has_non_finite(const float* p, int64_t n) {
-  // The largest magnitude's bits: an inf or a NaN has an all-ones exponent. An unsigned max
-  // vectorizes where a float comparison chain would not.
-  uint32_t worst = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
+namespace {
+// Whether p[begin, end) holds an inf or a NaN: an all-ones exponent, so the magnitude's bits
+// compare above the largest finite float's. A signed 32-bit compare and an OR vectorize with
+// SSE2 alone (an unsigned max or a float compare chain would not).
+bool non_finite_in(const float* p, int64_t begin, int64_t end) {
+  int32_t bad = 0;
+  for (int64_t i = begin; i < end; ++i) {
+    int32_t bits;
     std::memcpy(&bits, p + i, sizeof bits);
-    worst = std::max(worst, bits & 0x7fffffffu);
+    bad |= static_cast<int32_t>((bits & 0x7fffffff) > 0x7f7fffff);
   }
-  return worst >= 0x7f800000u;
+  return bad != 0;
+}
+}  // namespace
+
+bool has_non_finite(const float* p, int64_t n) {
+  // Blocks across the pool's threads (inline when called from inside a parallel region): the
+  // scan is a read at memory speed beside a convolution that runs on every thread.
+  constexpr int64_t kBlock = 1 << 14;
+  std::atomic<bool> found{false};
+  parallel_for((n + kBlock - 1) / kBlock, 4, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1 && !found.load(std::memory_order_relaxed); ++b)
+      if (non_finite_in(p, b * kBlock, std::min(n, (b + 1) * kBlock))) found.store(true, std::memory_order_relaxed);
+  });
+  return found.load();
 }
 
 namespace {
