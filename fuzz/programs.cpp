@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -52,19 +53,28 @@ int64_t random_size(std::mt19937_64& rng, bool zero) {
   return common[rng() % common.size()];
 }
 
-// Whether `op` accepts `inputs` (their static shapes and dtypes) with no attributes: its shape
-// and dtype rules run on a one-node graph.
+// An operand of a drawn op: a value of the program, or a tensor an OperandSampler gives (fed as
+// a new input).
+struct Operand {
+  ValueId value = -1;           // the program's value (when `fed` is empty)
+  std::optional<Tensor> fed;    // else this tensor
+  Shape shape;
+  DType dtype = DType::Float32;
+};
+
+// Whether `op` accepts `operands` (their static shapes and dtypes) with `attrs`: its shape and
+// dtype rules run on a one-node graph.
 // *ignores_values: the result is the same for zeros as for other inputs (zeros_like, ones_like):
 // drawn as often as the rest, such ops make much of a program constant.
-bool accepts(const OpDef& op, const Graph& g, const std::vector<ValueId>& inputs, const Attrs& attrs, bool* ignores_values) {
+bool accepts(const OpDef& op, const std::vector<Operand>& operands, const Attrs& attrs, bool* ignores_values) {
   Graph t;
   std::vector<ValueId> leaves;
   std::vector<ShapeConstraint> cs;
-  for (ValueId v : inputs) {
+  for (const Operand& o : operands) {
     const ValueId l = t.add_input("x" + std::to_string(leaves.size()));
-    t.value(l).dtype = g.value(v).dtype;
+    t.value(l).dtype = o.dtype;
     ShapeTemplate s;
-    for (const SymDim& d : g.value(v).shape) s.emplace_back(d.value);
+    for (int64_t d : o.shape) s.emplace_back(d);
     cs.push_back({l, s, "", "fuzz"});
     leaves.push_back(l);
   }
@@ -78,13 +88,10 @@ bool accepts(const OpDef& op, const Graph& g, const std::vector<ValueId>& inputs
   } catch (const Error&) {
     return false;
   }
-  // The reference kernel on zeros of those shapes: what the rules accept it must run.
+  // The reference kernel on zeros of those shapes (fed operands as given): what the rules
+  // accept it must run.
   std::vector<Tensor> zeros;
-  for (ValueId v : inputs) {
-    Shape s;
-    for (const SymDim& d : g.value(v).shape) s.push_back(d.value);
-    zeros.push_back(Tensor::full(g.value(v).dtype, s, 0.0));
-  }
+  for (const Operand& o : operands) zeros.push_back(o.fed ? *o.fed : Tensor::full(o.dtype, o.shape, 0.0));
   std::vector<Tensor> outs(static_cast<size_t>(op.num_outputs));
   try {
     op.eval(t.nodes().back(), zeros, outs);
@@ -95,7 +102,10 @@ bool accepts(const OpDef& op, const Graph& g, const std::vector<ValueId>& inputs
   }
   *ignores_values = false;
   std::vector<Tensor> others, outs2(outs.size());
-  for (const Tensor& z : zeros) others.push_back(is_floating(z.dtype()) ? Tensor::full(z.dtype(), z.shape(), 1.375) : z);
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const Tensor& z = zeros[i];
+    others.push_back(is_floating(z.dtype()) && !operands[i].fed ? Tensor::full(z.dtype(), z.shape(), 1.375) : z);
+  }
   try {
     op.eval(t.nodes().back(), others, outs2);
     *ignores_values = true;
@@ -147,7 +157,7 @@ Batch random_batch(uint64_t seed, const ProgramOptions& po) {
       pool.push_back(v);
     }
     infer_shapes(g, cs);
-    int made = 0;
+    int made = 0, fed = 0;
     for (int attempt = 0; attempt < po.ops * 40 && made < po.ops; ++attempt) {
       const OpDef& op = *ops[rng() % ops.size()];
       const int hi = op.max_inputs < 0 ? op.min_inputs + 2 : op.max_inputs;
@@ -160,18 +170,38 @@ Batch random_batch(uint64_t seed, const ProgramOptions& po) {
         const size_t pick = rng() % 2 ? n - 1 - rng() % std::min<size_t>(n, 3) : rng() % n;
         in.push_back(pool[pick]);
       }
+      std::vector<Operand> operands;
+      std::vector<Shape> shapes;
+      for (ValueId v : in) {
+        Operand o{v, std::nullopt, {}, g.value(v).dtype};
+        for (const SymDim& d : g.value(v).shape) o.shape.push_back(d.value);
+        shapes.push_back(o.shape);
+        operands.push_back(std::move(o));
+      }
       Attrs attrs;
-      if (op.sample_attrs != nullptr) {
-        std::vector<Shape> shapes;
-        for (ValueId v : in) {
-          Shape s;
-          for (const SymDim& d : g.value(v).shape) s.push_back(d.value);
-          shapes.push_back(s);
-        }
-        attrs = op.sample_attrs(shapes, rng());
+      if (op.sample_attrs != nullptr) attrs = op.sample_attrs(shapes, rng());
+      if (op.sample_operands != nullptr) {
+        SampledOperands so = op.sample_operands(shapes, rng());
+        attrs = std::move(so.attrs);
+        for (size_t k = 0; k < so.operands.size() && k < operands.size(); ++k)
+          if (so.operands[k]) operands[k] = {-1, so.operands[k], so.operands[k]->shape(), so.operands[k]->dtype()};
       }
       bool ignores_values = false;
-      if (!accepts(op, g, in, attrs, &ignores_values) || (ignores_values && rng() % 5 != 0)) continue;
+      if (!accepts(op, operands, attrs, &ignores_values) || (ignores_values && rng() % 5 != 0)) continue;
+      // Fed operands become inputs of the program (special values only in float ones).
+      for (Operand& o : operands) {
+        if (!o.fed) continue;
+        const std::string name = prefix + "f" + std::to_string(fed++);
+        o.value = g.add_input(name);
+        g.value(o.value).dtype = o.dtype;
+        ShapeTemplate t;
+        for (int64_t d : o.shape) t.emplace_back(d);
+        cs.push_back({o.value, t, "", "fuzz operand"});
+        b.inputs[name] = *o.fed;
+        b.special_inputs[name] = o.dtype == DType::Float32 ? with_special_values(*o.fed, rng) : *o.fed;
+      }
+      in.clear();
+      for (const Operand& o : operands) in.push_back(o.value);
       const std::vector<ValueId> outs = g.add_node(op.name, in, attrs, op.num_outputs);
       // Shapes now, so the next draw's acceptance check sees them.
       infer_shapes(g, cs);

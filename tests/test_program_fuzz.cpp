@@ -217,3 +217,49 @@ TEST(ProgramFuzz, AttrSamplersDrawValidAttributes) {
   }
   EXPECT_GE(with_sampler, 17) << "reductions, row kernels, movement ops and pools have samplers";
 }
+
+// Every op's operand sampler (OpDef::sample_operands) feeds operands and draws attributes that
+// the op's rules accept and its reference kernel runs, whatever shapes were drawn for the
+// operands it leaves to the program (indices in range, statistics per channel, updates shaped to
+// fit), and the fuzzer then generates every such op.
+TEST(ProgramFuzz, OperandSamplersFeedValidOperands) {
+  std::vector<std::string> sampled;
+  for (const OpDef* op : all_ops()) {
+    if (op->sample_operands == nullptr) continue;
+    sampled.push_back(op->name);
+    for (uint64_t seed = 0; seed < 40; ++seed) {
+      std::vector<Shape> shapes;
+      for (int i = 0; i < op->min_inputs + static_cast<int>(seed % 2) * (op->max_inputs < 0); ++i) {
+        Shape s;
+        for (uint64_t d = 0; d < 2 + (seed + static_cast<uint64_t>(i)) % 3; ++d)
+          s.push_back(static_cast<int64_t>((seed * 7 + d * 3 + static_cast<uint64_t>(i)) % 6));  // 0 to 5
+        shapes.push_back(i == 0 || seed % 3 ? s : shapes[0]);
+      }
+      const SampledOperands so = op->sample_operands(shapes, seed);
+      SCOPED_TRACE(op->name + ", seed " + std::to_string(seed));
+      Graph g;
+      std::vector<ValueId> xs;
+      std::vector<Tensor> ins;
+      std::vector<ShapeConstraint> cs;
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        const bool fed = i < so.operands.size() && so.operands[i].has_value();
+        ins.push_back(fed ? *so.operands[i] : Tensor::full(DType::Float32, shapes[i], 0.5));
+        xs.push_back(g.add_input("x" + std::to_string(i)));
+        g.value(xs.back()).dtype = ins.back().dtype();
+        cs.push_back({xs.back(), ingot::testing::template_of(ins.back().shape()), "", "test"});
+      }
+      g.add_node(op->name, xs, so.attrs, op->num_outputs);
+      EXPECT_NO_THROW({
+        infer_shapes(g, cs);
+        infer_types(g);
+        std::vector<Tensor> outs(static_cast<size_t>(op->num_outputs));
+        op->eval(g.nodes().back(), ins, outs);
+      });
+    }
+  }
+  EXPECT_EQ(sampled, (std::vector<std::string>{"batch_norm", "concat_part", "gather", "index_add", "scatter_add",
+                                               "slice_scatter", "take_along_axis"}));
+  for (uint64_t seed = 0; seed < 12; ++seed) fuzz::random_batch(9000 + seed, {8, 12});
+  const std::map<std::string, int> c = fuzz::coverage();
+  for (const std::string& op : sampled) EXPECT_GT(c.at(op), 0) << op << " is never generated";
+}

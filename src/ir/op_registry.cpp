@@ -56,6 +56,13 @@ void set_attr_sampler(std::string_view name, AttrSampler sampler) {
   it->second->sample_attrs = sampler;
 }
 
+void set_operand_sampler(std::string_view name, OperandSampler sampler) {
+  Registry& r = raw_registry();
+  auto it = r.find(name);
+  INGOT_CHECK(it != r.end(), "set_operand_sampler: op '", name, "' is not registered");
+  it->second->sample_operands = sampler;
+}
+
 const OpDef* find_op(std::string_view name) {
   Registry& r = registry();
   auto it = r.find(name);

@@ -155,6 +155,19 @@ using Kernel = void (*)(const Node& n, std::span<const Tensor> inputs, std::span
 // with a required attribute and no sampler is never generated (the fuzzer reports it).
 using AttrSampler = Attrs (*)(std::span<const Shape> inputs, uint64_t seed);
 
+// For ops whose operands must hold particular values or shapes that values drawn at random from
+// a program rarely have: indices in range (gather, take_along_axis, index_add, scatter_add),
+// per-channel statistics with a positive variance (batch_norm), an update shaped like the slice
+// it fills (slice_scatter). Given the shapes of the operands the fuzzer drew, the sampler returns
+// the attributes and, for each operand slot it sets, a tensor the fuzzer feeds instead (a new
+// input of the program). Slots it leaves empty keep the drawn value, so the op still reads the
+// program's own values where it can. An op has an AttrSampler or an OperandSampler, not both.
+struct SampledOperands {
+  Attrs attrs;
+  std::vector<std::optional<Tensor>> operands;  // by slot; empty or nullopt: the drawn value
+};
+using OperandSampler = SampledOperands (*)(std::span<const Shape> inputs, uint64_t seed);
+
 struct OpDef {
   std::string name;
   int min_inputs = 1;
@@ -167,11 +180,13 @@ struct OpDef {
   std::string doc;  // one line, shown by `ingot ops`
   VjpRule vjp = nullptr;  // gradient rule; nullptr: not differentiable (an error if needed)
   AttrSampler sample_attrs = nullptr;  // the fuzzer's attributes; nullptr: none (the defaults)
+  OperandSampler sample_operands = nullptr;  // the fuzzer's attributes and operands (see above)
 };
 
 void register_op(OpDef def);  // throws if the name is taken
 // Gives registered op `name` its fuzz sampler (called beside the op's definition).
 void set_attr_sampler(std::string_view name, AttrSampler sampler);
+void set_operand_sampler(std::string_view name, OperandSampler sampler);
 const OpDef& get_op(std::string_view name);  // throws "Unknown op 'x'"
 const OpDef* find_op(std::string_view name);
 std::vector<const OpDef*> all_ops();  // sorted by name

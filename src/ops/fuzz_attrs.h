@@ -1,11 +1,13 @@
-// What the op families' attribute samplers share (OpDef::sample_attrs, for the differential
-// fuzzer in fuzz/programs.h): a small seeded generator and the usual draws.
+// What the op families' fuzz samplers share (OpDef::sample_attrs and sample_operands, for the
+// differential fuzzer in fuzz/programs.h): a small seeded generator and the usual draws.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
 #include <vector>
+
+#include "ingot/tensor.h"
 
 namespace ingot::ops {
 
@@ -39,6 +41,23 @@ struct Draw {
     std::iota(p.begin(), p.end(), 0);
     for (int i = r - 1; i > 0; --i) std::swap(p[static_cast<size_t>(i)], p[static_cast<size_t>(below(i + 1))]);
     return p;
+  }
+  // Float32 values uniform in [lo, hi) (operands an OperandSampler feeds).
+  Tensor uniform(const Shape& shape, double lo, double hi) {
+    Tensor t(DType::Float64, shape);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<double>()[i] = lo + (hi - lo) * static_cast<double>(next() >> 11) * 0x1.0p-53;
+    return t.astype(DType::Float32);
+  }
+  // Int64 indices into a dim of `size`, negative (counted from the end) one time in four;
+  // repeats are likely, as scatters must add them up.
+  Tensor indices(const Shape& shape, int64_t size) {
+    Tensor t(DType::Int64, shape);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const int64_t k = below(size);
+      t.data<int64_t>()[i] = below(4) == 0 ? k - size : k;
+    }
+    return t;
   }
 };
 

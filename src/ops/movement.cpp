@@ -624,6 +624,13 @@ void scatter_into(const Tensor& updates, const Shape& shape, Tensor& out, At at)
   out = acc.astype(updates.dtype());
 }
 
+// slice_scatter's result has `like`'s shape; its slice attributes are checked here, at type
+// inference, rather than only by the kernel (a rule gap the program fuzzer reported).
+void slice_scatter_shape(ShapeInfer& s) {
+  like_shape<1>(s);
+  if (s.has_rank(s.in(1))) or_fail(s, [&] { return slice_spec(s.attrs(), s.rank(s.in(1))); });
+}
+
 // slice_scatter(grad, like): zeros shaped like `like` with `grad` written where
 // slice(like, attrs) reads: the gradient of slice.
 void slice_scatter_eval(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
@@ -807,6 +814,98 @@ Attrs sample_concat(std::span<const Shape> in, uint64_t seed) {
   return {{"axis", d.below(static_cast<int64_t>(in[0].size()))}};
 }
 
+
+// The fuzzer's operands (OpDef::sample_operands) for the ops that read indices or need an
+// operand shaped to fit another: indices in range, and the values they scatter drawn from the
+// program where its shapes fit (a fresh input where they do not).
+SampledOperands sample_gather(std::span<const Shape> in, uint64_t seed) {
+  ops::Draw d{seed};
+  const int r = static_cast<int>(in[0].size());
+  if (r == 0) return {};  // the rules refuse a scalar
+  const int64_t axis = d.axis(r), size = in[0][static_cast<size_t>(axis < 0 ? axis + r : axis)];
+  Shape is;
+  for (int64_t k = d.below(3); k > 0; --k) is.push_back(size == 0 ? 0 : 1 + d.below(5));
+  SampledOperands out;
+  out.attrs = {{"axis", axis}};
+  out.operands = {std::nullopt, d.indices(size == 0 && is.empty() ? Shape{0} : is, size)};
+  return out;
+}
+
+SampledOperands sample_take_along_axis(std::span<const Shape> in, uint64_t seed) {
+  ops::Draw d{seed};
+  const int r = static_cast<int>(in[0].size());
+  if (r == 0) return {};
+  const int64_t axis = d.axis(r);
+  const size_t ax = static_cast<size_t>(axis < 0 ? axis + r : axis);
+  Shape is = in[0];
+  is[ax] = in[0][ax] == 0 ? 0 : 1 + d.below(4);
+  SampledOperands out;
+  out.attrs = {{"axis", axis}};
+  out.operands = {std::nullopt, d.indices(is, in[0][ax])};
+  return out;
+}
+
+// index_add and scatter_add (like, indices, updates) {axis}: the drawn updates when they match
+// `like` off the axis, else fresh ones; indices to fit them.
+template <bool kScatter>
+SampledOperands sample_scatter(std::span<const Shape> in, uint64_t seed) {
+  ops::Draw d{seed};
+  const int r = static_cast<int>(in[0].size());
+  if (r == 0 || in.size() < 3) return {};
+  const int64_t axis = d.axis(r);
+  const size_t ax = static_cast<size_t>(axis < 0 ? axis + r : axis);
+  const int64_t size = in[0][ax];
+  bool fits = in[2].size() == in[0].size() && (size > 0 || in[2][ax] == 0);
+  for (size_t i = 0; fits && i < in[0].size(); ++i) fits = i == ax || in[2][i] == in[0][i];
+  Shape updates = in[0];
+  if (fits) updates = in[2];
+  else updates[ax] = size == 0 ? 0 : 1 + d.below(4);
+  SampledOperands out;
+  out.attrs = {{"axis", axis}};
+  out.operands = {std::nullopt, d.indices(kScatter ? updates : Shape{updates[ax]}, size),
+                  fits ? std::nullopt : std::optional<Tensor>(d.uniform(updates, -2.0, 2.0))};
+  return out;
+}
+
+// slice_scatter(grad, like) {slice}: a slice of `like` and an update of its shape.
+SampledOperands sample_slice_scatter(std::span<const Shape> in, uint64_t seed) {
+  if (in.size() < 2 || in[1].empty()) return {};
+  ops::Draw d{seed + 1};
+  SampledOperands out;
+  out.attrs = sample_slice(in.subspan(1, 1), seed);
+  Shape part = in[1];
+  const SliceSpec spec = slice_spec(out.attrs, static_cast<int>(part.size()));
+  for (size_t i = 0; i < spec.axes.size(); ++i) {
+    const size_t axis = static_cast<size_t>(spec.axes[i]);
+    part[axis] = slice_range(spec.starts[i], spec.ends[i], spec.steps[i], in[1][axis]).length;
+  }
+  out.operands = {in[0] == part ? std::nullopt : std::optional<Tensor>(d.uniform(part, -2.0, 2.0))};
+  return out;
+}
+
+// concat_part(grad, x0, x1, ...) {axis, index}: parts that concatenate (drawn where they fit x0)
+// and a gradient of the concatenation's shape.
+SampledOperands sample_concat_part(std::span<const Shape> in, uint64_t seed) {
+  ops::Draw d{seed};
+  if (in.size() < 2 || in[1].empty()) return {};
+  const size_t r = in[1].size(), ax = static_cast<size_t>(d.below(static_cast<int64_t>(r)));
+  SampledOperands out;
+  out.operands.resize(in.size());
+  Shape whole = in[1];
+  for (size_t i = 2; i < in.size(); ++i) {
+    bool fits = in[i].size() == r;
+    for (size_t k = 0; fits && k < r; ++k) fits = k == ax || in[i][k] == in[1][k];
+    Shape part = in[1];
+    if (fits) part = in[i];
+    else part[ax] = 1 + d.below(3);
+    if (!fits) out.operands[i] = d.uniform(part, -2.0, 2.0);
+    whole[ax] += part[ax];
+  }
+  if (in[0] != whole) out.operands[0] = d.uniform(whole, -2.0, 2.0);
+  out.attrs = {{"axis", static_cast<int64_t>(ax)}, {"index", d.below(static_cast<int64_t>(in.size()) - 1)}};
+  return out;
+}
+
 }  // namespace
 
 void register_movement_ops() {
@@ -848,7 +947,7 @@ void register_movement_ops() {
   add("expand_dims", expand_dims_shape, dtype_of_input0, expand_dims_eval,
       "inserts size-1 dims at {axes} (positions in the result)", reshape_vjp);
   add("zeros_like", identity_shape, dtype_of_input0, zeros_like_eval, "zeros of x's shape and dtype", no_gradient);
-  add("slice_scatter", like_shape<1>, dtype_of_input0, slice_scatter_eval,
+  add("slice_scatter", slice_scatter_shape, dtype_of_input0, slice_scatter_eval,
       "slice_scatter(grad, like) {slice's attrs}: zeros like `like`, grad where slice reads", slice_scatter_vjp, 2, 2);
   add("concat_part", concat_part_shape, dtype_of_input0, concat_part_eval,
       "concat_part(grad, x0, x1, ...) {axis, index}: the part of grad concat took from x<index>", nullptr, -1, 2);
@@ -863,6 +962,12 @@ void register_movement_ops() {
   set_attr_sampler("broadcast_to", sample_broadcast_to);
   set_attr_sampler("slice", sample_slice);
   set_attr_sampler("concat", sample_concat);
+  set_operand_sampler("gather", sample_gather);
+  set_operand_sampler("take_along_axis", sample_take_along_axis);
+  set_operand_sampler("index_add", sample_scatter<false>);
+  set_operand_sampler("scatter_add", sample_scatter<true>);
+  set_operand_sampler("slice_scatter", sample_slice_scatter);
+  set_operand_sampler("concat_part", sample_concat_part);
 }
 
 }  // namespace ingot::ops

@@ -723,6 +723,18 @@ Attrs sample_axis(std::span<const Shape> in, uint64_t seed) {
   ops::Draw d{seed};
   return {{"axis", d.axis(static_cast<int>(in[0].size()))}};
 }
+// batch_norm(x, weight, bias, mean, variance): per-channel statistics with a positive variance
+// (a drawn value as the variance would make most programs NaN), eps small or large.
+SampledOperands sample_batch_norm(std::span<const Shape> in, uint64_t seed) {
+  ops::Draw d{seed};
+  if (in[0].size() < 2) return {};
+  const Shape c = {in[0][1]};
+  SampledOperands out;
+  out.attrs = {{"eps", d.coin() ? 1e-5 : 0.1}};
+  out.operands = {std::nullopt, d.uniform(c, -2.0, 2.0), d.uniform(c, -1.0, 1.0), d.uniform(c, -1.0, 1.0),
+                  d.uniform(c, 0.1, 2.0)};
+  return out;
+}
 
 }  // namespace
 
@@ -755,6 +767,7 @@ void register_reduce_ops() {
          "element count of x over {axes} (all if empty) as a scalar of {dtype}", no_gradient);
   for (const char* op : {"sum", "mean", "max", "min", "moments"}) set_attr_sampler(op, sample_reduce);
   set_attr_sampler("argmax", sample_axis_keepdims);
+  set_operand_sampler("batch_norm", sample_batch_norm);
   for (const char* op : {"softmax", "log_softmax", "layer_norm"}) set_attr_sampler(op, sample_axis);
 }
 
