@@ -19,7 +19,9 @@ namespace ingot::network_test {
 inline TensorMap random_params(const PhysicalModel& pm, uint64_t seed) {
   TensorMap p = pm.randomize_params(seed);
   uint64_t k = seed * 1000;
-  for (auto& [name, t] : p) {
+  for (auto& entry : p) {
+    const std::string& name = entry.first;  // a plain reference: clang 14 lambdas cannot capture bindings
+    Tensor& t = entry.second;
     auto ends = [&](const std::string& suffix) {
       return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
     };
