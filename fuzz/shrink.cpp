@@ -2,10 +2,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "compiler/passes/passes.h"
+#include "compiler/shape_inference.h"
 #include "ingot/serialize.h"
 #include "ir/graph_json.h"
 #include "runtime/atomic_file.h"
@@ -74,6 +78,50 @@ Batch replaced_by_input(const Batch& b, NodeId n, int serial) {
   return pruned(std::move(c));
 }
 
+// `t`'s leading elements in the (no larger) `shape`.
+Tensor leading(const Tensor& t, const Shape& shape) {
+  Tensor c = t.contiguous().clone();
+  auto owner = std::make_shared<Tensor>(c);
+  return Tensor::wrap(owner->raw_data(), c.dtype(), shape, contiguous_strides(c.shape()), owner).contiguous().clone();
+}
+
+// Every input dimension of size `from` made `to` (each input keeps its leading elements, so
+// sizes that broadcast or match still do), shapes inferred again. nullopt when the program's
+// rules refuse the new size (a reshape's target, a slice past the end).
+std::optional<Batch> resized(const Batch& b, int64_t from, int64_t to) {
+  Batch c = b;
+  Graph& g = c.graph;
+  std::vector<ShapeConstraint> cs;
+  for (ValueId id : g.leaves()) {
+    ShapeTemplate t;
+    Shape s;
+    for (const SymDim& d : g.value(id).shape) {
+      const int64_t n = g.value(id).kind == ValueKind::Input && d.value == from ? to : d.value;
+      t.emplace_back(n);
+      s.push_back(n);
+    }
+    cs.push_back({id, t, "", "fuzz shrink"});
+    if (g.value(id).kind != ValueKind::Input) continue;
+    const std::string& name = g.value(id).name;
+    c.inputs[name] = leading(b.inputs.at(name), s);
+    c.special_inputs[name] = leading(b.special_inputs.at(name), s);
+  }
+  for (Value& v : g.values()) {
+    v.shape.clear();
+    v.shape_known = false;
+  }
+  try {
+    if (!infer_shapes(g, cs).assumptions.empty()) return std::nullopt;
+    infer_types(g);
+    verify(g);
+    for (const Value& v : g.values())
+      if (!is_static(v.shape)) return std::nullopt;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return c;
+}
+
 }  // namespace
 
 Batch shrink(const Batch& failing, const Variation& v, const CpuBackend::CpuOptions& cpu, int max_checks) {
@@ -117,6 +165,26 @@ Batch shrink(const Batch& failing, const Variation& v, const CpuBackend::CpuOpti
           changed = true;
           break;
         }
+    }
+  }
+  // Then the sizes: each distinct input size, largest first, made 1, 2 or half while it fails.
+  for (bool changed = true; changed && s.budget > 0;) {
+    changed = false;
+    std::set<int64_t, std::greater<>> sizes;
+    for (ValueId id : best.graph.leaves_of(ValueKind::Input))
+      for (const SymDim& d : best.graph.value(id).shape)
+        if (d.value > 1) sizes.insert(d.value);
+    for (int64_t from : sizes) {
+      for (int64_t to : {int64_t{1}, int64_t{2}, from / 2}) {
+        if (to >= from || s.budget <= 0) continue;
+        std::optional<Batch> c = resized(best, from, to);
+        if (c && s.fails(*c)) {
+          best = std::move(*c);
+          changed = true;
+          break;
+        }
+      }
+      if (changed) break;
     }
   }
   return best;

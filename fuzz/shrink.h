@@ -3,7 +3,10 @@
 // shrink() makes a failing batch small while the same variation still finds a difference:
 // it keeps the one output that fails (and what it needs), then removes nodes one at a time,
 // from the last: a node's result is replaced by one of its operands of the same shape and dtype,
-// else by a new input of that shape, and the nodes nothing reads any more go. Shapes are kept.
+// else by a new input of that shape, and the nodes nothing reads any more go. Then the sizes:
+// each distinct size of the inputs' dimensions, largest first, is made 1, 2 or half (every input
+// keeps its leading elements there, so dimensions that matched or broadcast still do) while the
+// finding persists and the program's rules accept the new size.
 // Each step is one check (a native build), so the budget is a number of checks.
 //
 // A reproducer is a directory: graph.json (the graph, print_graph's JSON, read back with
