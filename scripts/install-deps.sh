@@ -4,6 +4,8 @@
 set -euo pipefail
 # ccache: the Python package build (build/python) reuses build/release's objects through it.
 packages=(g++ cmake ninja-build ccache libgtest-dev nlohmann-json3-dev libopenblas-dev libdnnl-dev)
+# ONNX import (src/onnx_import): Debian's generated ONNX protobuf classes and libprotobuf.
+packages+=(libonnx-dev libprotobuf-dev)
 # The sanitizer build (scripts/build.sh asan) is clang's: ASan, UBSan and libFuzzer's runtime.
 packages+=(clang libclang-rt-14-dev)
 # The Python package (scripts/python-test.sh) builds against Python's headers in a virtual

@@ -138,6 +138,7 @@ from ._ingot import (  # noqa: F401 - re-exported API
     zeros,
 )
 from . import random
+from ._ingot import onnx  # ml.onnx.load(path_or_bytes): ONNX import
 from ._backends import JaxBackend, NumpyBackend, TorchBackend
 from ._compile import PhysicalModel, compile
 from ._function_compile import CompiledFunction, eval, grad, value_and_grad, vjp
@@ -162,5 +163,5 @@ __all__ = [
     "IOKey", "Identity", "IngotError", "InvertedResidual", "JaxBackend", "LayerNorm", "Linear", "LogSoftmax", "MLP",
     "MSELoss", "MaxPool2d", "MobileNetV2", "Model", "Multiply", "NumpyBackend", "PhysicalModel", "Profile",
     "ReferenceBackend", "Relu", "Relu6", "ResNet18", "ResNet50", "Sigmoid", "Softmax", "Tanh",
-    "TorchBackend", "apply", "compile", "compile_option_names", "op_names", "profile",
+    "TorchBackend", "apply", "compile", "compile_option_names", "op_names", "onnx", "profile",
 ] + _ARRAY_API

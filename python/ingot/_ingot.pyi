@@ -5,6 +5,8 @@ ingot's C++ compiler (use the `ingot` package, which wraps this module)
 from collections.abc import Iterator, Sequence
 from typing import overload
 
+from ingot._ingot import onnx as onnx
+
 
 class IngotError(ValueError):
     pass

@@ -11,5 +11,6 @@ void bind_profile(nanobind::module_& m);  // bind_profile.cpp: profile sessions
 void bind_array(nanobind::module_& m);    // bind_array.cpp: ml.array (lazy arrays)
 void bind_array_ops(nanobind::module_& m);  // bind_array_ops.cpp: ml.exp, ml.sum, ..., random
 void bind_function_compile(nanobind::module_& m);  // bind_function_compile.cpp: compile(fn), grad, auto-compile
+void bind_onnx(nanobind::module_& m);     // bind_onnx.cpp: ml.onnx.load
 
 }  // namespace ingot::python

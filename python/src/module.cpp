@@ -14,4 +14,5 @@ NB_MODULE(_ingot, m) {
   ingot::python::bind_array(m);
   ingot::python::bind_array_ops(m);
   ingot::python::bind_function_compile(m);
+  ingot::python::bind_onnx(m);
 }

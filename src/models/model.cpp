@@ -453,7 +453,9 @@ void Model::expose(const Connection& c, const std::string& name) {
   Wire& wire = impl_->wires[c.wire_];
   if (!name.empty() && wire.name != name) {
     INGOT_CHECK(wire.name.empty(), "expose: wire '", wire.name, "' already has a name; cannot rename it to '", name, "'");
-    INGOT_CHECK(impl_->find_wire(name) < 0, "expose: model already has a terminal '", name, "'");
+    // The wire may already answer to `name` as the canonical input or output ("input", "output").
+    const int found = impl_->find_wire(name);
+    INGOT_CHECK(found < 0 || found == c.wire_, "expose: model already has a terminal '", name, "'");
     wire.name = name;
   }
   wire.exposed = true;

@@ -198,7 +198,12 @@ Model model_from_json(const json& j, const std::string& path) {
 
 std::string Model::to_json() const {
   json j{{"format", "ingot.model"}, {"version", kFormatVersion}, {"model", model_to_json(*this)}};
-  return j.dump(2) + "\n";
+  try {
+    return j.dump(2) + "\n";
+  } catch (const json::type_error& e) {
+    // A name that is not valid UTF-8 (an ONNX file may hold any bytes there; found by fuzz_onnx).
+    INGOT_FAIL("Model::to_json: a name in the model is not valid UTF-8 (", e.what(), ")");
+  }
 }
 
 Model Model::from_json(const std::string& text) {

@@ -1,0 +1,54 @@
+// ONNX import: a model exported from PyTorch, TensorFlow or a model zoo becomes an ingot logical
+// Model, which compiles like any other.
+//
+//   ingot::Model m = ingot::onnx::load("resnet18.onnx");
+//   ingot::PhysicalModel pm = ingot::compile(m, ingot::CpuBackend());
+//   auto out = pm.evaluate({}, {{"input", x}});   // outputs under the graph's output names
+//
+// Graph inputs become inputs under their ONNX names (fixed dimensions as numbers, `dim_param`
+// dimensions as symbols), graph outputs exposed outputs under theirs, and initializers the
+// model's constants, so no parameter dictionary is needed. An initializer also listed among the
+// graph inputs (older exporters) stays a constant. Tensors stored outside the file
+// (external data, models over 2 GB) are read from beside it.
+//
+// Shape arithmetic that exporters emit (Shape, Gather on shapes, Concat, Unsqueeze, Cast,
+// ConstantOfShape, Range, Reshape of a computed shape...) is evaluated while importing wherever
+// its inputs are known then (the sizes of graph inputs, initializers, and intermediate values the
+// file records in value_info); an op ingot has no conversion for, or shape arithmetic that depends
+// on a size only known at run time, is a clear ingot::Error naming the node. The protobuf is
+// parsed with Debian's libonnx-dev classes; ONNX's own shape inference is not run (it crashes on
+// hostile files).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "ingot/model.h"
+
+namespace ingot::onnx {
+
+struct LoadOptions {
+  // Where tensors with external data are read from; default: the model file's folder (load)
+  // or the current folder (load_bytes). Their locations must stay inside it.
+  std::string external_data_dir;
+  // Graph inputs fixed to these values while importing: they become constants, so what depends
+  // on them (a Reshape's target, Reduce axes, a TopK's k fed as an input) is known then. Names
+  // that are no graph input are an error.
+  std::map<std::string, Tensor> constants;
+};
+
+Model load(const std::string& path, const LoadOptions& options = {});
+// The serialized ModelProto itself.
+Model load_bytes(std::string_view bytes, const LoadOptions& options = {});
+
+// A serialized ONNX TensorProto (a .pb file, as the ONNX test suite and many tools store
+// inputs and expected outputs); external data is read from beside the file.
+Tensor load_tensor(const std::string& path);
+
+// False when ingot was built without ONNX support (Debian: libonnx-dev libprotobuf-dev); load
+// then throws an ingot::Error saying so.
+bool available();
+
+}  // namespace ingot::onnx

@@ -1,0 +1,169 @@
+"""ml.onnx.load: ONNX models (written with the `onnx` package's helpers) imported, compiled and
+checked against NumPy; bad input is an IngotError; and ONNX's own node tests (the data shipped in
+the `onnx` wheel) through the importer: every test listed in onnx_node_tests_passing.txt on the
+reference backend, and the first of each operator's tests on the CPU backend, against the
+expected outputs with ONNX's tolerances (rtol 1e-3, atol 1e-7). Skipped without `onnx`
+(pip install onnx==1.22.0; scripts/python-test.sh installs it)."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+import ingot as ml
+
+from conftest import cpu
+
+HAVE_ONNX = importlib.util.find_spec("onnx") is not None
+pytestmark = pytest.mark.skipif(not HAVE_ONNX, reason="onnx is not installed (pip install onnx==1.22.0)")
+
+PASSING = [line.strip() for line in (pathlib.Path(__file__).parent / "onnx_node_tests_passing.txt").read_text().splitlines()
+           if line.strip() and not line.startswith("#")]
+
+
+def _mlp_model():
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w1 = rng.standard_normal((3, 4)).astype(np.float32)
+    b1 = rng.standard_normal(4).astype(np.float32)
+    w2 = rng.standard_normal((5, 4)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["h1"]),
+             helper.make_node("Relu", ["h1"], ["h2"]),
+             helper.make_node("Gemm", ["h2", "w2"], ["logits"], transB=1, alpha=0.5),
+             helper.make_node("Softmax", ["logits"], ["probs"], axis=-1)]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+                              [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["N", 5])],
+                              [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
+                               numpy_helper.from_array(w2, "w2")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+
+    def want(x):
+        logits = 0.5 * (np.maximum(x @ w1 + b1, 0) @ w2.T)
+        e = np.exp(logits - logits.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    return model, want
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_mlp_from_bytes_and_path_matches_numpy(tmp_path, backend):
+    model, want = _mlp_model()
+    path = tmp_path / "mlp.onnx"
+    path.write_bytes(model.SerializeToString())
+    x = np.random.default_rng(1).standard_normal((7, 3)).astype(np.float32)
+    for source in (model.SerializeToString(), path, str(path)):
+        m = ml.onnx.load(source)
+        pm = ml.compile(m, ml.ReferenceBackend() if backend == "reference" else cpu())
+        got = pm.evaluate({}, {"x": x})["probs"]
+        np.testing.assert_allclose(got, want(x), rtol=1e-5, atol=1e-6)
+
+
+def test_constants_fix_shape_inputs():
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Reshape", ["x", "shape"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+                               helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    with pytest.raises(ml.IngotError, match="only known at run time"):
+        ml.onnx.load(model)
+    m = ml.onnx.load(model, constants={"shape": np.array([3, 4], dtype=np.int64)})
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    np.testing.assert_array_equal(ml.compile(m, ml.ReferenceBackend()).evaluate({}, {"x": x})["y"], x.reshape(3, 4))
+    with pytest.raises(ml.IngotError, match="not an input of the graph"):
+        ml.onnx.load(model, constants={"nope": np.array([1])})
+    del onnx
+
+
+def test_bad_input_is_an_ingot_error(tmp_path):
+    with pytest.raises(ml.IngotError, match="not a valid ONNX ModelProto"):
+        ml.onnx.load(b"\x08\x07garbage that is no protobuf")
+    with pytest.raises(ml.IngotError, match="cannot open"):
+        ml.onnx.load(tmp_path / "missing.onnx")
+    (tmp_path / "t.pb").write_bytes(b"\xff\xff\xff")
+    with pytest.raises(ml.IngotError, match="not a valid TensorProto"):
+        ml.onnx.load_tensor(str(tmp_path / "t.pb"))
+
+
+def test_load_tensor_reads_what_numpy_helper_writes(tmp_path):
+    from onnx import numpy_helper
+
+    for a in (np.arange(6, dtype=np.float32).reshape(2, 3), np.array([1, -2, 3], dtype=np.int64),
+              np.array([True, False]), np.zeros((0, 4), dtype=np.float64)):
+        p = tmp_path / "t.pb"
+        p.write_bytes(numpy_helper.from_array(a, "t").SerializeToString())
+        got = ml.onnx.load_tensor(str(p))
+        assert got.dtype == a.dtype and got.shape == a.shape
+        np.testing.assert_array_equal(got, a)
+
+
+def _node_tests_dir() -> pathlib.Path:
+    import onnx
+
+    return pathlib.Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "node"
+
+
+def _run_node_test(name: str, backend) -> None:
+    """One ONNX node test: inputs fed (integer inputs fixed while importing where the import
+    needs them), every output compared as ONNX's runner does."""
+    import onnx
+    from onnx import numpy_helper
+
+    d = _node_tests_dir() / name
+    assert d.is_dir(), f"{name} is not among the onnx package's node tests (onnx==1.22.0 expected)"
+    proto = onnx.load(str(d / "model.onnx"), load_external_data=False)
+    init = {t.name for t in proto.graph.initializer}
+    inputs = [i.name for i in proto.graph.input if i.name not in init]
+    outputs = [o.name for o in proto.graph.output]
+    data = d / "test_data_set_0"
+    feed = {}
+    for k, n in enumerate(inputs):
+        p = data / f"input_{k}.pb"
+        if p.exists():
+            feed[n] = numpy_helper.to_array(onnx.load_tensor(str(p)))
+    try:
+        m = ml.onnx.load(d / "model.onnx")
+    except ml.IngotError as e:
+        if "only known at run time" not in str(e):
+            raise
+        m = ml.onnx.load(d / "model.onnx",
+                         constants={n: v for n, v in feed.items() if not np.issubdtype(v.dtype, np.floating)})
+    pm = ml.compile(m, backend)
+    reads = set(pm.input_names())
+    got = pm.evaluate({}, {n: v for n, v in feed.items() if n in reads})
+    for k, n in enumerate(outputs):
+        p = data / f"output_{k}.pb"
+        if not p.exists():
+            continue
+        want = numpy_helper.to_array(onnx.load_tensor(str(p)))
+        g = np.asarray(got[n])
+        assert g.dtype == want.dtype, f"{name}: output {n} dtype {g.dtype}, expected {want.dtype}"
+        np.testing.assert_allclose(g, want, rtol=1e-3, atol=1e-7, err_msg=f"{name}: output {n}")
+
+
+@pytest.mark.parametrize("name", PASSING)
+def test_onnx_node_suite_reference(name):
+    _run_node_test(name, ml.ReferenceBackend())
+
+
+def _first_per_operator(names):
+    seen, out = set(), []
+    for n in names:
+        op = n[len("test_"):].split("_")[0]
+        if op not in seen:
+            seen.add(op)
+            out.append(n)
+    return out
+
+
+@pytest.mark.parametrize("name", _first_per_operator(PASSING))
+def test_onnx_node_suite_cpu(name):
+    _run_node_test(name, cpu())

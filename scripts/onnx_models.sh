@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Real architectures exported to ONNX by PyTorch, imported by ingot: torchvision's ResNet-18,
+# MobileNetV2 and ResNet-50 and a transformer encoder block (random weights; nothing is
+# downloaded), checked against ONNX Runtime and PyTorch and timed beside ONNX Runtime, each in
+# its own loop, 2 threads, batch 1.
+#   1. installs torch, torchvision, onnx and onnxruntime into the benchmark environment
+#      ($INGOT_BENCH_VENV, default ~/.cache/ingot-bench-venv) and runs bench/onnx_export.py there;
+#   2. installs ingot into build/python-venv (scripts/python-test.sh makes it) and runs
+#      bench/onnx_models.py: writes bench/results/onnx_models.json and prints the table.
+#
+#   ./scripts/onnx_models.sh [--no-install] [--reps N]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2
+install=1 reps=10
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-install) install=0 ;;
+    --reps) reps="$2"; shift ;;
+    *) echo "usage: scripts/onnx_models.sh [--no-install] [--reps N]" >&2; exit 2 ;;
+  esac
+  shift
+done
+venv="${INGOT_BENCH_VENV:-$HOME/.cache/ingot-bench-venv}"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+if [ "$install" = 1 ]; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check numpy onnx onnxruntime torch torchvision
+fi
+[ -x build/python-venv/bin/python ] || { echo "build/python-venv is missing: run ./scripts/python-test.sh first" >&2; exit 2; }
+build/python-venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation .
+work=build/onnx-models
+rm -rf "$work" && mkdir -p "$work" bench/results
+"$venv/bin/python" bench/onnx_export.py --out "$work" --reps "$reps"
+build/python-venv/bin/python bench/onnx_models.py --dir "$work" --reps "$reps"
+cp "$work/onnx_models.json" bench/results/onnx_models.json

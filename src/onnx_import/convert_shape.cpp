@@ -1,0 +1,219 @@
+// ONNX operators on shapes and layouts: Constant, Shape, Gather, Unsqueeze, Squeeze, Concat,
+// Reshape, Transpose, Slice, ConstantOfShape, Range, Expand. The shape arithmetic exporters emit
+// (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) is folded while importing: Shape of a value
+// of fixed size is a known tensor, and a node whose inputs are all known runs then.
+#include <algorithm>
+#include <cmath>
+
+#include "ingot/error.h"
+#include "onnx_import/importer.h"
+#include "onnx_import/tensor_proto.h"
+
+namespace ingot::onnx_import {
+namespace {
+
+using Outs = std::vector<Connection>;
+
+// Values computed while importing are held in memory: at most this many elements each.
+constexpr int64_t kMaxFoldedElements = int64_t{1} << 24;
+
+std::vector<int64_t> ints_of(const Tensor& t) { return t.astype(DType::Int64).to_vector<int64_t>(); }
+
+// Axes from the attribute (before `input_from`) or from input `index`.
+std::vector<int64_t> axes_of(NodeContext& c, int64_t input_from, int index) {
+  if (c.opset < input_from) return c.attr_ints("axes", {});
+  return c.has_input(index) ? ints_of(c.constant_input(index, "axes")) : std::vector<int64_t>{};
+}
+
+Outs constant(NodeContext& c) {
+  Tensor v;
+  if (c.has_attr("value")) v = c.attr_tensor("value");
+  else if (c.has_attr("value_float")) v = Tensor::full(DType::Float32, {}, c.attr_float("value_float", 0));
+  else if (c.has_attr("value_int")) v = Tensor::full(DType::Int64, {}, static_cast<double>(c.attr_int("value_int", 0)));
+  else if (c.has_attr("value_ints")) {
+    const std::vector<int64_t> xs = c.attr_ints("value_ints");
+    v = Tensor::from_vector<int64_t>(xs, {static_cast<int64_t>(xs.size())});
+  } else {
+    c.fail("only value, value_float, value_int and value_ints constants are supported");
+  }
+  c.known_outputs[0] = v;
+  return {};
+}
+
+Outs shape(NodeContext& c) {
+  const std::optional<Shape> s = c.static_shape(0);
+  if (!s) c.fail("the size of its input is only known at run time (symbolic shape arithmetic is not supported yet)");
+  const int64_t r = static_cast<int64_t>(s->size());
+  int64_t start = c.attr_int("start", 0), end = c.attr_int("end", r);
+  start = std::clamp(start < 0 ? start + r : start, int64_t{0}, r);
+  end = std::clamp(end < 0 ? end + r : end, int64_t{0}, r);
+  const std::vector<int64_t> dims(s->begin() + start, s->begin() + std::max(start, end));
+  c.known_outputs[0] = Tensor::from_vector<int64_t>(dims, {static_cast<int64_t>(dims.size())});
+  return {};
+}
+
+Outs squeeze(NodeContext& c) {
+  std::vector<int64_t> axes = axes_of(c, 13, 1);
+  const std::optional<Shape> s = c.static_shape(0);
+  if (s) {
+    const int64_t r = static_cast<int64_t>(s->size());
+    std::vector<bool> drop(s->size(), false);
+    if (axes.empty())
+      for (size_t i = 0; i < s->size(); ++i) drop[i] = (*s)[i] == 1;
+    for (int64_t a : axes) {
+      const int64_t k = a < 0 ? a + r : a;
+      if (k < 0 || k >= r || (*s)[static_cast<size_t>(k)] != 1) c.fail("axis " + std::to_string(a) + " is not of size 1");
+      drop[static_cast<size_t>(k)] = true;
+    }
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < s->size(); ++i)
+      if (!drop[i]) out.push_back((*s)[i]);
+    return {c.in(0).reshape(out)};
+  }
+  if (axes.empty()) c.fail("Squeeze without axes needs the input's size while importing");
+  // A max over size-1 axes is the element itself: a squeeze that needs no static size.
+  return {c.op("max", {c.in(0)}, {{"axes", axes}, {"keepdims", int64_t{0}}})};
+}
+
+Outs reshape(NodeContext& c) {
+  std::vector<int64_t> target = c.opset < 5 ? c.attr_ints("shape") : ints_of(c.constant_input(1, "target shape"));
+  if (c.attr_int("allowzero", 0) != 0 && std::find(target.begin(), target.end(), 0) != target.end())
+    c.fail("allowzero = 1 with a 0 in the shape is not supported");
+  return {c.in(0).reshape(target)};
+}
+
+Outs slice(NodeContext& c) {
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (c.opset < 10) {
+    starts = c.attr_ints("starts");
+    ends = c.attr_ints("ends");
+    axes = c.attr_ints("axes", {});
+  } else {
+    starts = ints_of(c.constant_input(1, "starts"));
+    ends = ints_of(c.constant_input(2, "ends"));
+    if (c.has_input(3)) axes = ints_of(c.constant_input(3, "axes"));
+    if (c.has_input(4)) steps = ints_of(c.constant_input(4, "steps"));
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  return {c.op("slice", {c.in(0)}, {{"starts", starts}, {"ends", ends}, {"axes", axes}, {"steps", steps}})};
+}
+
+Outs constant_of_shape(NodeContext& c) {
+  const std::vector<int64_t> dims = ints_of(c.constant_input(0, "shape"));
+  Tensor value = c.has_attr("value") ? c.attr_tensor("value") : Tensor::full(DType::Float32, {1}, 0.0);
+  if (value.numel() != 1) c.fail("its value must hold one element");
+  for (int64_t d : dims)
+    if (d < 0) c.fail("negative dimension " + std::to_string(d));
+  const Shape shape(dims.begin(), dims.end());
+  const std::optional<int64_t> n = checked_numel(shape);
+  if (!n) c.fail("its shape " + to_string(shape) + " has too many elements");
+  if (*n <= kMaxFoldedElements) {
+    c.known_outputs[0] = Tensor::full(value.dtype(), shape, value.item(0));
+    return {};
+  }
+  // Too large to hold while importing: a scalar broadcast when the model runs.
+  return {c.op("broadcast_to", {c.model.constant("constant_of_shape_" + c.node.output(0), value.reshape({}))},
+               {{"shape", dims}})};
+}
+
+Outs range(NodeContext& c) {
+  const Tensor start = c.constant_input(0, "start"), limit = c.constant_input(1, "limit"), delta = c.constant_input(2, "delta");
+  const double s = start.item(0), l = limit.item(0), d = delta.item(0);
+  if (d == 0) c.fail("delta is 0");
+  const double n = std::max(0.0, std::ceil((l - s) / d));
+  if (n > static_cast<double>(kMaxFoldedElements)) c.fail("more than " + std::to_string(kMaxFoldedElements) + " elements");
+  Tensor out(DType::Float64, {static_cast<int64_t>(n)});
+  for (int64_t i = 0; i < out.numel(); ++i) out.data<double>()[i] = s + static_cast<double>(i) * d;
+  c.known_outputs[0] = out.astype(start.dtype());
+  return {};
+}
+
+Outs expand(NodeContext& c) {
+  std::vector<int64_t> target = ints_of(c.constant_input(1, "shape"));
+  // ONNX broadcasts both ways: a 1 in the target keeps the input's size there.
+  if (const std::optional<Shape> s = c.static_shape(0)) {
+    if (s->size() > target.size()) target.insert(target.begin(), s->size() - target.size(), 1);
+    for (size_t i = 0; i < s->size(); ++i) {
+      int64_t& t = target[target.size() - s->size() + i];
+      if (t == 1) t = (*s)[i];
+    }
+  }
+  return {c.op("broadcast_to", {c.in(0)}, {{"shape", target}})};
+}
+
+// Size: the element count, known where the input's size is.
+Outs size(NodeContext& c) {
+  const std::optional<Shape> s = c.static_shape(0);
+  if (s) {
+    c.known_outputs[0] = Tensor::full(DType::Int64, {}, static_cast<double>(numel(*s)));
+    return {};
+  }
+  return {c.op("numel", {c.in(0)}, {{"dtype", std::string("int64")}})};
+}
+
+// Split into parts along `axis`: sizes from the input `split` (opset 13 on) or attribute, or
+// equal parts (num_outputs from opset 18, else one per output), the last smaller if need be.
+Outs split(NodeContext& c) {
+  const std::optional<Shape> s = c.static_shape(0);
+  if (!s) c.fail("Split needs the input's size while importing");
+  const int64_t r = static_cast<int64_t>(s->size()), axis = c.attr_int("axis", 0), ax = axis < 0 ? axis + r : axis;
+  if (ax < 0 || ax >= r) c.fail("axis " + std::to_string(axis) + " is out of range");
+  const int64_t dim = (*s)[static_cast<size_t>(ax)];
+  std::vector<int64_t> sizes;
+  if (c.opset >= 13 && c.has_input(1)) sizes = ints_of(c.constant_input(1, "split"));
+  else if (c.opset < 13) sizes = c.attr_ints("split", {});
+  if (sizes.empty()) {
+    const int64_t n = c.attr_int("num_outputs", c.node.output_size());
+    if (n <= 0) c.fail("no outputs");
+    const int64_t part = (dim + n - 1) / n;
+    for (int64_t at = 0; at < dim; at += part) sizes.push_back(std::min(part, dim - at));
+  }
+  if (static_cast<int>(sizes.size()) != c.node.output_size())
+    c.fail(std::to_string(sizes.size()) + " parts for " + std::to_string(c.node.output_size()) + " outputs");
+  Outs out;
+  int64_t at = 0;
+  for (int64_t n : sizes) {
+    out.push_back(c.op("slice", {c.in(0)}, {{"starts", std::vector<int64_t>{at}}, {"ends", std::vector<int64_t>{at + n}},
+                                            {"axes", std::vector<int64_t>{ax}}, {"steps", std::vector<int64_t>{1}}}));
+    at += n;
+  }
+  if (at != dim) c.fail("the parts add up to " + std::to_string(at) + ", not the axis' size " + std::to_string(dim));
+  return out;
+}
+
+}  // namespace
+
+void register_shape_conversions() {
+  register_conversion("Size", size);
+  register_conversion("Split", split);
+  register_conversion("GatherElements", [](NodeContext& c) {
+    return Outs{c.op("take_along_axis", {c.in(0), c.in(1)}, {{"axis", c.attr_int("axis", 0)}})};
+  });
+  register_conversion("Constant", constant);
+  register_conversion("Shape", shape);
+  register_conversion("Gather", [](NodeContext& c) {
+    return Outs{c.op("gather", {c.in(0), c.in(1)}, {{"axis", c.attr_int("axis", 0)}})};
+  });
+  register_conversion("Unsqueeze", [](NodeContext& c) {
+    return Outs{c.op("expand_dims", {c.in(0)}, {{"axes", axes_of(c, 13, 1)}})};
+  });
+  register_conversion("Squeeze", squeeze);
+  register_conversion("Concat", [](NodeContext& c) {
+    std::vector<IOKey> ins;
+    for (int i = 0; i < c.num_inputs(); ++i)
+      if (c.has_input(i)) ins.push_back(c.in(i));
+    return Outs{c.op("concat", ins, {{"axis", c.attr_int("axis", 0)}})};
+  });
+  register_conversion("Reshape", reshape);
+  register_conversion("Transpose", [](NodeContext& c) {
+    return Outs{c.has_attr("perm") ? c.in(0).transpose(c.attr_ints("perm")) : c.op("transpose", {c.in(0)})};
+  });
+  register_conversion("Slice", slice);
+  register_conversion("ConstantOfShape", constant_of_shape);
+  register_conversion("Range", range);
+  register_conversion("Expand", expand);
+}
+
+}  // namespace ingot::onnx_import

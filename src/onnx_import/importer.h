@@ -1,0 +1,102 @@
+// The ONNX importer's working state, shared by the graph walk (import.cpp) and the op
+// conversions (convert_*.cpp): a conversion reads its node's inputs as Connections of the model
+// being built, or as tensors where it needs values known while importing (a Reshape's target,
+// Unsqueeze's axes), and returns its outputs.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ingot/model.h"
+#include "onnx/onnx_pb.h"
+
+namespace ingot::onnx_import {
+
+class Importer;
+
+// One node's conversion: its inputs (node.input order; an empty name is an omitted optional
+// input) as the importer holds them, the results as connections of `model`.
+struct NodeContext {
+  Importer& importer;
+  Model& model;
+  const ::onnx::NodeProto& node;
+  int64_t opset;  // of the default domain
+
+  int num_inputs() const;
+  bool has_input(int i) const;  // present and not omitted
+  Connection in(int i) const;   // throws naming the node when absent
+  // A value known while importing (an initializer, a Constant, or shape arithmetic on those);
+  // nullopt when it is only known at run time.
+  std::optional<Tensor> known(int i) const;
+  // Like known(), but a clear error when the value is not known.
+  Tensor constant_input(int i, const char* what) const;
+  // The static shape of input i (a graph input's, a known value's, or the file's value_info);
+  // nullopt if unknown.
+  std::optional<Shape> static_shape(int i) const;
+  // The element type of input i (as for static_shape, or propagated from the node that made it).
+  std::optional<DType> dtype(int i) const;
+
+  // Attributes (defaults where absent); throws naming the node on a wrong attribute type.
+  bool has_attr(const std::string& name) const;
+  int64_t attr_int(const std::string& name, int64_t def) const;
+  float attr_float(const std::string& name, float def) const;
+  std::string attr_string(const std::string& name, const std::string& def) const;
+  std::vector<int64_t> attr_ints(const std::string& name, std::vector<int64_t> def = {}) const;
+  Tensor attr_tensor(const std::string& name) const;
+
+  // The catalogue op `op` on these operands (a primitive block with inputs in0, in1, ...): a
+  // Connection, or a number (a weak-typed scalar, which takes the other operand's dtype; write
+  // 0.0, not 0).
+  Connection op(const std::string& op, const std::vector<IOKey>& ins, Attrs attrs = {}) const;
+  std::vector<Connection> op_n(const std::string& op, const std::vector<IOKey>& ins, int outputs,
+                               Attrs attrs = {}) const;
+  Connection scalar(double v, DType dt) const;  // a constant of that dtype
+  [[noreturn]] void fail(const std::string& why) const;
+
+  // A result known while importing (Shape of a value of fixed size): output i is this tensor,
+  // whatever the conversion returns for it.
+  std::map<int, Tensor> known_outputs;
+};
+
+using Conversion = std::function<std::vector<Connection>(NodeContext&)>;
+
+// The conversions by ONNX op type (default domain), filled by the convert_*.cpp files.
+const std::map<std::string, Conversion>& conversions();
+void register_conversion(const std::string& op_type, Conversion c);
+void register_elementwise_conversions();
+void register_nn_conversions();
+void register_shape_conversions();
+
+class Importer {
+ public:
+  Importer(const ::onnx::ModelProto& proto, std::string external_dir, std::map<std::string, Tensor> constants = {});
+  Model run();
+
+  // What NodeContext reads.
+  std::optional<Tensor> known(const std::string& name) const;
+  Connection connection(Model& m, const std::string& name);
+  std::optional<Shape> static_shape(const std::string& name) const;
+  std::optional<DType> dtype(const std::string& name) const;
+  const std::string& external_dir() const { return external_dir_; }
+
+ private:
+  void convert(const ::onnx::NodeProto& node);
+  void fold(const ::onnx::NodeProto& node, const Conversion& c);
+
+  const ::onnx::ModelProto& proto_;
+  std::string external_dir_;
+  std::map<std::string, Tensor> fixed_inputs_;
+  int64_t opset_ = 0;
+  Model model_;
+  std::map<std::string, Connection> wires_;           // values of the model being built
+  std::map<std::string, Tensor> known_;               // values known while importing
+  std::map<std::string, Shape> shapes_;               // static shapes: graph inputs, value_info
+  std::set<std::string> output_names_;
+  std::map<std::string, DType> dtypes_;               // element types: inputs, value_info, propagated
+};
+
+}  // namespace ingot::onnx_import

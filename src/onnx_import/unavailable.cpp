@@ -1,0 +1,25 @@
+// ingot::onnx without ONNX support (built where libonnx-dev was not found): a clear error.
+#include "ingot/error.h"
+#include "ingot/onnx.h"
+
+namespace ingot::onnx {
+
+bool available() { return false; }
+
+Model load_bytes(std::string_view, const LoadOptions&) {
+  INGOT_FAIL("ONNX import: this ingot was built without ONNX support; install libonnx-dev and libprotobuf-dev "
+             "(Debian) and rebuild");
+}
+
+Tensor load_tensor(const std::string& path) {
+  INGOT_FAIL("ONNX tensor ", path, ": this ingot was built without ONNX support; install libonnx-dev and "
+             "libprotobuf-dev (Debian) and rebuild");
+}
+
+Model load(const std::string& path, const LoadOptions& options) {
+  (void)options;
+  INGOT_FAIL("ONNX import of ", path, ": this ingot was built without ONNX support; install libonnx-dev and "
+             "libprotobuf-dev (Debian) and rebuild");
+}
+
+}  // namespace ingot::onnx

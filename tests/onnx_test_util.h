@@ -1,0 +1,107 @@
+// Writing small ONNX models in tests with the protobuf API (the same generated classes the
+// importer reads), so each import test states its graph beside its expectations.
+#pragma once
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ingot/tensor.h"
+#include "onnx/onnx_pb.h"
+
+namespace ingot::onnx_test {
+
+using DimSpec = std::variant<int64_t, std::string>;
+
+inline int onnx_type(DType t) {
+  switch (t) {
+    case DType::Float32: return ::onnx::TensorProto::FLOAT;
+    case DType::Float64: return ::onnx::TensorProto::DOUBLE;
+    case DType::Float16: return ::onnx::TensorProto::FLOAT16;
+    case DType::BFloat16: return ::onnx::TensorProto::BFLOAT16;
+    case DType::Int64: return ::onnx::TensorProto::INT64;
+    case DType::Int32: return ::onnx::TensorProto::INT32;
+    case DType::Int16: return ::onnx::TensorProto::INT16;
+    case DType::Int8: return ::onnx::TensorProto::INT8;
+    case DType::UInt8: return ::onnx::TensorProto::UINT8;
+    case DType::Bool: return ::onnx::TensorProto::BOOL;
+  }
+  return 0;
+}
+
+// `t` as a TensorProto with raw little-endian data.
+inline ::onnx::TensorProto tensor_proto(const std::string& name, const Tensor& t) {
+  ::onnx::TensorProto p;
+  p.set_name(name);
+  p.set_data_type(onnx_type(t.dtype()));
+  for (int64_t d : t.shape()) p.add_dims(d);
+  const Tensor c = t.contiguous();
+  p.set_raw_data(std::string(static_cast<const char*>(c.raw_data()), c.nbytes()));
+  return p;
+}
+
+struct OnnxModel {
+  ::onnx::ModelProto proto;
+
+  explicit OnnxModel(int64_t opset = 17) {
+    proto.set_ir_version(8);
+    proto.set_producer_name("ingot tests");
+    auto* o = proto.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+  }
+  ::onnx::GraphProto& graph() { return *proto.mutable_graph(); }
+
+  void input(const std::string& name, DType t, const std::vector<DimSpec>& dims) {
+    auto* v = graph().add_input();
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx_type(t));
+    auto* s = tt->mutable_shape();
+    for (const DimSpec& d : dims) {
+      auto* dim = s->add_dim();
+      if (std::holds_alternative<int64_t>(d)) dim->set_dim_value(std::get<int64_t>(d));
+      else dim->set_dim_param(std::get<std::string>(d));
+    }
+  }
+  void output(const std::string& name) { graph().add_output()->set_name(name); }
+  void initializer(const std::string& name, const Tensor& t) { *graph().add_initializer() = tensor_proto(name, t); }
+
+  ::onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& ins,
+                          const std::vector<std::string>& outs) {
+    auto* n = graph().add_node();
+    n->set_op_type(op);
+    n->set_name(op + "_" + std::to_string(graph().node_size()));
+    for (const auto& i : ins) n->add_input(i);
+    for (const auto& o : outs) n->add_output(o);
+    return *n;
+  }
+  std::string bytes() const { return proto.SerializeAsString(); }
+};
+
+inline void attr(::onnx::NodeProto& n, const std::string& name, int64_t v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+inline void attr(::onnx::NodeProto& n, const std::string& name, float v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+inline void attr(::onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+inline void attr(::onnx::NodeProto& n, const std::string& name, const std::string& v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+
+}  // namespace ingot::onnx_test
