@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "ingot/error.h"
-#include "onnx_import/importer.h"
+#include "frontends/onnx/importer.h"
 
 namespace ingot::onnx_import {
 namespace {

@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "ingot/error.h"
-#include "onnx_import/importer.h"
-#include "onnx_import/tensor_proto.h"
+#include "frontends/onnx/importer.h"
+#include "frontends/onnx/tensor_proto.h"
 
 namespace ingot::onnx_import {
 namespace {

@@ -11,8 +11,8 @@
 #include "ingot/error.h"
 #include "ingot/onnx.h"
 #include "ingot/physical_model.h"
-#include "onnx_import/importer.h"
-#include "onnx_import/tensor_proto.h"
+#include "frontends/onnx/importer.h"
+#include "frontends/onnx/tensor_proto.h"
 
 namespace ingot::onnx_import {
 namespace {

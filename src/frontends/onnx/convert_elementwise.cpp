@@ -5,8 +5,8 @@
 #include <optional>
 
 #include "ingot/error.h"
-#include "onnx_import/importer.h"
-#include "onnx_import/tensor_proto.h"
+#include "frontends/onnx/importer.h"
+#include "frontends/onnx/tensor_proto.h"
 
 namespace ingot::onnx_import {
 namespace {

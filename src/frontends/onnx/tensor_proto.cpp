@@ -1,4 +1,4 @@
-#include "onnx_import/tensor_proto.h"
+#include "frontends/onnx/tensor_proto.h"
 
 #include <cstring>
 #include <filesystem>
