@@ -322,14 +322,24 @@ TEST(OnnxImport, BadModelsAreClearErrors) {
     o.input("x", DType::Float32, {int64_t{2}});
     o.node("Frobnicate", {"x"}, {"y"});
     o.output("y");
-    expect_error(o.bytes(), "no conversion for ONNX operator Frobnicate");
+    expect_error(o.bytes(), "no conversion for ONNX operator Frobnicate (1 node)");
+  }
+  {
+    // Every missing operator at once, with counts.
+    OnnxModel o(13);
+    o.input("x", DType::Float32, {int64_t{2}});
+    o.node("Frobnicate", {"x"}, {"a"});
+    o.node("Zorch", {"a"}, {"b"});
+    o.node("Frobnicate", {"b"}, {"y"});
+    o.output("y");
+    expect_error(o.bytes(), "no conversion for ONNX operators Frobnicate (2 nodes), Zorch (1 node)");
   }
   {
     OnnxModel o(13);
     o.input("x", DType::Float32, {int64_t{2}});
     o.node("Relu", {"x"}, {"y"}).set_domain("com.microsoft");
     o.output("y");
-    expect_error(o.bytes(), "domain 'com.microsoft'");
+    expect_error(o.bytes(), "domain 'com.microsoft': Relu (1 node)");
   }
   {
     OnnxModel o(3);

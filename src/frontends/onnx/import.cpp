@@ -345,6 +345,23 @@ Model Importer::run() {
     }
     wires_[input.name()] = model_.input(input.name(), shape, dt);
   }
+  // Every operator ingot cannot convert, listed at once with its node count (rather than the
+  // first one met), so a user sees the whole gap of a model in one error.
+  {
+    const auto& table = conversions();
+    std::map<std::string, int> missing;
+    for (const auto& node : g.node()) {
+      if (!node.domain().empty() && node.domain() != "ai.onnx") ++missing["domain '" + node.domain() + "': " + node.op_type()];
+      else if (!table.count(node.op_type())) ++missing[node.op_type()];
+    }
+    if (!missing.empty()) {
+      std::string list;
+      for (const auto& [op, n] : missing)
+        list += (list.empty() ? "" : ", ") + op + " (" + std::to_string(n) + (n == 1 ? " node)" : " nodes)");
+      INGOT_FAIL("ONNX model: ingot has no conversion for ONNX operator", missing.size() == 1 ? " " : "s ", list,
+                 " (operators of other domains than the default are not supported)");
+    }
+  }
   for (const auto& node : g.node()) convert(node);
   INGOT_CHECK(g.output_size() > 0, "ONNX graph: no outputs");
   for (const auto& input : g.input())
