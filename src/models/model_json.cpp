@@ -1,6 +1,8 @@
 // Model structure and settings as JSON: {"format": "ingot.model", "version": 1, "model": ...}.
 // The whole block tree is written out (zoo blocks too), so loading needs no zoo lookup and the
 // file diffs line by line.
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "ingot/error.h"
@@ -134,6 +136,17 @@ json model_to_json(const Model& model) {
   return j;
 }
 
+// A wire index: an integer in int's range (a float or a huge number is a clear error, not a
+// conversion with undefined behaviour; found by fuzz_model_json).
+int wire_index(const json& v, const std::string& where) {
+  INGOT_CHECK(v.is_number_integer(), "at ", where, ": a wire index must be an integer, got ", v.dump());
+  INGOT_CHECK(!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int>::max()),
+              "at ", where, ": wire index ", v.dump(), " is out of range");
+  const int64_t w = v.get<int64_t>();
+  INGOT_CHECK(w >= -1 && w <= std::numeric_limits<int>::max(), "at ", where, ": wire index ", w, " is out of range");
+  return static_cast<int>(w);
+}
+
 Model model_from_json(const json& j, const std::string& path) {
   INGOT_CHECK(j.is_object(), "at ", path, ": a model must be a JSON object");
   if (j.contains("op")) {
@@ -178,7 +191,7 @@ Model model_from_json(const json& j, const std::string& path) {
                 ": expected links for its ", terms.size(), " terminals, got ", links.dump());
     for (const TerminalInfo& t : terms) {
       INGOT_CHECK(links.contains(t.name), "at ", path, ".", b.instance, ": terminal '", t.name, "' is not linked");
-      int w = links.at(t.name).get<int>();
+      const int w = wire_index(links.at(t.name), path + "." + b.instance + ": terminal '" + t.name + "'");
       INGOT_CHECK(w >= 0 && w < num_wires, "at ", path, ".", b.instance, ": terminal '", t.name,
                   "' links to wire ", w, " of ", num_wires);
       b.terminals.push_back(t.name);
@@ -187,8 +200,8 @@ Model model_from_json(const json& j, const std::string& path) {
     }
     m.blocks.push_back(std::move(b));
   }
-  m.cin = j.value("cin", -1);
-  m.cout = j.value("cout", -1);
+  m.cin = j.contains("cin") ? wire_index(j.at("cin"), path + ": cin") : -1;
+  m.cout = j.contains("cout") ? wire_index(j.at("cout"), path + ": cout") : -1;
   INGOT_CHECK(m.cin >= -1 && m.cin < num_wires && m.cout >= -1 && m.cout < num_wires, "at ", path,
               ": canonical input/output index out of range");
   return model;
