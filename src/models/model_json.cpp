@@ -53,7 +53,19 @@ Attr attr_from_json(const json& j) {
   if (j.is_number_integer()) return j.get<int64_t>();
   if (j.is_number_float()) return j.get<double>();
   if (j.is_string()) return j.get<std::string>();
-  if (j.is_object() && j.contains("ints")) return j.at("ints").get<std::vector<int64_t>>();
+  if (j.is_object() && j.contains("ints")) {
+    // Each an integer: a float there would convert with undefined behaviour (fuzz_model_json).
+    const json& xs = j.at("ints");
+    INGOT_CHECK(xs.is_array(), "attribute {\"ints\": ...} must hold a list, got ", xs.dump());
+    std::vector<int64_t> out;
+    for (const json& x : xs) {
+      INGOT_CHECK(x.is_number_integer() && (!x.is_number_unsigned() || x.get<uint64_t>() <= static_cast<uint64_t>(
+                                                                             std::numeric_limits<int64_t>::max())),
+                  "attribute {\"ints\": ...} holds ", x.dump(), ", not a 64-bit integer");
+      out.push_back(x.get<int64_t>());
+    }
+    return out;
+  }
   if (j.is_object() && j.contains("floats")) return j.at("floats").get<std::vector<double>>();
   INGOT_FAIL("attribute value must be a number, a string, {\"ints\": [...]} or {\"floats\": [...]}, got ", j.dump());
 }
