@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # ONNX's official node tests (the data in the onnx==1.22.0 wheel: one model and its inputs and
 # expected outputs per test) through ingot::onnx::load, on the reference interpreter (all 1,765)
-# and on the native CPU backend (every test the reference passes), with ONNX's tolerances.
+# and on the native CPU backend (every test the reference passes), with ONNX's tolerances; then
+# the nine real architectures the wheel ships (onnx/backend/test/data/light) on both backends.
 #   1. installs onnx==1.22.0 into the benchmark environment ($INGOT_BENCH_VENV, default
 #      ~/.cache/ingot-bench-venv) for its test data;
 #   2. builds build/release's ingot_onnx_conformance and runs it twice;
 #   3. writes bench/results/onnx_conformance_{reference,cpu}.tsv (test, pass|fail|error|unsupported,
-#      why) and prints the counts.
+#      why) and bench/results/onnx_real_models_{reference,cpu}.tsv, and prints the counts.
 # CI runs a representative part through pytest instead (python/tests/test_onnx.py: every test
 # listed in python/tests/onnx_node_tests_passing.txt on the reference backend, the first of each
 # operator's on the CPU backend). Exit status 1 when a test fails or errors.
@@ -25,6 +26,9 @@ build/release/ingot_onnx_conformance "$data" --backend reference --report bench/
 grep -P "\tpass\t" bench/results/onnx_conformance_reference.tsv | cut -f1 >build/release/onnx_reference_passing.txt
 build/release/ingot_onnx_conformance "$data" --backend cpu --list build/release/onnx_reference_passing.txt \
   --report bench/results/onnx_conformance_cpu.tsv || status=1
+for b in reference cpu; do
+  build/release/ingot_onnx_conformance "$data/../light" --backend $b --report bench/results/onnx_real_models_$b.tsv || status=1
+done
 echo "unsupported, by reason (reference backend):"
 grep -P "\tunsupported\t" bench/results/onnx_conformance_reference.tsv | cut -f3 |
   sed -E 's/^[^:]*\.onnx: //; s/ONNX node [^:]*\(([A-Za-z]+)\): /\1: /' | cut -c1-90 | sort | uniq -c | sort -rn | head -25

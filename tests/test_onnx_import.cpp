@@ -395,10 +395,10 @@ TEST(OnnxImport, BadModelsAreClearErrors) {
   }
   {
     OnnxModel o(13);
-    o.input("x", DType::Float32, {int64_t{1}, int64_t{1}, int64_t{4}, int64_t{4}});
-    o.initializer("w", Tensor::full(DType::Float32, {1, 1, 3, 3}, 1.0));
-    attr(o.node("Conv", {"x", "w"}, {"y"}), "pads", std::vector<int64_t>{0, 0, 1, 1});
+    o.input("x", DType::Float32, {int64_t{1}, int64_t{1}, int64_t{4}, int64_t{4}, int64_t{4}});
+    o.initializer("w", Tensor::full(DType::Float32, {1, 1, 3, 3, 3}, 1.0));
+    o.node("Conv", {"x", "w"}, {"y"});
     o.output("y");
-    expect_error(o.bytes(), "asymmetric padding");
+    expect_error(o.bytes(), "only 1-D and 2-D windows are supported");
   }
 }

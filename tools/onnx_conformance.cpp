@@ -3,9 +3,11 @@
 // ingot::onnx::load and a backend, and compares every output with the expected one as ONNX's
 // own runner does (same dtype and shape; |got - want| <= 1e-7 + 1e-3 |want|; NaN equals NaN).
 //
-//   ingot_onnx_conformance <node test folder> [--backend reference|cpu] [--filter TEXT]
-//                          [--list FILE] [--report FILE]
+//   ingot_onnx_conformance <node test folder | light model folder> [--backend reference|cpu]
+//                          [--filter TEXT] [--list FILE] [--report FILE]
 //
+// Given onnx/backend/test/data/light instead, it runs the nine real architectures there
+// (run_real_model).
 // --list FILE: only the tests named there (one per line; '#' starts a comment).
 // Each test ends as pass, fail (a wrong value), unsupported (the importer refused it with a
 // clear error: an op, dtype or attribute ingot lacks) or error (anything else: a compile or run
@@ -38,8 +40,8 @@ std::string read_file(const fs::path& p) {
   return s.str();
 }
 
-// Why `got` is not `want`, or "" when it matches.
-std::string mismatch(const Tensor& got, const Tensor& want) {
+// Why `got` is not `want`, or "" when it matches (|got - want| <= 1e-7 + rtol |want|).
+std::string mismatch(const Tensor& got, const Tensor& want, double rtol = 1e-3) {
   if (got.dtype() != want.dtype())
     return "dtype " + std::string(dtype_name(got.dtype())) + ", expected " + std::string(dtype_name(want.dtype()));
   if (got.shape() != want.shape()) return "shape " + to_string(got.shape()) + ", expected " + to_string(want.shape());
@@ -47,7 +49,7 @@ std::string mismatch(const Tensor& got, const Tensor& want) {
   for (size_t i = 0; i < a.size(); ++i) {
     if (std::isnan(a[i]) && std::isnan(b[i])) continue;
     if (a[i] == b[i]) continue;
-    if (std::abs(a[i] - b[i]) <= 1e-7 + 1e-3 * std::abs(b[i])) continue;
+    if (std::abs(a[i] - b[i]) <= 1e-7 + rtol * std::abs(b[i])) continue;
     std::ostringstream s;
     s << "element " << i << " is " << a[i] << ", expected " << b[i];
     return s.str();
@@ -121,11 +123,50 @@ Outcome run_test(const fs::path& dir, const Backend& backend) {
   return {"pass", fixed.empty() ? "" : "(integer inputs fixed while importing)"};
 }
 
+// One of the real architectures ONNX ships as test models (onnx/backend/test/data/light/
+// light_<name>.onnx, weights as ConstantOfShape fills, with light_<name>_output_0.pb): fed as
+// ONNX's runner feeds it (each graph input of its declared shape, unknown dims as 1, holding
+// arange(n) / n in float32) and judged at the runner's tolerance (rtol 2e-3 for DenseNet-121,
+// 1e-3 for the rest; atol 1e-7).
+Outcome run_real_model(const fs::path& model, const Backend& backend) {
+  ::onnx::ModelProto proto;
+  if (!proto.ParseFromString(read_file(model))) return {"error", "the model does not parse"};
+  std::set<std::string> initializers;
+  for (const auto& t : proto.graph().initializer()) initializers.insert(t.name());
+  try {
+    const Model m = ingot::onnx::load(model);
+    const PhysicalModel pm = compile(m, backend);
+    TensorMap feed;
+    for (const auto& i : proto.graph().input()) {
+      if (initializers.count(i.name())) continue;
+      Shape s;
+      for (const auto& d : i.type().tensor_type().shape().dim()) s.push_back(d.has_dim_value() ? d.dim_value() : 1);
+      Tensor x(DType::Float32, s);
+      const int64_t n = x.numel();
+      for (int64_t k = 0; k < n; ++k) x.data<float>()[k] = static_cast<float>(static_cast<double>(k) / static_cast<double>(n));
+      feed[i.name()] = x;
+    }
+    const TensorMap got = pm.evaluate({}, feed);
+    const std::string stem = model.stem().string();
+    const double rtol = stem == "light_densenet121" ? 2e-3 : 1e-3;
+    for (int k = 0; k < proto.graph().output_size(); ++k) {
+      const fs::path p = model.parent_path() / (stem + "_output_" + std::to_string(k) + ".pb");
+      if (!fs::exists(p)) return {"error", "no expected output " + p.filename().string()};
+      const std::string name = proto.graph().output(k).name();
+      const std::string why = mismatch(got.at(name), ingot::onnx::load_tensor(p.string()), rtol);
+      if (!why.empty()) return {"fail", "output '" + name + "': " + why};
+    }
+  } catch (const std::exception& e) {
+    return {"error", e.what()};
+  }
+  return {"pass", ""};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: ingot_onnx_conformance <node test folder> [--backend reference|cpu] [--filter TEXT] "
+    std::cerr << "usage: ingot_onnx_conformance <node test folder | light model folder> [--backend reference|cpu] [--filter TEXT] "
                  "[--list FILE] [--report FILE]\n";
     return 2;
   }
@@ -158,18 +199,25 @@ int main(int argc, char** argv) {
       if (!line.empty()) only.insert(line);
     }
   }
+  // A folder of real models (light_*.onnx) or of node tests (<test>/model.onnx).
   std::vector<fs::path> tests;
-  for (const auto& e : fs::directory_iterator(root))
+  bool real_models = false;
+  for (const auto& e : fs::directory_iterator(root)) {
     if (e.is_directory() && fs::exists(e.path() / "model.onnx")) tests.push_back(e.path());
+    if (e.is_regular_file() && e.path().extension() == ".onnx") {
+      tests.push_back(e.path());
+      real_models = true;
+    }
+  }
   std::sort(tests.begin(), tests.end());
   std::map<std::string, int> counts;
   std::ofstream out;
   if (!report.empty()) out.open(report);
   for (const fs::path& t : tests) {
-    const std::string name = t.filename().string();
+    const std::string name = real_models ? t.stem().string() : t.filename().string();
     if (!filter.empty() && name.find(filter) == std::string::npos) continue;
     if (!only.empty() && !only.count(name)) continue;
-    const Outcome o = run_test(t, *backend);
+    const Outcome o = real_models ? run_real_model(t, *backend) : run_test(t, *backend);
     ++counts[o.status];
     std::string detail = o.detail.substr(0, 300);
     std::replace(detail.begin(), detail.end(), '\n', ' ');
@@ -178,7 +226,7 @@ int main(int argc, char** argv) {
   }
   int total = 0;
   for (const auto& [k, n] : counts) total += n;
-  std::cout << total << " node tests on the " << backend_name << " backend: " << counts["pass"] << " pass, "
+  std::cout << total << (real_models ? " real models on the " : " node tests on the ") << backend_name << " backend: " << counts["pass"] << " pass, "
             << counts["fail"] << " fail, " << counts["error"] << " error, " << counts["unsupported"] << " unsupported\n";
   return counts["fail"] + counts["error"] > 0 ? 1 : 0;
 }

@@ -2,7 +2,8 @@
 checked against NumPy; bad input is an IngotError; and ONNX's own node tests (the data shipped in
 the `onnx` wheel) through the importer: every test listed in onnx_node_tests_passing.txt on the
 reference backend, and the first of each operator's tests on the CPU backend, against the
-expected outputs with ONNX's tolerances (rtol 1e-3, atol 1e-7). Skipped without `onnx`
+expected outputs with ONNX's tolerances (rtol 1e-3, atol 1e-7); and the nine real architectures
+the wheel ships (test_onnx_real_models) on both backends. Skipped without `onnx`
 (pip install onnx==1.22.0; scripts/python-test.sh installs it)."""
 from __future__ import annotations
 
@@ -167,3 +168,37 @@ def _first_per_operator(names):
 @pytest.mark.parametrize("name", _first_per_operator(PASSING))
 def test_onnx_node_suite_cpu(name):
     _run_node_test(name, cpu())
+
+
+# The nine real architectures the onnx wheel ships (onnx/backend/test/data/light: weights as
+# ConstantOfShape fills, expected output beside), fed and judged as ONNX's runner does: each input
+# of its declared shape (unknown dims 1) holding arange(n) / n in float32; rtol 2e-3 for
+# DenseNet-121, 1e-3 for the rest, atol 1e-7.
+REAL_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet",
+               "vgg19", "zfnet512"]
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("name", REAL_MODELS)
+def test_onnx_real_models(name, backend):
+    import onnx
+    from onnx import numpy_helper
+
+    light = _node_tests_dir().parent / "light"
+    path = light / f"light_{name}.onnx"
+    assert path.exists(), f"{path} is not in the onnx package (onnx==1.22.0 expected)"
+    proto = onnx.load(str(path))
+    init = {t.name for t in proto.graph.initializer}
+    feed = {}
+    for i in proto.graph.input:
+        if i.name in init:
+            continue
+        shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in i.type.tensor_type.shape.dim)
+        n = int(np.prod(shape))
+        feed[i.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
+    pm = ml.compile(ml.onnx.load(path), ml.ReferenceBackend() if backend == "reference" else cpu())
+    got = pm.evaluate({}, feed)
+    rtol = 2e-3 if name == "densenet121" else 1e-3
+    for k, o in enumerate(proto.graph.output):
+        want = numpy_helper.to_array(onnx.load_tensor(str(light / f"light_{name}_output_{k}.pb")))
+        np.testing.assert_allclose(np.asarray(got[o.name]), want, rtol=rtol, atol=1e-7, err_msg=f"{name}: {o.name}")

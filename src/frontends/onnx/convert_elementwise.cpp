@@ -162,14 +162,21 @@ void register_elementwise_conversions() {
     const DType to = dtype_of(static_cast<int>(c.attr_int("to", 0)), "ONNX Cast's 'to'");
     return std::vector<Connection>{c.op("cast", {c.in(0)}, {{"dtype", std::string(dtype_name(to))}})};
   });
-  // Inference: Dropout passes its input through (and its mask, where asked, is all true).
+  register_conversion("CastLike", [](NodeContext& c) {
+    const std::optional<DType> to = c.dtype(1);
+    if (!to) c.fail("the element type of its 'target_type' input is unknown");
+    return std::vector<Connection>{c.op("cast", {c.in(0)}, {{"dtype", std::string(dtype_name(*to))}})};
+  });
+  // Inference: Dropout passes its input through, and its mask (where asked) is all true.
   register_conversion("Dropout", [](NodeContext& c) {
-    if (c.node.output_size() > 1 && !c.node.output(1).empty()) c.fail("its mask output is not supported");
     if (c.has_input(2)) {
       const std::optional<Tensor> training = c.known(2);
       if (!training || training->item(0) != 0) c.fail("training mode is not supported (import for inference)");
     }
-    return std::vector<Connection>{c.op("identity", {c.in(0)})};
+    const Connection x = c.in(0);
+    std::vector<Connection> outs = {c.op("identity", {x})};
+    if (c.node.output_size() > 1) outs.push_back(c.op("equal", {c.op("zeros_like", {x}), 0.0}));
+    return outs;
   });
 }
 

@@ -1,7 +1,8 @@
 // ONNX network operators: MatMul, Gemm, Conv, BatchNormalization (inference), MaxPool,
-// AveragePool, GlobalAveragePool, Softmax, LogSoftmax, Flatten, the Reduce family,
+// AveragePool, GlobalAveragePool, LRN, Softmax, LogSoftmax, Flatten, the Reduce family,
 // LayerNormalization and Gelu.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "ingot/error.h"
@@ -12,66 +13,152 @@ namespace {
 
 using Outs = std::vector<Connection>;
 
-// ONNX pads [begin..., end...] for two spatial dims as ingot's symmetric [ph, pw]; auto_pad
-// SAME_* resolved from the input's static size.
-std::vector<int64_t> spatial_padding(NodeContext& c, const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
-                                     const std::vector<int64_t>& dilations) {
+// A window operator's geometry (Conv, MaxPool, AveragePool) as 2-D: a 1-D window [k] over
+// [N, C, L] is the 2-D window [1, k] over [N, C, 1, L]. pads are [top, left, bottom, right];
+// auto_pad SAME_* is resolved from the input's static size.
+struct Window {
+  bool one_d = false;
+  std::vector<int64_t> kernel, strides, dilations, pads;
+  std::optional<Shape> input;  // [N, C, H, W] where known while importing
+};
+
+Window window_of(NodeContext& c, std::vector<int64_t> kernel) {
+  Window w;
+  if (kernel.size() != 1 && kernel.size() != 2)
+    c.fail("only 1-D and 2-D windows are supported (kernel of " + std::to_string(kernel.size()) + " dims)");
+  w.one_d = kernel.size() == 1;
+  const size_t k = kernel.size();
+  auto lift = [&](std::vector<int64_t> v, int64_t pad_value) {
+    if (w.one_d) v.insert(v.begin(), pad_value);
+    return v;
+  };
+  auto attr = [&](const char* name, int64_t def) {
+    std::vector<int64_t> v = c.attr_ints(name, std::vector<int64_t>(k, def));
+    if (v.size() != k) c.fail(std::string("'") + name + "' has " + std::to_string(v.size()) + " values for a " + std::to_string(k) + "-D window");
+    return lift(v, 1);
+  };
+  w.kernel = lift(kernel, 1);
+  w.strides = attr("strides", 1);
+  w.dilations = attr("dilations", 1);
+  w.input = c.static_shape(0);
+  if (w.input && w.one_d && w.input->size() == 3) w.input->insert(w.input->begin() + 2, 1);
+  if (w.input && w.input->size() != 4) w.input.reset();
   const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
-  std::vector<int64_t> pads = c.attr_ints("pads", {0, 0, 0, 0});
+  std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(2 * k, 0));
+  if (pads.size() != 2 * k) c.fail("'pads' has " + std::to_string(pads.size()) + " values for a " + std::to_string(k) + "-D window");
+  if (w.one_d) pads = {0, pads[0], 0, pads[1]};
   if (auto_pad == "VALID") pads = {0, 0, 0, 0};
   else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    const std::optional<Shape> s = c.static_shape(0);
-    if (!s || s->size() != 4) c.fail("auto_pad " + auto_pad + " needs the input's size while importing");
-    for (int i = 0; i < 2; ++i) {
-      const int64_t in = (*s)[static_cast<size_t>(2 + i)], st = strides[static_cast<size_t>(i)];
+    if (!w.input) c.fail("auto_pad " + auto_pad + " needs the input's size while importing");
+    for (size_t i = 0; i < 2; ++i) {
+      const int64_t in = (*w.input)[2 + i], st = w.strides[i];
       const int64_t out = (in + st - 1) / st;
-      const int64_t eff = (kernel[static_cast<size_t>(i)] - 1) * dilations[static_cast<size_t>(i)] + 1;
+      const int64_t eff = (w.kernel[i] - 1) * w.dilations[i] + 1;
       const int64_t total = std::max<int64_t>(0, (out - 1) * st + eff - in);
-      pads[static_cast<size_t>(i)] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pads[static_cast<size_t>(2 + i)] = total - pads[static_cast<size_t>(i)];
+      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[2 + i] = total - pads[i];
     }
   } else if (auto_pad != "NOTSET") {
     c.fail("auto_pad '" + auto_pad + "' is not an ONNX auto_pad value");
   }
-  if (pads.size() != 4) c.fail("only 2-D windows are supported (pads has " + std::to_string(pads.size()) + " values)");
-  if (pads[0] != pads[2] || pads[1] != pads[3])
-    c.fail("asymmetric padding (pads " + std::to_string(pads[0]) + "," + std::to_string(pads[1]) + "," +
-           std::to_string(pads[2]) + "," + std::to_string(pads[3]) + ") is not supported yet");
-  return {pads[0], pads[1]};
+  for (int64_t p : pads)
+    if (p < 0) c.fail("negative pads are not ONNX window pads");
+  w.pads = pads;
+  return w;
 }
 
-std::vector<int64_t> pair_or(NodeContext& c, const char* name, int64_t def) {
-  std::vector<int64_t> v = c.attr_ints(name, {def, def});
-  if (v.size() != 2) c.fail(std::string("only 2-D windows are supported ('") + name + "' has " + std::to_string(v.size()) + " values)");
-  return v;
+// The input as the 2-D window op reads it, and its result back in the node's rank.
+Connection to_2d(const Window& w, const Connection& x) { return w.one_d ? x.reshape({0, 0, 1, -1}) : x; }
+Connection from_2d(const Window& w, const Connection& y) { return w.one_d ? y.reshape({0, 0, -1}) : y; }
+
+// `x` [N, C, H, W] padded by pads [top, left, bottom, right] of `value`.
+Connection pad_spatial(NodeContext& c, const Connection& x, const std::vector<int64_t>& pads, double value) {
+  const Connection y = pad_axis(c, x, 4, 2, pads[0], pads[2], value);
+  return pad_axis(c, y, 4, 3, pads[1], pads[3], value);
 }
+
+bool symmetric(const std::vector<int64_t>& pads) { return pads[0] == pads[2] && pads[1] == pads[3]; }
 
 Outs conv(NodeContext& c) {
   const std::optional<Shape> ws = c.static_shape(1);
   std::vector<int64_t> kernel = c.attr_ints("kernel_shape", {});
-  if (kernel.empty() && ws && ws->size() == 4) kernel = {(*ws)[2], (*ws)[3]};
-  if (kernel.size() != 2) c.fail("only 2-D convolutions are supported");
-  const std::vector<int64_t> strides = pair_or(c, "strides", 1), dilations = pair_or(c, "dilations", 1);
-  const std::vector<int64_t> pad = spatial_padding(c, kernel, strides, dilations);
-  std::vector<IOKey> ins = {c.in(0), c.in(1)};
+  if (kernel.empty() && ws && ws->size() >= 3) kernel.assign(ws->begin() + 2, ws->end());
+  if (kernel.empty()) c.fail("its kernel size is unknown (no kernel_shape, and the weight's size is only known at run time)");
+  Window w = window_of(c, kernel);
+  Connection x = to_2d(w, c.in(0));
+  // Asymmetric padding: explicit zeros, then the convolution without padding.
+  if (!symmetric(w.pads)) {
+    x = pad_spatial(c, x, w.pads, 0.0);
+    w.pads = {0, 0, 0, 0};
+  }
+  std::vector<IOKey> ins = {x, w.one_d ? c.in(1).reshape({0, 0, 1, -1}) : c.in(1)};
   if (c.has_input(2)) ins.push_back(c.in(2));
-  return {c.op("conv2d", ins,
-               {{"stride", strides}, {"padding", pad}, {"dilation", dilations}, {"groups", c.attr_int("group", 1)}})};
+  return {from_2d(w, c.op("conv2d", ins, {{"stride", w.strides}, {"padding", std::vector<int64_t>{w.pads[0], w.pads[1]}},
+                                          {"dilation", w.dilations}, {"groups", c.attr_int("group", 1)}}))};
 }
 
-Outs pool(NodeContext& c, const char* op) {
-  const std::vector<int64_t> kernel = c.attr_ints("kernel_shape", {});
-  if (kernel.size() != 2) c.fail("only 2-D pooling is supported");
-  if (c.attr_int("ceil_mode", 0) != 0) c.fail("ceil_mode = 1 is not supported yet");
-  const std::vector<int64_t> dilations = pair_or(c, "dilations", 1);
-  if (dilations != std::vector<int64_t>{1, 1}) c.fail("dilated pooling is not supported");
-  const std::vector<int64_t> strides = pair_or(c, "strides", 1);
-  const std::vector<int64_t> pad = spatial_padding(c, kernel, strides, dilations);
-  if (pad[0] > kernel[0] / 2 || pad[1] > kernel[1] / 2) c.fail("padding over half the window is not supported");
-  Attrs a = {{"kernel", kernel}, {"stride", strides}, {"padding", pad}};
-  if (std::string(op) == "avg_pool2d") a.set("count_include_pad", c.attr_int("count_include_pad", 0));
+// MaxPool and AveragePool. ingot's pooling pads symmetrically, by at most half the window; other
+// padding (asymmetric pads, ceil_mode's extra end) is explicit: -inf for max, and for an average
+// that leaves padding out of its count, the window sums of the input over those of a mask of
+// ones (count_include_pad = 0 counts the input; 1 the input and the ONNX pads, never the
+// ceil_mode extra).
+Outs pool(NodeContext& c, bool max) {
+  const Window w = window_of(c, c.attr_ints("kernel_shape", {}));
+  if (w.dilations != std::vector<int64_t>{1, 1}) c.fail("dilated pooling is not supported");
+  const std::vector<int64_t>&kernel = w.kernel, &strides = w.strides, &pads = w.pads;
+  const Connection x = to_2d(w, c.in(0));
   if (c.node.output_size() > 1 && !c.node.output(1).empty()) c.fail("MaxPool's indices output is not supported");
-  return {c.op(op, {c.in(0)}, std::move(a))};
+  const bool count_pad = !max && c.attr_int("count_include_pad", 0) != 0;
+  // ceil_mode: the windows that start inside the input or its left padding, where the floor
+  // rule stops short of the end, get extra end padding.
+  std::vector<int64_t> extra = {0, 0};
+  if (c.attr_int("ceil_mode", 0) != 0) {
+    const std::optional<Shape>& s = w.input;
+    if (!s) c.fail("ceil_mode = 1 needs the input's size while importing");
+    for (size_t i = 0; i < 2; ++i) {
+      const int64_t span = (*s)[2 + i] + pads[i] + pads[2 + i] - kernel[i];
+      if (span < 0) continue;
+      int64_t out = (span + strides[i] - 1) / strides[i] + 1;
+      if ((out - 1) * strides[i] >= (*s)[2 + i] + pads[i]) --out;
+      extra[i] = std::max<int64_t>(0, (out - 1) * strides[i] + kernel[i] - ((*s)[2 + i] + pads[i] + pads[2 + i]));
+    }
+  }
+  const bool native = symmetric(pads) && extra == std::vector<int64_t>{0, 0} && pads[0] <= kernel[0] / 2 &&
+                      pads[1] <= kernel[1] / 2;
+  Attrs a = {{"kernel", kernel}, {"stride", strides}, {"padding", std::vector<int64_t>{pads[0], pads[1]}}};
+  if (native) {
+    if (max) return {from_2d(w, c.op("max_pool2d", {x}, std::move(a)))};
+    a.set("count_include_pad", int64_t{count_pad ? 1 : 0});
+    return {from_2d(w, c.op("avg_pool2d", {x}, std::move(a)))};
+  }
+  a.set("padding", std::vector<int64_t>{0, 0});
+  const std::vector<int64_t> all = {pads[0], pads[1], pads[2] + extra[0], pads[3] + extra[1]};
+  if (max) return {from_2d(w, c.op("max_pool2d", {pad_spatial(c, x, all, -std::numeric_limits<double>::infinity())}, a))};
+  a.set("count_include_pad", int64_t{1});
+  const Connection sums = c.op("avg_pool2d", {pad_spatial(c, x, all, 0.0)}, a);
+  // The mask: ones over what counts (one channel, so the count costs 1/C of the sums), zeros over
+  // the rest of the padded extent.
+  const Connection ones = c.op("add", {c.op("zeros_like", {x.slice(1, 0, 1)}), 1.0});
+  const Connection mask = count_pad ? pad_spatial(c, pad_spatial(c, ones, pads, 1.0), {0, 0, extra[0], extra[1]}, 0.0)
+                                    : pad_spatial(c, ones, all, 0.0);
+  return {from_2d(w, c.op("div", {sums, c.op("avg_pool2d", {mask}, a)}))};
+}
+
+// LRN: x / (bias + alpha / size * (sum of x^2 over a window of `size` channels))^beta. The
+// window sum is an average pool over (channels, W) of x^2 transposed to [N, H, C, W], times size.
+Outs lrn(NodeContext& c) {
+  const int64_t size = c.attr_int("size", 0);
+  if (size <= 0) c.fail("its size must be positive");
+  if (size % 2 == 0) c.fail("an even window size (" + std::to_string(size) + ") is not supported");
+  const double alpha = c.attr_float("alpha", 1e-4f), beta = c.attr_float("beta", 0.75f), bias = c.attr_float("bias", 1.0f);
+  const Connection x = c.in(0);
+  const Connection sq = (x * x).transpose({0, 2, 1, 3});
+  const Connection mean = c.op("avg_pool2d", {sq}, {{"kernel", std::vector<int64_t>{size, 1}},
+                                                    {"stride", std::vector<int64_t>{1, 1}},
+                                                    {"padding", std::vector<int64_t>{(size - 1) / 2, 0}},
+                                                    {"count_include_pad", int64_t{1}}});
+  const Connection denom = c.op("pow", {mean.transpose({0, 2, 1, 3}) * alpha + bias, beta});
+  return {x / denom};
 }
 
 // Softmax and LogSoftmax: opset 13 on, over `axis` (default -1); before, over the input
@@ -124,11 +211,98 @@ Outs reduce(NodeContext& c, const char* op, int axes_input_from) {
   return {y};
 }
 
-// ArgMax and ArgMin: the first extreme along `axis` (ingot's argmax; argmin as argmax of -x).
+// The size and normalized index of `axis` of input 0, known while importing.
+std::pair<int64_t, int64_t> static_axis(NodeContext& c, int64_t axis, const char* why) {
+  const std::optional<Shape> s = c.static_shape(0);
+  if (!s) c.fail(std::string(why) + " needs the input's size while importing");
+  const int64_t r = static_cast<int64_t>(s->size());
+  if (axis < -r || axis >= r) c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+  const int64_t a = axis < 0 ? axis + r : axis;
+  return {(*s)[static_cast<size_t>(a)], a};
+}
+
+// ArgMax and ArgMin: the first extreme along `axis` (ingot's argmax; argmin as argmax of -x);
+// select_last_index takes the last: argmax of the axis reversed, counted back from its end.
 Outs arg_extreme(NodeContext& c, bool max) {
-  if (c.attr_int("select_last_index", 0) != 0) c.fail("select_last_index = 1 is not supported");
-  const Connection x = max ? c.in(0) : c.op("neg", {c.in(0)});
-  return {c.op("argmax", {x}, {{"axis", c.attr_int("axis", 0)}, {"keepdims", c.attr_int("keepdims", 1)}})};
+  const int64_t axis = c.attr_int("axis", 0), keepdims = c.attr_int("keepdims", 1);
+  Connection x = max ? c.in(0) : c.op("neg", {c.in(0)});
+  if (c.attr_int("select_last_index", 0) == 0) return {c.op("argmax", {x}, {{"axis", axis}, {"keepdims", keepdims}})};
+  const auto [n, a] = static_axis(c, axis, "select_last_index = 1");
+  std::vector<int64_t> reversed;
+  for (int64_t i = n - 1; i >= 0; --i) reversed.push_back(i);
+  x = c.op("gather", {x, Tensor::from_vector<int64_t>(reversed, {n})}, {{"axis", a}});
+  const Connection from_end = c.op("argmax", {x}, {{"axis", a}, {"keepdims", keepdims}});
+  return {c.op("sub", {static_cast<double>(n - 1), from_end})};
+}
+
+// Hardmax: 1 at the first maximum along `axis`, 0 elsewhere (before opset 13, over the input
+// flattened to 2-D at `axis`, as Softmax).
+Outs hardmax(NodeContext& c) {
+  const std::optional<Shape> s = c.static_shape(0);
+  if (!s) c.fail("Hardmax needs the input's size while importing");
+  const int64_t r = static_cast<int64_t>(s->size());
+  Connection x = c.in(0);
+  int64_t axis = c.attr_int("axis", c.opset >= 13 ? -1 : 1);
+  if (axis < -r || axis >= r) c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+  if (axis < 0) axis += r;
+  int64_t n = (*s)[static_cast<size_t>(axis)];
+  if (c.opset < 13) {
+    const int64_t rows = std::accumulate(s->begin(), s->begin() + axis, int64_t{1}, std::multiplies<>());
+    n = std::accumulate(s->begin() + axis, s->end(), int64_t{1}, std::multiplies<>());
+    x = x.reshape({rows, n});
+    axis = 1;
+  }
+  const int64_t xr = c.opset < 13 ? 2 : r;
+  Shape iota_shape(static_cast<size_t>(xr), 1);
+  iota_shape[static_cast<size_t>(axis)] = n;
+  std::vector<int64_t> iota(static_cast<size_t>(n));
+  std::iota(iota.begin(), iota.end(), int64_t{0});
+  const Connection first = c.op("argmax", {x}, {{"axis", axis}, {"keepdims", int64_t{1}}});
+  const Connection hot = c.op("equal", {Tensor::from_vector<int64_t>(iota, iota_shape), first});
+  const std::optional<DType> dt = c.dtype(0);
+  Connection y = c.op("cast", {hot}, {{"dtype", std::string(dtype_name(dt.value_or(DType::Float32)))}});
+  if (c.opset < 13) y = c.op("reshape_like", {y, c.in(0)});
+  return {y};
+}
+
+// The normalized axes from `axis` to the last (negative, so the rank need not be known).
+std::vector<int64_t> trailing_axes(NodeContext& c, int64_t axis) {
+  std::vector<int64_t> axes;
+  if (axis < 0) {
+    for (int64_t a = axis; a < 0; ++a) axes.push_back(a);
+    return axes;
+  }
+  const std::optional<Shape> s = c.static_shape(0);
+  if (!s) c.fail("a non-negative axis needs the input's rank while importing");
+  for (int64_t a = axis; a < static_cast<int64_t>(s->size()); ++a) axes.push_back(a);
+  return axes;
+}
+
+// RMSNormalization: x / sqrt(mean(x^2 over axis..end) + epsilon) * scale, in float32 at least
+// (stash_type 1), back in the input's type.
+Outs rms_norm(NodeContext& c) {
+  if (c.attr_int("stash_type", 1) != 1) c.fail("stash_type other than float32 is not supported");
+  const std::vector<int64_t> axes = trailing_axes(c, c.attr_int("axis", -1));
+  const double eps = c.attr_float("epsilon", 1e-5f);
+  const std::optional<DType> dt = c.dtype(0);
+  if (!dt) c.fail("the element type of its input is unknown");
+  const bool widen = *dt == DType::Float16 || *dt == DType::BFloat16;
+  Connection x = widen ? c.in(0).cast(DType::Float32) : c.in(0);
+  const Connection ms = c.op("mean", {x * x}, {{"axes", axes}, {"keepdims", int64_t{1}}});
+  Connection y = x * c.op("rsqrt", {ms + eps});
+  if (widen) y = y.cast(*dt);
+  return {c.op("mul", {y, c.in(1)})};
+}
+
+// LpNormalization: x over its L1 or L2 norm along `axis` (0 where the norm is 0).
+Outs lp_norm(NodeContext& c) {
+  const int64_t p = c.attr_int("p", 2), axis = c.attr_int("axis", -1);
+  if (p != 1 && p != 2) c.fail("p = " + std::to_string(p) + " is not 1 or 2");
+  const Connection x = c.in(0);
+  const Attrs a = {{"axes", std::vector<int64_t>{axis}}, {"keepdims", int64_t{1}}};
+  const Connection norm = p == 1 ? c.op("sum", {c.op("abs", {x})}, a) : c.op("sqrt", {c.op("sum", {x * x}, a)});
+  // A zero norm means x is all zeros there: divide by 1 instead, giving 0 (ONNX's 0 / 0 = 0).
+  return {x / c.op("where", {c.op("equal", {norm, 0.0}), 1.0, norm})};
 }
 
 }  // namespace
@@ -153,8 +327,12 @@ void register_nn_conversions() {
     return Outs{c.op("batch_norm", {c.in(0), c.in(1), c.in(2), c.in(3), c.in(4)},
                      {{"eps", static_cast<double>(c.attr_float("epsilon", 1e-5f))}})};
   });
-  register_conversion("MaxPool", [](NodeContext& c) { return pool(c, "max_pool2d"); });
-  register_conversion("AveragePool", [](NodeContext& c) { return pool(c, "avg_pool2d"); });
+  register_conversion("MaxPool", [](NodeContext& c) { return pool(c, true); });
+  register_conversion("AveragePool", [](NodeContext& c) { return pool(c, false); });
+  register_conversion("LRN", lrn);
+  register_conversion("Hardmax", hardmax);
+  register_conversion("RMSNormalization", rms_norm);
+  register_conversion("LpNormalization", lp_norm);
   register_conversion("GlobalAveragePool", [](NodeContext& c) {
     return Outs{c.op("global_avg_pool2d", {c.in(0)}, {{"keepdims", int64_t{1}}})};
   });

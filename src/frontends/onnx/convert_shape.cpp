@@ -183,9 +183,46 @@ Outs split(NodeContext& c) {
   return out;
 }
 
+// Trilu: the upper (j - i >= k) or lower (j - i <= k) triangle of the last two dims, the rest
+// zero; the mask is a constant of the matrix size.
+Outs trilu(NodeContext& c) {
+  const std::optional<Shape> s = c.static_shape(0);
+  if (!s || s->size() < 2) c.fail("Trilu needs the input's size (rank 2 or more) while importing");
+  const int64_t k = c.has_input(1) ? c.constant_input(1, "k").astype(DType::Int64).to_vector<int64_t>().at(0) : 0;
+  const bool upper = c.attr_int("upper", 1) != 0;
+  const int64_t rows = (*s)[s->size() - 2], cols = (*s)[s->size() - 1];
+  Tensor mask(DType::Bool, {rows, cols});
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) mask.data<bool>()[i * cols + j] = upper ? j - i >= k : j - i <= k;
+  const Connection x = c.in(0);
+  return {c.op("where", {mask, x, c.op("zeros_like", {x})})};
+}
+
+// Tile: each axis repeated, as a gather of the axis' indices in turn.
+Outs tile(NodeContext& c) {
+  const std::optional<Shape> s = c.static_shape(0);
+  if (!s) c.fail("Tile needs the input's size while importing");
+  const std::vector<int64_t> repeats = ints_of(c.constant_input(1, "repeats"));
+  if (repeats.size() != s->size()) c.fail("its repeats have " + std::to_string(repeats.size()) + " values for rank " + std::to_string(s->size()));
+  Connection y = c.op("identity", {c.in(0)});
+  for (size_t a = 0; a < repeats.size(); ++a) {
+    if (repeats[a] < 0) c.fail("a negative repeat count");
+    if (repeats[a] == 1) continue;
+    const int64_t n = (*s)[a];
+    if (n * repeats[a] > kMaxFoldedElements) c.fail("its index table is too large");
+    std::vector<int64_t> idx;
+    for (int64_t r = 0; r < repeats[a]; ++r)
+      for (int64_t i = 0; i < n; ++i) idx.push_back(i);
+    y = c.op("gather", {y, Tensor::from_vector<int64_t>(idx, {static_cast<int64_t>(idx.size())})}, {{"axis", static_cast<int64_t>(a)}});
+  }
+  return {y};
+}
+
 }  // namespace
 
 void register_shape_conversions() {
+  register_conversion("Trilu", trilu);
+  register_conversion("Tile", tile);
   register_conversion("Size", size);
   register_conversion("Split", split);
   register_conversion("GatherElements", [](NodeContext& c) {

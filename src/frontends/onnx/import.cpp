@@ -70,7 +70,7 @@ std::optional<DType> result_dtype(const ::onnx::NodeProto& node, const NodeConte
       return std::nullopt;
     }
   }
-  if (node.op_type() == "Where") return ctx.dtype(1);
+  if (node.op_type() == "Where" || node.op_type() == "CastLike") return ctx.dtype(1);
   return ctx.dtype(0);
 }
 
@@ -88,6 +88,8 @@ const std::map<std::string, Conversion>& conversions() {
     register_elementwise_conversions();
     register_nn_conversions();
     register_shape_conversions();
+    register_pad_conversions();
+    register_loss_conversions();
     return true;
   }();
   (void)registered;

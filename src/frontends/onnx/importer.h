@@ -70,6 +70,14 @@ void register_conversion(const std::string& op_type, Conversion c);
 void register_elementwise_conversions();
 void register_nn_conversions();
 void register_shape_conversions();
+void register_pad_conversions();
+void register_loss_conversions();
+
+// `x` (of rank `rank`, the element type of the node's input 0) with `before` and `after`
+// elements of `value` (plus `fed_value`, a scalar known at run time, where given) added along
+// `axis`; negative amounts crop (convert_pad.cpp).
+Connection pad_axis(const NodeContext& c, const Connection& x, int rank, int64_t axis, int64_t before, int64_t after,
+                    double value, const Connection* fed_value = nullptr);
 
 class Importer {
  public:

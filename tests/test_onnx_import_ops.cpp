@@ -1,0 +1,276 @@
+// ONNX operators the importer writes with several catalogue ops (padding, windows with ONNX's
+// asymmetric pads and ceil_mode, 1-D windows, LRN, the losses, Hardmax, Trilu, Tile, ArgMax's
+// select_last_index): values against loops in double on both backends, and gradients through
+// them against central finite differences.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "autodiff_test_util.h"
+#include "cpu_test_util.h"
+#include "ingot/compile.h"
+#include "ingot/cpu_backend.h"
+#include "ingot/onnx.h"
+#include "ingot/physical_model.h"
+#include "onnx_test_util.h"
+#include "op_test_util.h"
+
+using namespace ingot;
+using namespace ingot::onnx_test;
+
+namespace {
+
+std::vector<double> values(const Tensor& t) { return t.astype(DType::Float64).to_vector<double>(); }
+
+// Evaluates `m` on both backends; expects output `out` within `tol` of `want`.
+void expect_both_backends(const Model& m, const TensorMap& inputs, const std::string& out, const std::vector<double>& want,
+                          double tol = 1e-5) {
+  for (int b = 0; b < 2; ++b) {
+    SCOPED_TRACE(b == 0 ? "reference" : "cpu");
+    const PhysicalModel pm = b == 0 ? compile(m, ReferenceBackend()) : compile(m, CpuBackend(cpu_test::cpu_options()));
+    const std::vector<double> got = values(pm.evaluate({}, inputs).at(out));
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << i;
+  }
+}
+
+// The gradient of every output (random cotangents) with respect to input `x`, against finite
+// differences, on the reference backend in float64.
+void expect_input_gradients(const Model& m, const TensorMap& inputs, const std::vector<std::string>& outs) {
+  CompileOptions o;
+  o.trainable_keys = {"x"};  // x becomes a parameter
+  const PhysicalModel pm = compile(m, ReferenceBackend(), o);
+  TensorMap params = {{"x", inputs.at("x")}}, rest = inputs;
+  rest.erase("x");
+  const TensorMap fwd = pm.evaluate(params, rest);
+  TensorMap seeds;
+  uint64_t seed = 500;
+  for (const std::string& name : outs)
+    seeds[name] = ingot::testing::random_tensor(fwd.at(name).shape(), seed++, -1, 1, DType::Float64);
+  ingot::testing::check_model_gradients(pm, params, rest, seeds, 1e-6, 1e-5, 40);
+}
+
+// X[c][y][x] of an [1, C, H, W] tensor in double.
+struct Image {
+  std::vector<double> v;
+  int64_t h, w;
+  double at(int64_t c, int64_t y, int64_t x) const { return v[static_cast<size_t>((c * h + y) * w + x)]; }
+};
+
+}  // namespace
+
+// MaxPool and AveragePool with asymmetric pads and ceil_mode (both count_include_pad values):
+// each window of the ONNX definition, computed directly.
+TEST(OnnxImportOps, AsymmetricPadsAndCeilModePooling) {
+  const Tensor x = ingot::testing::random_tensor({1, 2, 5, 6}, 3, -1, 1, DType::Float64);
+  const Image X{values(x), 5, 6};
+  const std::vector<int64_t> pads = {0, 1, 1, 0}, kernel = {3, 2}, strides = {2, 2};
+  OnnxModel o(17);
+  o.input("x", DType::Float64, {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{6}});
+  for (const char* op : {"MaxPool", "AveragePool"}) {
+    for (int64_t include : {0, 1}) {
+      if (std::string(op) == "MaxPool" && include == 1) continue;
+      const std::string out = std::string(op) + std::to_string(include);
+      auto& n = o.node(op, {"x"}, {out});
+      attr(n, "kernel_shape", kernel);
+      attr(n, "pads", pads);
+      attr(n, "strides", strides);
+      attr(n, "ceil_mode", int64_t{1});
+      if (std::string(op) == "AveragePool") attr(n, "count_include_pad", include);
+      o.output(out);
+    }
+  }
+  const Model m = ingot::onnx::load_bytes(o.bytes());
+  // ceil_mode: output sizes ceil((5 + 1 - 3) / 2) + 1 = 3 and ceil((6 + 1 - 2) / 2) + 1 = 4, every
+  // window starting inside the input or its left/top padding.
+  std::vector<double> want_max, want_avg0, want_avg1;
+  for (int64_t c = 0; c < 2; ++c)
+    for (int64_t oy = 0; oy < 3; ++oy)
+      for (int64_t ox = 0; ox < 4; ++ox) {
+        double mx = -1e300, s = 0;
+        int n_in = 0, n_padded = 0;
+        for (int64_t ky = 0; ky < 3; ++ky)
+          for (int64_t kx = 0; kx < 2; ++kx) {
+            const int64_t iy = oy * 2 - pads[0] + ky, ix = ox * 2 - pads[1] + kx;
+            // Inside the ONNX-padded extent [-top, H + bottom) x [-left, W + right).
+            if (iy >= -pads[0] && iy < 5 + pads[2] && ix >= -pads[1] && ix < 6 + pads[3]) ++n_padded;
+            if (iy < 0 || iy >= 5 || ix < 0 || ix >= 6) continue;
+            mx = std::max(mx, X.at(c, iy, ix));
+            s += X.at(c, iy, ix);
+            ++n_in;
+          }
+        want_max.push_back(mx);
+        want_avg0.push_back(s / n_in);
+        want_avg1.push_back(s / n_padded);
+      }
+  expect_both_backends(m, {{"x", x}}, "MaxPool0", want_max);
+  expect_both_backends(m, {{"x", x}}, "AveragePool0", want_avg0);
+  expect_both_backends(m, {{"x", x}}, "AveragePool1", want_avg1);
+  expect_input_gradients(m, {{"x", x}}, {"MaxPool0", "AveragePool0", "AveragePool1"});
+}
+
+// Pad in each mode, over two axes at once, with a crop (negative pad) in constant mode.
+TEST(OnnxImportOps, PadModes) {
+  const Tensor x = ingot::testing::random_tensor({3, 4}, 5, -1, 1, DType::Float64);
+  const std::vector<double> X = values(x);
+  OnnxModel o(19);
+  o.input("x", DType::Float64, {int64_t{3}, int64_t{4}});
+  o.initializer("pads", Tensor::from_vector<int64_t>({2, 1, 1, 3}, {4}));
+  o.initializer("crop", Tensor::from_vector<int64_t>({1, -1, 0, 2}, {4}));
+  o.initializer("value", Tensor::from_vector<double>({0.5}, {}));
+  for (const char* mode : {"constant", "edge", "reflect", "wrap"}) {
+    auto& n = o.node("Pad", {"x", "pads", "value"}, {mode});
+    attr(n, "mode", std::string(mode));
+    o.output(mode);
+  }
+  o.node("Pad", {"x", "crop", "value"}, {"cropped"});
+  o.output("cropped");
+  const Model m = ingot::onnx::load_bytes(o.bytes());
+  auto source = [](const std::string& mode, int64_t i, int64_t n) -> int64_t {
+    if (i >= 0 && i < n) return i;
+    if (mode == "constant") return -1;
+    if (mode == "edge") return i < 0 ? 0 : n - 1;
+    if (mode == "wrap") return ((i % n) + n) % n;
+    return i < 0 ? -i : 2 * (n - 1) - i;  // reflect (pads below n)
+  };
+  for (const char* mode : {"constant", "edge", "reflect", "wrap"}) {
+    SCOPED_TRACE(mode);
+    std::vector<double> want;
+    for (int64_t r = -2; r < 3 + 1; ++r)
+      for (int64_t c = -1; c < 4 + 3; ++c) {
+        const int64_t sr = source(mode, r, 3), sc = source(mode, c, 4);
+        want.push_back(sr < 0 || sc < 0 ? 0.5 : X[static_cast<size_t>(sr * 4 + sc)]);
+      }
+    expect_both_backends(m, {{"x", x}}, mode, want);
+  }
+  std::vector<double> cropped;  // rows: 1 before, none after; columns: 1 cropped before, 2 after
+  for (int64_t r = -1; r < 3; ++r)
+    for (int64_t c = 1; c < 4 + 2; ++c) cropped.push_back(r < 0 || c >= 4 ? 0.5 : X[static_cast<size_t>(r * 4 + c)]);
+  expect_both_backends(m, {{"x", x}}, "cropped", cropped);
+  expect_input_gradients(m, {{"x", x}}, {"constant", "edge", "reflect", "wrap", "cropped"});
+}
+
+// A 1-D convolution with asymmetric pads and stride, and a 1-D max pool.
+TEST(OnnxImportOps, OneDimensionalWindows) {
+  const Tensor x = ingot::testing::random_tensor({2, 3, 7}, 8, -1, 1, DType::Float64);
+  const Tensor w = ingot::testing::random_tensor({4, 3, 3}, 9, -1, 1, DType::Float64);
+  const std::vector<double> X = values(x), W = values(w);
+  OnnxModel o(17);
+  o.input("x", DType::Float64, {int64_t{2}, int64_t{3}, int64_t{7}});
+  o.initializer("w", w);
+  auto& conv = o.node("Conv", {"x", "w"}, {"y"});
+  attr(conv, "pads", std::vector<int64_t>{2, 0});
+  attr(conv, "strides", std::vector<int64_t>{2});
+  auto& pool = o.node("MaxPool", {"x"}, {"p"});
+  attr(pool, "kernel_shape", std::vector<int64_t>{2});
+  o.output("y");
+  o.output("p");
+  const Model m = ingot::onnx::load_bytes(o.bytes());
+  std::vector<double> want_y, want_p;
+  const int64_t out_len = (7 + 2 - 3) / 2 + 1;  // 4
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t co = 0; co < 4; ++co)
+      for (int64_t t = 0; t < out_len; ++t) {
+        double s = 0;
+        for (int64_t ci = 0; ci < 3; ++ci)
+          for (int64_t k = 0; k < 3; ++k) {
+            const int64_t i = t * 2 - 2 + k;
+            if (i >= 0 && i < 7) s += X[static_cast<size_t>((n * 3 + ci) * 7 + i)] * W[static_cast<size_t>((co * 3 + ci) * 3 + k)];
+          }
+        want_y.push_back(s);
+      }
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t t = 0; t < 6; ++t) want_p.push_back(std::max(X[static_cast<size_t>(r * 7 + t)], X[static_cast<size_t>(r * 7 + t + 1)]));
+  expect_both_backends(m, {{"x", x}}, "y", want_y);
+  expect_both_backends(m, {{"x", x}}, "p", want_p);
+  expect_input_gradients(m, {{"x", x}}, {"y", "p"});
+}
+
+// LRN across channels: x / (bias + alpha / size * sum over the window of x^2)^beta.
+TEST(OnnxImportOps, LocalResponseNormalization) {
+  const Tensor x = ingot::testing::random_tensor({1, 6, 2, 3}, 11, -2, 2, DType::Float64);
+  const std::vector<double> X = values(x);
+  OnnxModel o(13);
+  o.input("x", DType::Float64, {int64_t{1}, int64_t{6}, int64_t{2}, int64_t{3}});
+  auto& n = o.node("LRN", {"x"}, {"y"});
+  attr(n, "size", int64_t{3});
+  attr(n, "alpha", 0.3f);
+  attr(n, "beta", 0.75f);
+  attr(n, "bias", 1.5f);
+  o.output("y");
+  const Model m = ingot::onnx::load_bytes(o.bytes());
+  std::vector<double> want;
+  for (int64_t c = 0; c < 6; ++c)
+    for (int64_t p = 0; p < 6; ++p) {
+      double s = 0;
+      for (int64_t j = std::max<int64_t>(0, c - 1); j <= std::min<int64_t>(5, c + 1); ++j) s += X[static_cast<size_t>(j * 6 + p)] * X[static_cast<size_t>(j * 6 + p)];
+      want.push_back(X[static_cast<size_t>(c * 6 + p)] / std::pow(1.5 + double{0.3f} / 3 * s, double{0.75f}));
+    }
+  expect_both_backends(m, {{"x", x}}, "y", want);
+  expect_input_gradients(m, {{"x", x}}, {"y"});
+}
+
+// NegativeLogLikelihoodLoss (class weights, ignore_index, mean over the counted weights) and
+// SoftmaxCrossEntropyLoss (sum, and its log-probability output) over [N, C, d].
+TEST(OnnxImportOps, Losses) {
+  const Tensor x = ingot::testing::random_tensor({2, 3, 2}, 13, -2, 2, DType::Float64);
+  const Tensor target = Tensor::from_vector<int64_t>({0, 2, 1, 1}, {2, 2});
+  const Tensor weight = Tensor::from_vector<double>({0.5, 2.0, 1.5}, {3});
+  OnnxModel o(13);
+  o.input("x", DType::Float64, {int64_t{2}, int64_t{3}, int64_t{2}});
+  o.input("t", DType::Int64, {int64_t{2}, int64_t{2}});
+  o.initializer("w", weight);
+  auto& nll = o.node("NegativeLogLikelihoodLoss", {"x", "t", "w"}, {"nll"});
+  attr(nll, "ignore_index", int64_t{2});
+  auto& sce = o.node("SoftmaxCrossEntropyLoss", {"x", "t"}, {"sce", "logp"});
+  attr(sce, "reduction", std::string("sum"));
+  o.output("nll");
+  o.output("sce");
+  o.output("logp");
+  const Model m = ingot::onnx::load_bytes(o.bytes());
+  const std::vector<double> X = values(x), W = {0.5, 2.0, 1.5};
+  const std::vector<int64_t> T = {0, 2, 1, 1};
+  double num = 0, den = 0, sce_sum = 0;
+  std::vector<double> logp(12);
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t d = 0; d < 2; ++d) {
+      const auto at = [&](int64_t c) { return X[static_cast<size_t>((n * 3 + c) * 2 + d)]; };
+      const double lse = std::log(std::exp(at(0)) + std::exp(at(1)) + std::exp(at(2)));
+      for (int64_t c = 0; c < 3; ++c) logp[static_cast<size_t>((n * 3 + c) * 2 + d)] = at(c) - lse;
+      const int64_t t = T[static_cast<size_t>(n * 2 + d)];
+      sce_sum += lse - at(t);
+      if (t == 2) continue;  // ignored by the NLL loss
+      num += -at(t) * W[static_cast<size_t>(t)];
+      den += W[static_cast<size_t>(t)];
+    }
+  const TensorMap in = {{"x", x}, {"t", target}};
+  expect_both_backends(m, in, "nll", {num / den});
+  expect_both_backends(m, in, "sce", {sce_sum});
+  expect_both_backends(m, in, "logp", logp);
+  expect_input_gradients(m, in, {"nll", "sce"});
+}
+
+// Hardmax (first maximum wins ties), Trilu (upper with k = 1; lower), Tile, and ArgMax with
+// select_last_index (the last of tied maxima).
+TEST(OnnxImportOps, HardmaxTriluTileArgMaxLast) {
+  const Tensor x = Tensor::from_vector<float>({1, 3, 3, 0, 2, 2, 2, 1}, {2, 4});
+  OnnxModel o(14);
+  o.input("x", DType::Float32, {int64_t{2}, int64_t{4}});
+  o.initializer("k", Tensor::from_vector<int64_t>({1}, {}));
+  o.initializer("reps", Tensor::from_vector<int64_t>({2, 1}, {2}));
+  o.node("Hardmax", {"x"}, {"h"});
+  o.node("Trilu", {"x", "k"}, {"up"});
+  attr(o.node("Trilu", {"x"}, {"low"}), "upper", int64_t{0});
+  o.node("Tile", {"x", "reps"}, {"tiled"});
+  auto& am = o.node("ArgMax", {"x"}, {"last"});
+  attr(am, "axis", int64_t{1});
+  attr(am, "select_last_index", int64_t{1});
+  for (const char* out : {"h", "up", "low", "tiled", "last"}) o.output(out);
+  const Model m = ingot::onnx::load_bytes(o.bytes());
+  const TensorMap in = {{"x", x}};
+  expect_both_backends(m, in, "h", {0, 1, 0, 0, 1, 0, 0, 0});
+  expect_both_backends(m, in, "up", {0, 3, 3, 0, 0, 0, 2, 1});
+  expect_both_backends(m, in, "low", {1, 0, 0, 0, 2, 2, 0, 0});
+  expect_both_backends(m, in, "tiled", {1, 3, 3, 0, 2, 2, 2, 1, 1, 3, 3, 0, 2, 2, 2, 1});
+  expect_both_backends(m, in, "last", {2, 2});
+}
