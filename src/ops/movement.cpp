@@ -71,7 +71,12 @@ Product product(const ShapeInfer& s, const std::vector<DimVar>& dims) {
   Product p;
   for (DimVar d : dims) {
     if (auto v = s.value(d)) {
-      p.known *= *v;
+      // Sizes come from files (a reshape target in an ONNX model): a product past int64 is an
+      // error, not an undefined overflow (found by fuzz_onnx).
+      int64_t next = 0;
+      if (__builtin_mul_overflow(p.known, *v, &next))
+        s.fail("the element count " + std::to_string(p.known) + " x " + std::to_string(*v) + " overflows int64");
+      p.known = next;
     } else {
       ++p.unknowns;
       p.unknown = d;
