@@ -3,7 +3,8 @@
 bench/onnx_export.py exported is imported with ml.onnx.load, compiled for the CPU backend and
 run on the same input; its output is compared with ONNX Runtime's and PyTorch's (max |diff| over
 max(1, max |want|)), and timed in its own loop (2 threads) beside ONNX Runtime's time from the
-same run. Writes <dir>/onnx_models.json and prints a Markdown table.
+same run; the imported model is exported again as <name>.ingot.onnx for the round-trip check
+(bench/onnx_roundtrip.py). Writes <dir>/onnx_models.json and prints a Markdown table.
 
   python bench/onnx_models.py --dir DIR [--reps 5]
 """
@@ -50,6 +51,8 @@ def main():
             row["err_vs_torch"] = rel(got, data["torch"])
             row["ingot"] = timed(lambda: pm.evaluate({}, {"input": data["input"]}), args.reps)
             row["ratio_onnxruntime_over_ingot"] = info["onnxruntime"]["ms"] / row["ingot"]["ms"]
+            # The round trip: ingot's import exported again (bench/onnx_roundtrip.py runs it in ONNX Runtime).
+            ml.onnx.save(m, os.path.join(args.dir, f"{name}.ingot.onnx"))
         except ml.IngotError as e:
             row["error"] = str(e)[:400]
         print(json.dumps(row), flush=True)

@@ -6,7 +6,10 @@
 #   1. installs torch, torchvision, onnx and onnxruntime into the benchmark environment
 #      ($INGOT_BENCH_VENV, default ~/.cache/ingot-bench-venv) and runs bench/onnx_export.py there;
 #   2. installs ingot into build/python-venv (scripts/python-test.sh makes it) and runs
-#      bench/onnx_models.py: writes bench/results/onnx_models.json and prints the table.
+#      bench/onnx_models.py: writes bench/results/onnx_models.json and prints the table, and
+#      exports each imported model again with ml.onnx.save;
+#   3. bench/onnx_roundtrip.py (benchmark environment): ONNX Runtime runs the original and
+#      ingot's re-export on the same input; the difference goes into the JSON.
 #
 #   ./scripts/onnx_models.sh [--no-install] [--reps N]
 set -euo pipefail
@@ -32,4 +35,5 @@ work=build/onnx-models
 rm -rf "$work" && mkdir -p "$work" bench/results
 "$venv/bin/python" bench/onnx_export.py --out "$work" --reps "$reps"
 build/python-venv/bin/python bench/onnx_models.py --dir "$work" --reps "$reps"
+"$venv/bin/python" bench/onnx_roundtrip.py --dir "$work"
 cp "$work/onnx_models.json" bench/results/onnx_models.json

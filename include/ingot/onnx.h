@@ -1,5 +1,7 @@
-// ONNX import: a model exported from PyTorch, TensorFlow or a model zoo becomes an ingot logical
-// Model, which compiles like any other.
+// ONNX import and export. Import: a model exported from PyTorch, TensorFlow or a model zoo
+// becomes an ingot logical Model, which compiles like any other. Export (save): an ingot model,
+// as written or after ingot's optimizations, becomes an ONNX file (opset 17) that ONNX Runtime
+// and other ONNX tools run.
 //
 //   ingot::Model m = ingot::onnx::load("resnet18.onnx");
 //   ingot::PhysicalModel pm = ingot::compile(m, ingot::CpuBackend());
@@ -26,6 +28,8 @@
 #include <string_view>
 
 #include "ingot/model.h"
+#include "ingot/physical_model.h"
+
 
 namespace ingot::onnx {
 
@@ -46,6 +50,26 @@ Model load_bytes(std::string_view bytes, const LoadOptions& options = {});
 // A serialized ONNX TensorProto (a .pb file, as the ONNX test suite and many tools store
 // inputs and expected outputs); external data is read from beside the file.
 Tensor load_tensor(const std::string& path);
+
+struct SaveOptions {
+  // Input shapes and dtypes, as for compile (symbols become dim_params).
+  std::map<std::string, ShapeTemplate> shapes;
+  std::map<std::string, DType> types;
+  // The parameters' values: each becomes an initializer (every parameter needs one).
+  TensorMap params;
+  // Export the graph after ingot's optimization passes (constant folding, simplification,
+  // fusion-independent rewrites) instead of as written.
+  bool optimized = false;
+};
+
+// Writes `model` as ONNX (opset 17), atomically. Every op of the forward catalogue has an ONNX
+// form (a few are written with several ONNX ops: rsqrt, gelu, moments, numel); gradient ops and
+// random sources have none and are an error naming the op.
+void save(const Model& model, const std::string& path, const SaveOptions& options = {});
+std::string save_bytes(const Model& model, const SaveOptions& options = {});
+// A compiled model: its optimized graph, with `params` as the initializers.
+void save(const PhysicalModel& model, const std::string& path, const TensorMap& params = {});
+std::string save_bytes(const PhysicalModel& model, const TensorMap& params = {});
 
 // False when ingot was built without ONNX support (Debian: libonnx-dev libprotobuf-dev); load
 // then throws an ingot::Error saying so.

@@ -228,6 +228,18 @@ void register_shape_conversions() {
   register_conversion("GatherElements", [](NodeContext& c) {
     return Outs{c.op("take_along_axis", {c.in(0), c.in(1)}, {{"axis", c.attr_int("axis", 0)}})};
   });
+  // ScatterElements: `add` adds the updates' scatter into the data; `none` replaces the data
+  // where an update lands (ONNX leaves repeated indices undefined there; the last is not chosen).
+  register_conversion("ScatterElements", [](NodeContext& c) {
+    const std::string reduction = c.attr_string("reduction", "none");
+    const Attrs a = {{"axis", c.attr_int("axis", 0)}};
+    const Connection data = c.in(0), scattered = c.op("scatter_add", {data, c.in(1), c.in(2)}, a);
+    if (reduction == "add") return Outs{c.op("add", {data, scattered})};
+    if (reduction != "none") c.fail("reduction '" + reduction + "' is not supported (none and add are)");
+    const Connection ones = c.op("add", {c.op("zeros_like", {c.in(2)}), 1.0});
+    const Connection hit = c.op("greater", {c.op("scatter_add", {data, c.in(1), ones}, a), 0.0});
+    return Outs{c.op("where", {hit, scattered, data})};
+  });
   register_conversion("Constant", constant);
   register_conversion("Shape", shape);
   register_conversion("Gather", [](NodeContext& c) {

@@ -22,4 +22,16 @@ Model load(const std::string& path, const LoadOptions& options) {
              "libprotobuf-dev (Debian) and rebuild");
 }
 
+namespace {
+[[noreturn]] void no_export() {
+  INGOT_FAIL("ONNX export: this ingot was built without ONNX support; install libonnx-dev and libprotobuf-dev "
+             "(Debian) and rebuild");
+}
+}  // namespace
+
+void save(const Model&, const std::string&, const SaveOptions&) { no_export(); }
+std::string save_bytes(const Model&, const SaveOptions&) { no_export(); }
+void save(const PhysicalModel&, const std::string&, const TensorMap&) { no_export(); }
+std::string save_bytes(const PhysicalModel&, const TensorMap&) { no_export(); }
+
 }  // namespace ingot::onnx

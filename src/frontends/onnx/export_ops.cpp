@@ -1,0 +1,348 @@
+// ONNX export: each catalogue op's ONNX form (opset 17). ingot's elementwise ops promote mixed
+// operand dtypes where ONNX wants one type, so operands are cast to the op's computing type
+// first; ops ONNX lacks are written with the ops it has (rsqrt, gelu, moments, layer_norm
+// without a scale). The gradient ops and random sources have no ONNX form: exporting is for the
+// forward model.
+#include <cmath>
+
+#include "frontends/onnx/exporter.h"
+#include "ingot/error.h"
+
+namespace ingot::onnx_export {
+namespace {
+
+using NP = ::onnx::NodeProto;
+
+std::vector<int64_t> pair(const Node& n, const char* key, std::vector<int64_t> def) {
+  std::vector<int64_t> v = n.attrs.get_ints(key, def);
+  if (v.size() == 1) v.push_back(v[0]);
+  return v;
+}
+
+// The shape of input i: a constant where its size is fixed, else a Shape node.
+std::string shape_of(EmitContext& c, int i) {
+  const Value& v = c.g.value(c.node.inputs.at(static_cast<size_t>(i)));
+  if (v.shape_known && is_static(v.shape)) return c.ints(to_shape(v.shape));
+  return c.add("Shape", {c.in(i)});
+}
+
+// Unary ops on the result's type.
+void unary(std::map<std::string, Emitter>& t, const char* op, const char* onnx_op) {
+  t[op] = [onnx_op](EmitContext& c) { c.add(onnx_op, {c.in_as(0, c.out_dtype())}, {c.out()}); };
+}
+
+// Binary arithmetic on the result's type.
+void binary(std::map<std::string, Emitter>& t, const char* op, const char* onnx_op) {
+  t[op] = [onnx_op](EmitContext& c) {
+    c.add(onnx_op, {c.in_as(0, c.out_dtype()), c.in_as(1, c.out_dtype())}, {c.out()});
+  };
+}
+
+// Comparisons on the operands' promoted type; `negate` for not_equal (Not of Equal).
+void compare(std::map<std::string, Emitter>& t, const char* op, const char* onnx_op, bool negate = false) {
+  t[op] = [onnx_op, negate](EmitContext& c) {
+    const DType p = promote_types(c.in_dtype(0), c.in_dtype(1));
+    if (!negate) {
+      c.add(onnx_op, {c.in_as(0, p), c.in_as(1, p)}, {c.out()});
+      return;
+    }
+    c.add("Not", {c.add(onnx_op, {c.in_as(0, p), c.in_as(1, p)})}, {c.out()});
+  };
+}
+
+// Reductions: ReduceSum takes its axes as an input (opset 13), the others as an attribute
+// (until opset 18); no axes reduces everything in both.
+void reduction(std::map<std::string, Emitter>& t, const char* op, const char* onnx_op) {
+  t[op] = [onnx_op](EmitContext& c) {
+    const std::vector<int64_t> axes = c.node.attrs.get_ints("axes", {});
+    const int64_t keepdims = c.node.attrs.get_int("keepdims", 0);
+    const std::string x = c.in_as(0, std::string(onnx_op) == "ReduceSum" || std::string(onnx_op) == "ReduceMean"
+                                         ? c.out_dtype() : c.in_dtype(0));
+    if (std::string(onnx_op) == "ReduceSum") {
+      std::vector<std::string> ins = {x};
+      if (!axes.empty()) ins.push_back(c.ints(axes));
+      c.add(onnx_op, ins, {c.out()}, [&](NP& n) { set_attr(n, "keepdims", keepdims); });
+      return;
+    }
+    c.add(onnx_op, {x}, {c.out()}, [&](NP& n) {
+      if (!axes.empty()) set_attr(n, "axes", axes);
+      set_attr(n, "keepdims", keepdims);
+    });
+  };
+}
+
+std::map<std::string, Emitter> make_table() {
+  std::map<std::string, Emitter> t;
+  for (const auto& [op, onnx_op] : std::vector<std::pair<const char*, const char*>>{
+           {"abs", "Abs"}, {"neg", "Neg"}, {"exp", "Exp"}, {"log", "Log"}, {"sqrt", "Sqrt"}, {"sin", "Sin"},
+           {"cos", "Cos"}, {"tanh", "Tanh"}, {"sigmoid", "Sigmoid"}, {"relu", "Relu"}, {"sign", "Sign"},
+           {"floor", "Floor"}, {"ceil", "Ceil"}, {"erf", "Erf"}, {"identity", "Identity"}})
+    unary(t, op, onnx_op);
+  for (const auto& [op, onnx_op] : std::vector<std::pair<const char*, const char*>>{
+           {"add", "Add"}, {"sub", "Sub"}, {"mul", "Mul"}, {"div", "Div"}, {"pow", "Pow"}, {"maximum", "Max"},
+           {"minimum", "Min"}})
+    binary(t, op, onnx_op);
+  compare(t, "equal", "Equal");
+  compare(t, "not_equal", "Equal", true);
+  compare(t, "less", "Less");
+  compare(t, "less_equal", "LessOrEqual");
+  compare(t, "greater", "Greater");
+  compare(t, "greater_equal", "GreaterOrEqual");
+  reduction(t, "sum", "ReduceSum");
+  reduction(t, "mean", "ReduceMean");
+  reduction(t, "max", "ReduceMax");
+  reduction(t, "min", "ReduceMin");
+
+  t["rsqrt"] = [](EmitContext& c) { c.add("Reciprocal", {c.add("Sqrt", {c.in_as(0, c.out_dtype())})}, {c.out()}); };
+  t["cast"] = [](EmitContext& c) {
+    c.add("Cast", {c.in(0)}, {c.out()}, [&](NP& n) { set_attr(n, "to", int64_t{onnx_type(c.out_dtype())}); });
+  };
+  // where(cond, a, b): a where cond is nonzero (ONNX's Cast to bool is x != 0).
+  t["where"] = [](EmitContext& c) {
+    c.add("Where", {c.in_as(0, DType::Bool), c.in_as(1, c.out_dtype()), c.in_as(2, c.out_dtype())}, {c.out()});
+  };
+  t["gelu"] = [](EmitContext& c) {
+    const DType d = c.out_dtype();
+    const std::string x = c.in_as(0, d);
+    std::string inner;
+    if (c.node.attrs.get_string("approximate", "none") == "tanh") {
+      // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+      const std::string cube = c.add("Mul", {c.add("Mul", {x, x}), x});
+      const std::string s = c.add("Add", {x, c.add("Mul", {cube, c.scalar(0.044715, d)})});
+      inner = c.add("Tanh", {c.add("Mul", {s, c.scalar(std::sqrt(2.0 / M_PI), d)})});
+    } else {
+      inner = c.add("Erf", {c.add("Mul", {x, c.scalar(M_SQRT1_2, d)})});  // 0.5 x (1 + erf(x / sqrt 2))
+    }
+    const std::string half_x = c.add("Mul", {x, c.scalar(0.5, d)});
+    c.add("Mul", {half_x, c.add("Add", {inner, c.scalar(1.0, d)})}, {c.out()});
+  };
+  t["dropout"] = [](EmitContext& c) {
+    if (c.node.attrs.get_int("training", 0) != 0 && c.node.attrs.get_float("p", 0) > 0)
+      c.fail("dropout in training mode has no ONNX form (export for inference)");
+    c.add("Identity", {c.in(0)}, {c.out()});
+  };
+
+  t["matmul"] = [](EmitContext& c) { c.add("MatMul", {c.in_as(0, c.out_dtype()), c.in_as(1, c.out_dtype())}, {c.out()}); };
+  t["conv2d"] = [](EmitContext& c) {
+    const std::vector<int64_t> stride = pair(c.node, "stride", {1, 1}), pad = pair(c.node, "padding", {0, 0}),
+                               dilation = pair(c.node, "dilation", {1, 1});
+    std::vector<std::string> ins = {c.in(0), c.in(1)};
+    if (c.num_inputs() > 2) ins.push_back(c.in(2));
+    c.add("Conv", ins, {c.out()}, [&](NP& n) {
+      set_attr(n, "strides", stride);
+      set_attr(n, "pads", std::vector<int64_t>{pad[0], pad[1], pad[0], pad[1]});
+      set_attr(n, "dilations", dilation);
+      set_attr(n, "group", c.node.attrs.get_int("groups", 1));
+    });
+  };
+  // Pools: ingot's stride defaults to the kernel; its average counts padding unless told not to.
+  for (const char* op : {"max_pool2d", "avg_pool2d"}) {
+    t[op] = [op](EmitContext& c) {
+      const std::vector<int64_t> kernel = pair(c.node, "kernel", {1, 1});
+      const std::vector<int64_t> stride = pair(c.node, "stride", kernel), pad = pair(c.node, "padding", {0, 0});
+      const bool max = std::string(op) == "max_pool2d";
+      c.add(max ? "MaxPool" : "AveragePool", {c.in(0)}, {c.out()}, [&](NP& n) {
+        set_attr(n, "kernel_shape", kernel);
+        set_attr(n, "strides", stride);
+        set_attr(n, "pads", std::vector<int64_t>{pad[0], pad[1], pad[0], pad[1]});
+        if (!max) set_attr(n, "count_include_pad", c.node.attrs.get_int("count_include_pad", 1));
+      });
+    };
+  }
+  t["global_avg_pool2d"] = [](EmitContext& c) {
+    if (c.node.attrs.get_int("keepdims", 0) != 0) {
+      c.add("GlobalAveragePool", {c.in(0)}, {c.out()});
+      return;
+    }
+    c.add("Flatten", {c.add("GlobalAveragePool", {c.in(0)})}, {c.out()}, [](NP& n) { set_attr(n, "axis", int64_t{1}); });
+  };
+  t["batch_norm"] = [](EmitContext& c) {
+    c.add("BatchNormalization", {c.in(0), c.in(1), c.in(2), c.in(3), c.in(4)}, {c.out()},
+          [&](NP& n) { set_attr(n, "epsilon", static_cast<float>(c.node.attrs.get_float("eps", 1e-5))); });
+  };
+  t["layer_norm"] = [](EmitContext& c) {
+    const int64_t axis = c.node.attrs.get_int("axis", -1);
+    const float eps = static_cast<float>(c.node.attrs.get_float("eps", 1e-5));
+    if (c.num_inputs() > 1) {
+      std::vector<std::string> ins = {c.in(0), c.in(1)};
+      if (c.num_inputs() > 2) ins.push_back(c.in(2));
+      c.add("LayerNormalization", ins, {c.out()}, [&](NP& n) {
+        set_attr(n, "axis", axis);
+        set_attr(n, "epsilon", eps);
+      });
+      return;
+    }
+    // No scale (ONNX requires one): (x - mean) / sqrt(var + eps) over axis..end, written out.
+    const Value& x = c.g.value(c.node.inputs[0]);
+    const int64_t r = static_cast<int64_t>(x.shape.size());
+    std::vector<int64_t> axes;
+    for (int64_t a = axis < 0 ? axis + r : axis; a < r; ++a) axes.push_back(a);
+    auto mean = [&](const std::string& v) {
+      return c.add("ReduceMean", {v}, {}, [&](NP& n) {
+        set_attr(n, "axes", axes);
+        set_attr(n, "keepdims", int64_t{1});
+      });
+    };
+    const std::string d = c.add("Sub", {c.in(0), mean(c.in(0))});
+    const std::string var = mean(c.add("Mul", {d, d}));
+    c.add("Div", {d, c.add("Sqrt", {c.add("Add", {var, c.scalar(eps, c.out_dtype())})})}, {c.out()});
+  };
+  for (const auto& [op, onnx_op] : std::vector<std::pair<const char*, const char*>>{{"softmax", "Softmax"},
+                                                                                  {"log_softmax", "LogSoftmax"}}) {
+    t[op] = [onnx_op](EmitContext& c) {
+      c.add(onnx_op, {c.in(0)}, {c.out()}, [&](NP& n) { set_attr(n, "axis", c.node.attrs.get_int("axis", -1)); });
+    };
+  }
+  t["argmax"] = [](EmitContext& c) {
+    c.add("ArgMax", {c.in(0)}, {c.out()}, [&](NP& n) {
+      set_attr(n, "axis", c.node.attrs.get_int("axis"));
+      set_attr(n, "keepdims", c.node.attrs.get_int("keepdims", 0));
+    });
+  };
+  // moments: (mean, biased variance) over axes; half types computed in float32 and rounded
+  // once, as ingot's kernels do.
+  t["moments"] = [](EmitContext& c) {
+    const std::vector<int64_t> axes = c.node.attrs.get_ints("axes", {});
+    const int64_t keepdims = c.node.attrs.get_int("keepdims", 0);
+    const DType out = c.out_dtype(0);
+    const bool widen = out == DType::Float16 || out == DType::BFloat16;
+    const std::string x = c.in_as(0, widen ? DType::Float32 : out);
+    auto mean = [&](const std::string& v, int64_t keep) {
+      return c.add("ReduceMean", {v}, {}, [&](NP& n) {
+        if (!axes.empty()) set_attr(n, "axes", axes);
+        set_attr(n, "keepdims", keep);
+      });
+    };
+    auto result = [&](const std::string& v, int i) {
+      c.add(widen ? "Cast" : "Identity", {v}, {c.out(i)}, [&](NP& n) {
+        if (widen) set_attr(n, "to", int64_t{onnx_type(out)});
+      });
+    };
+    const std::string m = mean(x, 1);
+    result(keepdims ? m : mean(x, 0), 0);
+    const std::string d = c.add("Sub", {x, m});
+    result(mean(c.add("Mul", {d, d}), keepdims), 1);
+  };
+  // numel: the element count over axes, of the dtype asked for (a constant where the size is
+  // fixed).
+  t["numel"] = [](EmitContext& c) {
+    const std::vector<int64_t> axes = c.node.attrs.get_ints("axes", {});
+    const Value& x = c.g.value(c.node.inputs[0]);
+    if (x.shape_known && is_static(x.shape)) {
+      const Shape s = to_shape(x.shape);
+      int64_t n = 1;
+      if (axes.empty())
+        for (int64_t d : s) n *= d;
+      for (int64_t a : axes) n *= s[static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(s.size()) : a)];
+      c.add("Identity", {c.scalar(static_cast<double>(n), c.out_dtype())}, {c.out()});
+      return;
+    }
+    const std::string size = shape_of(c, 0);
+    const std::string picked = axes.empty() ? size : c.add("Gather", {size, c.ints(axes)});
+    const std::string count = c.add("ReduceProd", {picked}, {}, [](NP& n) { set_attr(n, "keepdims", int64_t{0}); });
+    c.add("Cast", {count}, {c.out()}, [&](NP& n) { set_attr(n, "to", int64_t{onnx_type(c.out_dtype())}); });
+  };
+
+  t["reshape"] = [](EmitContext& c) { c.add("Reshape", {c.in(0), c.ints(c.node.attrs.get_ints("shape"))}, {c.out()}); };
+  t["reshape_like"] = [](EmitContext& c) { c.add("Reshape", {c.in(0), shape_of(c, 1)}, {c.out()}); };
+  t["transpose"] = [](EmitContext& c) {
+    const std::vector<int64_t> perm = c.node.attrs.get_ints("perm", {});
+    c.add("Transpose", {c.in(0)}, {c.out()}, [&](NP& n) {
+      if (!perm.empty()) set_attr(n, "perm", perm);
+    });
+  };
+  t["expand_dims"] = [](EmitContext& c) { c.add("Unsqueeze", {c.in(0), c.ints(c.node.attrs.get_ints("axes"))}, {c.out()}); };
+  t["broadcast_to"] = [](EmitContext& c) { c.add("Expand", {c.in(0), c.ints(c.node.attrs.get_ints("shape"))}, {c.out()}); };
+  t["broadcast_to_like"] = [](EmitContext& c) { c.add("Expand", {c.in(0), shape_of(c, 1)}, {c.out()}); };
+  t["zeros_like"] = [](EmitContext& c) {
+    c.add("ConstantOfShape", {shape_of(c, 0)}, {c.out()},
+          [&](NP& n) { set_attr(n, "value", tensor_proto("", Tensor::full(c.out_dtype(), {1}, 0))); });
+  };
+  t["slice"] = [](EmitContext& c) {
+    const std::vector<int64_t> starts = c.node.attrs.get_ints("starts"), ends = c.node.attrs.get_ints("ends");
+    std::vector<int64_t> axes = c.node.attrs.get_ints("axes", {});
+    if (axes.empty())
+      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+    const std::vector<int64_t> steps = c.node.attrs.get_ints("steps", std::vector<int64_t>(starts.size(), 1));
+    c.add("Slice", {c.in(0), c.ints(starts), c.ints(ends), c.ints(axes), c.ints(steps)}, {c.out()});
+  };
+  t["concat"] = [](EmitContext& c) {
+    std::vector<std::string> ins;
+    for (int i = 0; i < c.num_inputs(); ++i) ins.push_back(c.in_as(i, c.out_dtype()));
+    c.add("Concat", ins, {c.out()}, [&](NP& n) { set_attr(n, "axis", c.node.attrs.get_int("axis", 0)); });
+  };
+  t["gather"] = [](EmitContext& c) {
+    c.add("Gather", {c.in(0), c.in(1)}, {c.out()}, [&](NP& n) { set_attr(n, "axis", c.node.attrs.get_int("axis", 0)); });
+  };
+  t["take_along_axis"] = [](EmitContext& c) {
+    c.add("GatherElements", {c.in(0), c.in(1)}, {c.out()}, [&](NP& n) { set_attr(n, "axis", c.node.attrs.get_int("axis")); });
+  };
+  // The gradient-side scatters (what a differentiated gather or take_along_axis writes):
+  // ScatterElements adding into zeros. index_add's indices pick whole rows, so they are
+  // broadcast to the updates' shape first.
+  t["scatter_add"] = [](EmitContext& c) {
+    const std::string zeros = c.add("ConstantOfShape", {shape_of(c, 0)}, {},
+                                    [&](NP& n) { set_attr(n, "value", tensor_proto("", Tensor::full(c.out_dtype(), {1}, 0))); });
+    c.add("ScatterElements", {zeros, c.in(1), c.in_as(2, c.out_dtype())}, {c.out()}, [&](NP& n) {
+      set_attr(n, "axis", c.node.attrs.get_int("axis", 0));
+      set_attr(n, "reduction", std::string("add"));
+    });
+  };
+  t["index_add"] = [](EmitContext& c) {
+    if (c.g.value(c.node.inputs[1]).shape.size() != 1) c.fail("index_add with indices of rank other than 1");
+    const Value& updates = c.g.value(c.node.inputs[2]);
+    const int64_t r = static_cast<int64_t>(updates.shape.size());
+    int64_t axis = c.node.attrs.get_int("axis", 0);
+    if (axis < 0) axis += r;
+    std::vector<int64_t> shape(static_cast<size_t>(r), 1);
+    shape[static_cast<size_t>(axis)] = -1;
+    const std::string idx = c.add("Expand", {c.add("Reshape", {c.in(1), c.ints(shape)}), shape_of(c, 2)});
+    const std::string zeros = c.add("ConstantOfShape", {shape_of(c, 0)}, {},
+                                    [&](NP& n) { set_attr(n, "value", tensor_proto("", Tensor::full(c.out_dtype(), {1}, 0))); });
+    c.add("ScatterElements", {zeros, idx, c.in_as(2, c.out_dtype())}, {c.out()}, [&](NP& n) {
+      set_attr(n, "axis", axis);
+      set_attr(n, "reduction", std::string("add"));
+    });
+  };
+  // sum_to_like: the broadcast dims summed away (fixed sizes needed to name them).
+  t["sum_to_like"] = [](EmitContext& c) {
+    const Value &x = c.g.value(c.node.inputs[0]), &like = c.g.value(c.node.inputs[1]);
+    if (!is_static(x.shape) || !is_static(like.shape)) c.fail("sum_to_like of sizes known only at run time");
+    const Shape xs = to_shape(x.shape), ls = to_shape(like.shape);
+    const size_t lead = xs.size() - ls.size();
+    std::vector<int64_t> axes;
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (i < lead || (ls[i - lead] == 1 && xs[i] != 1)) axes.push_back(static_cast<int64_t>(i));
+    const std::string summed = axes.empty() ? c.in(0) : c.add("ReduceSum", {c.in(0), c.ints(axes)}, {}, [](NP& n) {
+      set_attr(n, "keepdims", int64_t{1});
+    });
+    c.add("Reshape", {summed, c.ints(ls)}, {c.out()});
+  };
+  // concat_part: the slice of grad that concat took from input `index`.
+  t["concat_part"] = [](EmitContext& c) {
+    const int64_t index = c.node.attrs.get_int("index");
+    const Value& grad = c.g.value(c.node.inputs[0]);
+    const int64_t r = static_cast<int64_t>(grad.shape.size());
+    int64_t axis = c.node.attrs.get_int("axis", 0);
+    if (axis < 0) axis += r;
+    int64_t start = 0;
+    for (int64_t i = 0; i < index; ++i) {
+      const SymDim& d = c.g.value(c.node.inputs[static_cast<size_t>(1 + i)]).shape[static_cast<size_t>(axis)];
+      if (!d.known()) c.fail("concat_part of sizes known only at run time");
+      start += d.value;
+    }
+    const SymDim& own = c.g.value(c.node.inputs[static_cast<size_t>(1 + index)]).shape[static_cast<size_t>(axis)];
+    if (!own.known()) c.fail("concat_part of sizes known only at run time");
+    c.add("Slice", {c.in(0), c.ints({start}), c.ints({start + own.value}), c.ints({axis})}, {c.out()});
+  };
+  return t;
+}
+
+}  // namespace
+
+const std::map<std::string, Emitter>& emitters() {
+  static const std::map<std::string, Emitter> table = make_table();
+  return table;
+}
+
+}  // namespace ingot::onnx_export
