@@ -3,12 +3,14 @@
 #include <chrono>
 #include <optional>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "ingot/ingot.h"
+#include "ingot/onnx.h"
 #include "ir/op_registry.h"
 #include "train_demo.h"
 
@@ -28,14 +30,26 @@ usage:
                                          data and print the accuracy reached.
                                          --backend reference: the interpreter alone, for
                                          machines without a C++ compiler (default cpu)
+  ingot run <model> [options]            compile a model and run it: inputs from files
+                                         (--input) or random ones of the declared shapes;
+                                         prints each output's shape, dtype and first values,
+                                         the compile time and the median run time
   ingot dump <model> [options]           print a model's compiled graph
   ingot summary <model> [--shape ...]    print a model's blocks, shapes and parameters
   ingot save <model> <file.json>         write a model's structure as JSON
   ingot ops                              list the ops the compiler knows
   ingot --help                           this text
 
-<model> is a bundled model (cnn, mlp) or a model JSON file written by `ingot save` or
-Model::save.
+<model> is a bundled model (cnn, mlp), a model JSON file written by `ingot save` or
+Model::save, or an ONNX model (.onnx).
+
+run options (and --shape, --inference, --verbose):
+  --input NAME=FILE.pb     an input's value, a serialized ONNX TensorProto (as ONNX's test data
+                           stores them); repeatable. Inputs not given are random: float inputs
+                           uniform in [-1, 1), integer and bool inputs zero; unknown dims 1
+  --backend cpu|reference  the backend (default cpu)
+  --reps N                 timed runs after the first (default 10)
+  --output DIR             write each output as DIR/output_<k>.pb (graph order)
 
 dump options:
   --shape NAME=D1,D2,...   shape of a terminal; a dim is a number, a symbol (N), None, or a
@@ -70,9 +84,10 @@ Model load_model(const std::string& name) {
   for (const auto& n : example_model_names())
     if (n == name) return example_model(name);
   if (name.size() > 5 && name.substr(name.size() - 5) == ".json") return Model::load(name);
+  if (name.size() > 5 && name.substr(name.size() - 5) == ".onnx") return ingot::onnx::load(name);
   std::string names;
   for (const auto& n : example_model_names()) names += (names.empty() ? "" : ", ") + n;
-  INGOT_FAIL("Unknown model '", name, "': expected a bundled model (", names, ") or a .json file");
+  INGOT_FAIL("Unknown model '", name, "': expected a bundled model (", names, "), a .json file or an .onnx file");
 }
 
 std::map<std::string, ShapeTemplate> default_shapes(const std::string& name) {
@@ -87,7 +102,10 @@ struct Args {
   std::string format = "text";
   bool inference = false, verbose = false;
   int64_t batch = 64;
-  std::string backend = "cpu";  // cpu | reference: what `demo` compiles with
+  std::string backend = "cpu";  // cpu | reference: what `demo` and `run` compile with
+  std::map<std::string, std::string> input_files;  // run: --input NAME=FILE.pb
+  int reps = 10;
+  std::string output_dir;
 };
 
 Args parse_args(int argc, char** argv, int first) {
@@ -109,6 +127,16 @@ Args parse_args(int argc, char** argv, int first) {
     } else if (s == "--batch") {
       a.batch = std::stoll(value());
       INGOT_CHECK(a.batch > 0, "--batch must be positive");
+    } else if (s == "--input") {
+      const std::string spec = value();
+      const auto eq = spec.find('=');
+      INGOT_CHECK(eq != std::string::npos && eq > 0, "--input expects NAME=FILE.pb, got '", spec, "'");
+      a.input_files[spec.substr(0, eq)] = spec.substr(eq + 1);
+    } else if (s == "--reps") {
+      a.reps = std::stoi(value());
+      INGOT_CHECK(a.reps > 0, "--reps must be positive");
+    } else if (s == "--output") {
+      a.output_dir = value();
     } else if (s == "--inference") {
       a.inference = true;
     } else if (s == "--verbose") {
@@ -218,6 +246,56 @@ void demo_model(const std::string& name, const Shape& input_shape, bool show_gra
   std::cout << "\n  first row: " << got.str(10) << "\n\n";
 }
 
+// `ingot run`: compile, feed (files or random values of the declared shapes), run, report.
+int run_model(const Args& a) {
+  INGOT_CHECK(a.positional.size() == 1, "ingot run needs exactly one model (see ingot --help)");
+  const std::string& name = a.positional[0];
+  const Model model = load_model(name);
+  const CompileOptions o = options_for(a, name);
+  std::optional<PhysicalModel> pm;
+  const double compile_ms = time_ms([&] {
+    if (a.backend == "cpu") with_fallback_hint([&] { pm.emplace(compile(model, CpuBackend(), o)); });
+    else pm.emplace(compile(model, ReferenceBackend(), o));
+  });
+  const std::vector<std::string> names = pm->input_names();
+  for (const auto& [n, file] : a.input_files)
+    INGOT_CHECK(std::find(names.begin(), names.end(), n) != names.end(), "--input ", n, ": the model has no input '", n,
+                "'");
+  const auto shapes = pm->get_shapes();
+  const auto types = pm->get_types();
+  TensorMap inputs;
+  uint64_t seed = 1;
+  for (const std::string& n : names) {
+    if (auto f = a.input_files.find(n); f != a.input_files.end()) {
+      inputs[n] = ingot::onnx::load_tensor(f->second);
+      continue;
+    }
+    Shape s;
+    for (const SymDim& d : shapes.at(n)) s.push_back(d.known() ? d.value : 1);
+    const DType t = types.at(n);
+    inputs[n] = is_floating(t) ? random_input(s, seed++).astype(t) : Tensor::full(t, s, 0);
+    std::cout << "input " << n << ": random " << dtype_name(t) << to_string(s) << "\n";
+  }
+  const TensorMap params = pm->randomize_params(0);
+  TensorMap out;
+  const double first_ms = time_ms([&] { out = pm->evaluate(params, inputs); });
+  const double median_ms = time_evaluate(*pm, params, inputs, a.reps);
+  int k = 0;
+  for (const std::string& n : pm->output_names()) {
+    const Tensor& t = out.at(n);
+    std::cout << "output " << n << ": " << t.str(6) << "\n";
+    if (!a.output_dir.empty()) {
+      std::filesystem::create_directories(a.output_dir);
+      ingot::onnx::save_tensor((std::filesystem::path(a.output_dir) / ("output_" + std::to_string(k) + ".pb")).string(), t);
+    }
+    ++k;
+  }
+  std::cout << a.backend << " backend: compile " << compile_ms << " ms, first run " << first_ms << " ms, median of "
+            << a.reps << " runs " << median_ms << " ms\n";
+  if (!a.output_dir.empty()) std::cout << "wrote " << k << " outputs to " << a.output_dir << "\n";
+  return 0;
+}
+
 int run(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
       !std::strcmp(argv[1], "help")) {
@@ -234,6 +312,7 @@ int run(int argc, char** argv) {
     else demo::train_bundled_models(ReferenceBackend());
     return 0;
   }
+  if (cmd == "run") return run_model(a);
   if (cmd == "dump" || cmd == "summary") {
     INGOT_CHECK(a.positional.size() == 1, "ingot ", cmd, " needs exactly one model (see ingot --help)");
     const std::string& name = a.positional[0];

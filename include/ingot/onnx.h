@@ -50,6 +50,8 @@ Model load_bytes(std::string_view bytes, const LoadOptions& options = {});
 // A serialized ONNX TensorProto (a .pb file, as the ONNX test suite and many tools store
 // inputs and expected outputs); external data is read from beside the file.
 Tensor load_tensor(const std::string& path);
+// Writes `t` as a serialized TensorProto (raw data), atomically; load_tensor reads it back.
+void save_tensor(const std::string& path, const Tensor& t);
 
 struct SaveOptions {
   // Input shapes and dtypes, as for compile (symbols become dim_params).

@@ -268,6 +268,10 @@ std::string save_bytes(const PhysicalModel& model, const TensorMap& params) {
   return serialize(onnx_export::Exporter(model.graph(), params).run());
 }
 
+void save_tensor(const std::string& path, const Tensor& t) {
+  write_file_atomic(path, onnx_export::tensor_proto("", t).SerializeAsString());
+}
+
 void save(const PhysicalModel& model, const std::string& path, const TensorMap& params) {
   write_file_atomic(path, save_bytes(model, params));
 }

@@ -33,5 +33,6 @@ void save(const Model&, const std::string&, const SaveOptions&) { no_export(); }
 std::string save_bytes(const Model&, const SaveOptions&) { no_export(); }
 void save(const PhysicalModel&, const std::string&, const TensorMap&) { no_export(); }
 std::string save_bytes(const PhysicalModel&, const TensorMap&) { no_export(); }
+void save_tensor(const std::string&, const Tensor&) { no_export(); }
 
 }  // namespace ingot::onnx

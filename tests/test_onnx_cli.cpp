@@ -1,0 +1,84 @@
+// `ingot run`, `ingot dump` and `ingot summary` on an ONNX file, run as a user would run them:
+// the outputs `run` writes equal the compiled model's, and bad arguments are clear errors.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "ingot/compile.h"
+#include "ingot/models.h"
+#include "ingot/onnx.h"
+#include "ingot/physical_model.h"
+#include "op_test_util.h"
+
+using namespace ingot;
+
+namespace {
+
+struct Result {
+  int status;
+  std::string output;  // stdout and stderr together
+};
+
+Result run_cli(const std::string& args) {
+  const std::string cmd = std::string(INGOT_CLI_PATH) + " " + args + " 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  Result r{-1, ""};
+  if (!pipe) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe.get())) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(pipe.release());
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+}  // namespace
+
+TEST(OnnxCli, RunDumpAndSummaryOfAnOnnxFile) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ingot-onnx-cli-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  Model m;
+  m += MLP({6, 3})({{"input", "features"}, {"output", IOKey("scores").expose()}});
+  CompileOptions o;
+  o.shapes = {{"features", {"N", 4}}};
+  const PhysicalModel pm = compile(m, ReferenceBackend(), o);
+  const TensorMap params = pm.randomize_params(2);
+  ingot::onnx::SaveOptions so;
+  so.shapes = o.shapes;
+  so.params = params;
+  const std::string model = (dir / "mlp.onnx").string(), input = (dir / "x.pb").string();
+  ingot::onnx::save(m, model, so);
+  const Tensor x = ingot::testing::random_tensor({5, 4}, 3);
+  ingot::onnx::save_tensor(input, x);
+
+  for (const char* backend : {"reference", "cpu"}) {
+    SCOPED_TRACE(backend);
+    const auto out = dir / backend;
+    Result r = run_cli("run " + model + " --input features=" + input + " --backend " + backend + " --reps 2 --output " +
+                       out.string());
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("output scores: float32[5, 3]"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("median of 2 runs"), std::string::npos) << r.output;
+    const Tensor got = ingot::onnx::load_tensor((out / "output_0.pb").string());
+    EXPECT_LE(max_abs_diff(got, pm.evaluate(params, {{"features", x}}).at("scores")), 1e-5);
+  }
+  Result r = run_cli("run " + model + " --backend reference --reps 1");  // random input, N = 1
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("input features: random float32[1, 4]"), std::string::npos) << r.output;
+  r = run_cli("summary " + model);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("matmul"), std::string::npos) << r.output;
+  r = run_cli("dump " + model + " --format json");
+  EXPECT_EQ(r.status, 0) << r.output;
+  r = run_cli("run " + model + " --input nope=" + input);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("the model has no input 'nope'"), std::string::npos) << r.output;
+  r = run_cli("run " + (dir / "missing.onnx").string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("cannot open"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
+}
