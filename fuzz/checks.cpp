@@ -4,6 +4,7 @@
 #include <cmath>
 #include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "compiler/autodiff.h"
@@ -119,6 +120,120 @@ std::optional<Graph> with_symbolic_shapes(const Graph& g) {
   return s;
 }
 
+// Runs `op` (with `attrs`) on the reference over `values`; its output `index`.
+Tensor reference_op(const std::string& op, const Attrs& attrs, int outputs, int index, const std::vector<Tensor>& values) {
+  Graph one;
+  std::vector<ValueId> operands;
+  std::vector<ShapeConstraint> cs;
+  for (size_t k = 0; k < values.size(); ++k) {
+    operands.push_back(one.add_input("operand" + std::to_string(k)));
+    one.value(operands.back()).dtype = values[k].dtype();
+    cs.push_back({operands.back(), ShapeTemplate(values[k].shape().begin(), values[k].shape().end()), "", "fuzz operand"});
+  }
+  one.set_output("result", one.add_node(op, operands, attrs, outputs).at(static_cast<size_t>(index)));
+  infer_shapes(one, cs);
+  infer_types(one);
+  return ReferenceBackend().lower(one, {})->run(values).at(0);
+}
+
+// Whether a non-float output where the CPU backend and the reference disagree is explained by
+// float rounding. Where float data turns into non-float data (a comparison, argmax, a cast to an
+// integer type: the boundary ops), float operands that the two computed a few units in the last
+// place apart can flip a result: tanh(x) != x flips where the CPU's tanh, within its 1.33 ulp,
+// lands on x (found by the fuzzer, seed 50058, through a scatter_add of the comparison). The
+// program is run again with every boundary op's operands and result as extra outputs; it is
+// explained when each boundary op's operands agree within float tolerance, the op run by the
+// reference on the CPU's operands gives the CPU's result exactly, and the non-float ops after the
+// boundary, run by the reference on the CPU's boundary results, give the CPU's output exactly.
+bool explained_by_float_rounding(const Graph& g, size_t output, const Variation& v,
+                                 const std::map<std::string, Tensor>& inputs, const CpuBackend::CpuOptions& cpu) {
+  // The output's non-float cone: the nodes after the boundary, and the boundary nodes.
+  std::set<NodeId> after, boundary;
+  std::vector<ValueId> stack = {g.outputs()[output].second};
+  while (!stack.empty()) {
+    const ValueId v = stack.back();
+    stack.pop_back();
+    const NodeId p = g.value(v).producer;
+    if (p < 0 || after.count(p) || boundary.count(p)) continue;
+    const Node& n = g.node(p);
+    bool reads_float = false;
+    for (ValueId in : n.inputs) reads_float = reads_float || is_floating(g.value(in).dtype);
+    if (reads_float) {
+      boundary.insert(p);
+      continue;
+    }
+    after.insert(p);
+    for (ValueId in : n.inputs) stack.push_back(in);
+  }
+  if (boundary.empty()) return false;
+  // The probe: the program with each boundary op's operands and results as outputs.
+  Graph probe = g;
+  std::map<ValueId, size_t> probed;  // value -> its output index in the probe
+  for (NodeId b : boundary) {
+    std::vector<ValueId> vs = g.node(b).inputs;
+    vs.insert(vs.end(), g.node(b).outputs.begin(), g.node(b).outputs.end());
+    for (ValueId x : vs)
+      if (!probed.count(x)) {
+        probed[x] = probe.outputs().size();
+        probe.set_output("probe_" + std::to_string(x), x);
+      }
+  }
+  Graph opt = probe;
+  optimize(opt, v.options);
+  std::vector<Tensor> ins = leaf_inputs(opt, inputs);
+  if (v.non_contiguous)
+    for (Tensor& t : ins) t = strided_view(t);
+  const std::vector<Tensor> got = CpuBackend(cpu).lower(opt, v.options)->run(ins);
+  const std::vector<Tensor> want = run_reference(probe, inputs);
+  for (NodeId b : boundary) {
+    const Node& n = g.node(b);
+    std::vector<Tensor> operands;
+    for (ValueId in : n.inputs) {
+      const Tensor &a = got[probed.at(in)], &r = want[probed.at(in)];
+      if (a.dtype() != r.dtype() || a.shape() != r.shape()) return false;
+      if (is_floating(r.dtype()) ? relative_error(a.astype(DType::Float64), r.astype(DType::Float64)) > 1e-4 : !equal(a, r))
+        return false;
+      operands.push_back(a);
+    }
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      const Tensor redone = reference_op(n.op, n.attrs, static_cast<int>(n.outputs.size()), static_cast<int>(k), operands);
+      const Tensor& cpu_result = got[probed.at(n.outputs[k])];
+      if (redone.dtype() != cpu_result.dtype() || redone.shape() != cpu_result.shape() || !equal(redone, cpu_result))
+        return false;
+    }
+  }
+  // The non-float ops after the boundary, on the CPU's boundary results.
+  Graph tail;
+  std::map<ValueId, ValueId> to_tail;
+  std::vector<ShapeConstraint> cs;
+  std::vector<Tensor> feed;
+  auto leaf = [&](ValueId x) {
+    if (to_tail.count(x)) return to_tail.at(x);
+    const Value& val = g.value(x);
+    if (val.kind == ValueKind::Constant) return to_tail[x] = tail.add_constant(val.name, val.constant);
+    const ValueId id = tail.add_input("v" + std::to_string(x));
+    const Tensor t = probed.count(x) ? got[probed.at(x)] : inputs.at(val.name).astype(val.dtype);
+    tail.value(id).dtype = t.dtype();
+    cs.push_back({id, ShapeTemplate(t.shape().begin(), t.shape().end()), "", "fuzz boundary"});
+    feed.push_back(t);
+    return to_tail[x] = id;
+  };
+  for (NodeId p : after) {  // std::set: ascending ids, the graph's topological order
+    const Node& n = g.node(p);
+    std::vector<ValueId> operands;
+    for (ValueId in : n.inputs) operands.push_back(after.count(g.value(in).producer) ? to_tail.at(in) : leaf(in));
+    const std::vector<ValueId> outs = tail.add_node(n.op, operands, n.attrs, static_cast<int>(n.outputs.size()));
+    for (size_t k = 0; k < outs.size(); ++k) to_tail[n.outputs[k]] = outs[k];
+  }
+  const ValueId final_value = g.outputs()[output].second;
+  tail.set_output("result", after.count(g.value(final_value).producer) ? to_tail.at(final_value) : leaf(final_value));
+  infer_shapes(tail, cs);
+  infer_types(tail);
+  const Tensor redone = ReferenceBackend().lower(tail, {})->run(feed).at(0);
+  const Tensor& cpu_output = got[output];
+  return redone.dtype() == cpu_output.dtype() && redone.shape() == cpu_output.shape() && equal(redone, cpu_output);
+}
+
 // The CPU run of `g` (unoptimized) under `v`, against the reference run of `ref` on the same
 // inputs. nullopt when they agree.
 std::optional<Finding> differential(uint64_t seed, const Variation& v, const Graph& g, const Graph& ref,
@@ -161,8 +276,10 @@ std::optional<Finding> differential(uint64_t seed, const Variation& v, const Gra
     if (got[i].dtype() != want[i].dtype() || got[i].shape() != want[i].shape())
       return Finding{seed, v.name, name, print_graph(g), 1e30, 0};
     if (!is_floating(want[i].dtype())) {
-      if (!equal(got[i], want[i])) return Finding{seed, v.name, name, print_graph(g), 1e30, 0};
-      continue;
+      if (equal(got[i], want[i])) continue;
+      // (Under mixed precision the reference runs another graph: no operand to compare with.)
+      if (v.options.mixed_precision == "none" && explained_by_float_rounding(g, i, v, inputs, cpu)) continue;
+      return Finding{seed, v.name, name, print_graph(g), 1e30, 0};
     }
     // An output rounded to a half type can land one of its units apart after float32 math that
     // differs in its last bits (erf(x) cast to float16 did, 1.2e-4 off).

@@ -76,6 +76,27 @@ TEST(ProgramFuzz, CatchesAMiscompilation) {
   EXPECT_GE(caught, 3);
 }
 
+// A non-float output that differs is forgiven only when float rounding explains it (the boundary
+// op, run on the CPU's own operands, gives the CPU's result): a comparison compiled wrong is not.
+TEST(ProgramFuzz, CatchesAWrongComparisonDespiteTheRoundingAllowance) {
+  fuzz::Variation broken{"greater becomes less", {}};
+  broken.options.custom_passes.push_back({"plant_bug", "end", [](Graph& g) {
+                                            for (Node& n : g.nodes())
+                                              if (n.op == "greater") n.op = "less";
+                                          }});
+  int caught = 0, tried = 0;
+  for (uint64_t seed = 300; tried < 4 && seed < 600; ++seed) {
+    const fuzz::Batch b = fuzz::random_batch(seed);
+    bool distinct = false;  // greater(x, x) and less(x, x) are both false: nothing to see
+    for (const Node& n : b.graph.nodes()) distinct = distinct || (n.op == "greater" && n.inputs[0] != n.inputs[1]);
+    if (!distinct) continue;
+    ++tried;
+    if (fuzz::check(b, broken, cpu_test::cpu_options())) ++caught;
+  }
+  EXPECT_EQ(tried, 4);
+  EXPECT_GE(caught, 3);
+}
+
 // The planted bug's finding shrinks to a few nodes around an add, is saved as a reproducer and
 // read back, and the reproducer still fails under the broken variation and passes under a
 // correct one: what a regression test replays (fuzz/regressions/programs/).
