@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "autodiff_test_util.h"
 #include "cpu_test_util.h"
 #include "ingot/compile.h"
 #include "ingot/cpu_backend.h"
@@ -401,4 +402,31 @@ TEST(OnnxImport, BadModelsAreClearErrors) {
     o.output("y");
     expect_error(o.bytes(), "only 1-D and 2-D windows are supported");
   }
+}
+
+// trainable: float initializers become parameters with their values returned; the model
+// computes what the constant import computes, its parameters get gradients (checked against
+// finite differences), and an integer initializer (a Reshape target) stays a constant.
+TEST(OnnxImport, TrainableInitializersBecomeParameters) {
+  OnnxModel o(17);
+  o.input("x", DType::Float64, {std::string("N"), int64_t{3}});
+  o.initializer("w", ingot::testing::random_tensor({3, 4}, 1, -1, 1, DType::Float64));
+  o.initializer("b", ingot::testing::random_tensor({4}, 2, -1, 1, DType::Float64));
+  o.initializer("shape", Tensor::from_vector<int64_t>({-1, 2, 2}, {3}));
+  o.node("MatMul", {"x", "w"}, {"h"});
+  o.node("Add", {"h", "b"}, {"h1"});
+  o.node("Tanh", {"h1"}, {"h2"});
+  o.node("Reshape", {"h2", "shape"}, {"y"});
+  o.output("y");
+  const ingot::onnx::TrainableModel t = ingot::onnx::load_trainable_bytes(o.bytes());
+  ASSERT_EQ(t.params.size(), 2u);
+  EXPECT_TRUE(t.params.count("w") && t.params.count("b"));
+  const Tensor x = ingot::testing::random_tensor({5, 3}, 3, -1, 1, DType::Float64);
+  const PhysicalModel pm = compile(t.model, ReferenceBackend());
+  const std::vector<std::string> names = pm.parameter_names();
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()), (std::set<std::string>{"w", "b"}));
+  const PhysicalModel frozen = compile(ingot::onnx::load_bytes(o.bytes()), ReferenceBackend());
+  EXPECT_EQ(max_abs_diff(pm.evaluate(t.params, {{"x", x}}).at("y"), frozen.evaluate({}, {{"x", x}}).at("y")), 0);
+  ingot::testing::check_model_gradients(pm, t.params, {{"x", x}},
+                                        {{"y", ingot::testing::random_tensor({5, 2, 2}, 4, -1, 1, DType::Float64)}});
 }

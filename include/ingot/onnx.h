@@ -47,6 +47,18 @@ Model load(const std::string& path, const LoadOptions& options = {});
 // The serialized ModelProto itself.
 Model load_bytes(std::string_view bytes, const LoadOptions& options = {});
 
+// For fine-tuning: the float initializers become trainable parameters (under their ONNX names)
+// instead of constants, and their values come back as `params`, the initial parameters to
+// evaluate, differentiate and train with. Integer initializers (shapes, indices) and values the
+// import itself needs (a Reshape's target) stay constants; nothing that reads a parameter is
+// folded while importing.
+struct TrainableModel {
+  Model model;
+  TensorMap params;
+};
+TrainableModel load_trainable(const std::string& path, const LoadOptions& options = {});
+TrainableModel load_trainable_bytes(std::string_view bytes, const LoadOptions& options = {});
+
 // A serialized ONNX TensorProto (a .pb file, as the ONNX test suite and many tools store
 // inputs and expected outputs); external data is read from beside the file.
 Tensor load_tensor(const std::string& path);

@@ -20,21 +20,32 @@ void bind_onnx(nb::module_& m) {
       "onnx", "ONNX import and export: ml.onnx.load(path_or_bytes) -> Model; ml.onnx.save(model, path, params=...)");
   o.def(
       "load",
-      [](nb::handle source, std::optional<nb::dict> constants, std::string external_data_dir) {
+      [](nb::handle source, std::optional<nb::dict> constants, std::string external_data_dir,
+         bool trainable) -> nb::object {
         onnx::LoadOptions options;
         options.external_data_dir = std::move(external_data_dir);
         if (constants) options.constants = to_tensor_map(*constants, "constants");
+        onnx::TrainableModel r;
         if (nb::isinstance<nb::bytes>(source)) {
           const nb::bytes b = nb::borrow<nb::bytes>(source);
-          return onnx::load_bytes(std::string_view(b.c_str(), b.size()), options);
+          const std::string_view bytes(b.c_str(), b.size());
+          if (trainable) r = onnx::load_trainable_bytes(bytes, options);
+          else r.model = onnx::load_bytes(bytes, options);
+        } else {
+          const std::string path = py_str(nb::module_::import_("os").attr("fspath")(source));
+          if (trainable) r = onnx::load_trainable(path, options);
+          else r.model = onnx::load(path, options);
         }
-        return onnx::load(py_str(nb::module_::import_("os").attr("fspath")(source)), options);
+        if (!trainable) return nb::cast(std::move(r.model));
+        return nb::make_tuple(std::move(r.model), to_dict(r.params));
       },
       nb::arg("source"), nb::arg("constants") = nb::none(), nb::arg("external_data_dir") = "",
+      nb::arg("trainable") = false,
       "An ONNX model (a path, or the serialized bytes) as an ingot Model: graph inputs and outputs "
       "under their ONNX names, initializers as constants. `constants` fixes graph inputs to values "
       "while importing (shape-deciding inputs such as axes); external data is read from "
-      "`external_data_dir` (default: the model's folder).");
+      "`external_data_dir` (default: the model's folder). trainable=True returns (model, params): "
+      "the float initializers become trainable parameters, `params` their values, to fine-tune from.");
   o.def(
       "load_tensor", [](const std::string& path) { return to_numpy(onnx::load_tensor(path)); }, nb::arg("path"),
       "A serialized ONNX TensorProto (.pb) as a NumPy array.");

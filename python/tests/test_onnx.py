@@ -202,3 +202,39 @@ def test_onnx_real_models(name, backend):
     for k, o in enumerate(proto.graph.output):
         want = numpy_helper.to_array(onnx.load_tensor(str(light / f"light_{name}_output_{k}.pb")))
         np.testing.assert_allclose(np.asarray(got[o.name]), want, rtol=rtol, atol=1e-7, err_msg=f"{name}: {o.name}")
+
+
+def test_trainable_import_fine_tunes(tmp_path):
+    """trainable=True: the float initializers are parameters, returned with their values; the
+    model computes what the constant import does, and gradient steps on those parameters lower a
+    squared error (the gradients are ingot's, through the imported graph)."""
+    model, _ = _mlp_model()
+    path = tmp_path / "mlp.onnx"
+    path.write_bytes(model.SerializeToString())
+    m, params = ml.onnx.load(path, trainable=True)
+    assert set(params) == {"w1", "b1", "w2"}
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((16, 3)).astype(np.float32)
+    target = np.eye(5, dtype=np.float32)[rng.integers(0, 5, 16)]
+    pm = ml.compile(m, ml.ReferenceBackend())
+    frozen = ml.compile(ml.onnx.load(path), ml.ReferenceBackend())
+    np.testing.assert_allclose(pm.evaluate(params, {"x": x})["probs"], frozen.evaluate({}, {"x": x})["probs"], rtol=1e-6)
+
+    def loss(p):
+        return float(np.sum((pm.evaluate(p, {"x": x})["probs"] - target) ** 2))
+
+    # One gradient element against a central difference, then plain gradient descent.
+    probs = pm.evaluate(params, {"x": x})["probs"]
+    _, grads = pm.evaluate(params, {"x": x}, {"probs": 2 * (probs - target)})
+    h = 1e-2
+    up, down = dict(params), dict(params)
+    up["w1"], down["w1"] = params["w1"].copy(), params["w1"].copy()
+    up["w1"][1, 2] += h
+    down["w1"][1, 2] -= h
+    np.testing.assert_allclose(grads["w1"][1, 2], (loss(up) - loss(down)) / (2 * h), rtol=2e-2, atol=1e-3)
+    before = loss(params)
+    for _ in range(60):
+        probs = pm.evaluate(params, {"x": x})["probs"]
+        _, grads = pm.evaluate(params, {"x": x}, {"probs": 2 * (probs - target)})
+        params = {k: v - 0.5 * grads[k] for k, v in params.items()}
+    assert loss(params) < 0.8 * before

@@ -196,8 +196,9 @@ void NodeContext::fail(const std::string& why) const { INGOT_FAIL(describe(node)
 
 // ---------------------------------------------------------------- Importer
 
-Importer::Importer(const ::onnx::ModelProto& proto, std::string external_dir, std::map<std::string, Tensor> constants)
-    : proto_(proto), external_dir_(std::move(external_dir)), fixed_inputs_(std::move(constants)) {}
+Importer::Importer(const ::onnx::ModelProto& proto, std::string external_dir, std::map<std::string, Tensor> constants,
+                   bool trainable)
+    : proto_(proto), external_dir_(std::move(external_dir)), fixed_inputs_(std::move(constants)), trainable_(trainable) {}
 
 std::optional<Tensor> Importer::known(const std::string& name) const {
   auto it = known_.find(name);
@@ -221,8 +222,16 @@ Connection Importer::connection(Model& m, const std::string& name) {
   if (&m == &model_) {
     if (auto it = wires_.find(name); it != wires_.end()) return it->second;
     if (auto it = known_.find(name); it != known_.end()) {
-      // A constant takes its ONNX name, unless a graph output has that name (then it is a copy).
+      // A constant (or trainable parameter) takes its ONNX name, unless a graph output has that
+      // name (then it is a copy).
       const std::string terminal = output_names_.count(name) ? name + "_initializer" : name;
+      if (trainable_names_.count(name)) {
+        const Tensor& v = it->second;
+        wires_[name] = m.parameter(terminal, Init::zeros(), ShapeTemplate(v.shape().begin(), v.shape().end()));
+        m.set_types({{terminal, v.dtype()}});
+        params_[terminal] = v;
+        return wires_[name];
+      }
       return wires_[name] = m.constant(terminal, it->second);
     }
     INGOT_FAIL("ONNX graph: value '", name, "' is read before any node produces it (the graph is not in order)");
@@ -261,8 +270,9 @@ void Importer::convert(const ::onnx::NodeProto& node) {
   auto it = table.find(node.op_type());
   if (it == table.end()) INGOT_FAIL(describe(node), ": ingot has no conversion for ONNX operator ", node.op_type());
   bool all_known = foldable(node.op_type());
+  // (A trainable initializer is a value of the model, not of the import: nothing folds it away.)
   for (const std::string& in : node.input())
-    if (!in.empty() && !known_.count(in)) all_known = false;
+    if (!in.empty() && (!known_.count(in) || trainable_names_.count(in))) all_known = false;
   try {
     if (all_known) {
       fold(node, it->second);
@@ -321,6 +331,7 @@ Model Importer::run() {
   for (const auto& init : g.initializer()) {
     INGOT_CHECK(!init.name().empty(), "ONNX graph: an initializer has no name");
     known_[init.name()] = to_tensor(init, external_dir_);
+    if (trainable_ && is_floating(known_[init.name()].dtype())) trainable_names_.insert(init.name());
   }
   for (const auto& [name, value] : fixed_inputs_) {
     bool is_input = false;
@@ -395,14 +406,45 @@ namespace ingot::onnx {
 
 bool available() { return true; }
 
-Model load_bytes(std::string_view bytes, const LoadOptions& options) {
+namespace {
+
+TrainableModel import_bytes(std::string_view bytes, const LoadOptions& options, bool trainable) {
   ::onnx::ModelProto proto;
   INGOT_CHECK(bytes.size() < (size_t{1} << 31), "ONNX model: ", bytes.size(),
               " bytes is over protobuf's 2 GB limit; store the weights as external data");
   INGOT_CHECK(proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())),
               "ONNX model: the bytes are not a valid ONNX ModelProto (protobuf parse failed)");
-  onnx_import::Importer importer(proto, options.external_data_dir, options.constants);
-  return importer.run();
+  onnx_import::Importer importer(proto, options.external_data_dir, options.constants, trainable);
+  TrainableModel r;
+  r.model = importer.run();
+  r.params = importer.params();
+  return r;
+}
+
+TrainableModel import_file(const std::string& path, const LoadOptions& options, bool trainable) {
+  std::ifstream in(path, std::ios::binary);
+  INGOT_CHECK(in.good(), "ONNX model: cannot open ", path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  LoadOptions o = options;
+  if (o.external_data_dir.empty()) o.external_data_dir = std::filesystem::path(path).parent_path().string();
+  try {
+    return import_bytes(s.str(), o, trainable);
+  } catch (const Error& e) {
+    INGOT_FAIL(path, ": ", e.what());
+  }
+}
+
+}  // namespace
+
+Model load_bytes(std::string_view bytes, const LoadOptions& options) { return import_bytes(bytes, options, false).model; }
+
+TrainableModel load_trainable_bytes(std::string_view bytes, const LoadOptions& options) {
+  return import_bytes(bytes, options, true);
+}
+
+TrainableModel load_trainable(const std::string& path, const LoadOptions& options) {
+  return import_file(path, options, true);
 }
 
 Tensor load_tensor(const std::string& path) {
@@ -417,18 +459,6 @@ Tensor load_tensor(const std::string& path) {
   return onnx_import::to_tensor(t, std::filesystem::path(path).parent_path().string());
 }
 
-Model load(const std::string& path, const LoadOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  INGOT_CHECK(in.good(), "ONNX model: cannot open ", path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  LoadOptions o = options;
-  if (o.external_data_dir.empty()) o.external_data_dir = std::filesystem::path(path).parent_path().string();
-  try {
-    return load_bytes(s.str(), o);
-  } catch (const Error& e) {
-    INGOT_FAIL(path, ": ", e.what());
-  }
-}
+Model load(const std::string& path, const LoadOptions& options) { return import_file(path, options, false).model; }
 
 }  // namespace ingot::onnx

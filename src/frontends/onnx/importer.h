@@ -81,8 +81,11 @@ Connection pad_axis(const NodeContext& c, const Connection& x, int rank, int64_t
 
 class Importer {
  public:
-  Importer(const ::onnx::ModelProto& proto, std::string external_dir, std::map<std::string, Tensor> constants = {});
+  // trainable: float initializers become parameters (their values in params()).
+  Importer(const ::onnx::ModelProto& proto, std::string external_dir, std::map<std::string, Tensor> constants = {},
+           bool trainable = false);
   Model run();
+  const std::map<std::string, Tensor>& params() const { return params_; }
 
   // What NodeContext reads.
   std::optional<Tensor> known(const std::string& name) const;
@@ -105,6 +108,9 @@ class Importer {
   std::map<std::string, Shape> shapes_;               // static shapes: graph inputs, value_info
   std::set<std::string> output_names_;
   std::map<std::string, DType> dtypes_;               // element types: inputs, value_info, propagated
+  bool trainable_ = false;
+  std::set<std::string> trainable_names_;  // float initializers, made parameters when read
+  std::map<std::string, Tensor> params_;   // their values, by parameter name
 };
 
 }  // namespace ingot::onnx_import

@@ -11,6 +11,14 @@ Model load_bytes(std::string_view, const LoadOptions&) {
              "(Debian) and rebuild");
 }
 
+TrainableModel load_trainable(const std::string& path, const LoadOptions& options) {
+  return {load(path, options), {}};
+}
+
+TrainableModel load_trainable_bytes(std::string_view bytes, const LoadOptions& options) {
+  return {load_bytes(bytes, options), {}};
+}
+
 Tensor load_tensor(const std::string& path) {
   INGOT_FAIL("ONNX tensor ", path, ": this ingot was built without ONNX support; install libonnx-dev and "
              "libprotobuf-dev (Debian) and rebuild");
