@@ -7,7 +7,10 @@
 #      ~/.cache/ingot-bench-venv) for its test data;
 #   2. builds build/release's ingot_onnx_conformance and runs it twice;
 #   3. writes bench/results/onnx_conformance_{reference,cpu}.tsv (test, pass|fail|error|unsupported,
-#      why) and bench/results/onnx_real_models_{reference,cpu}.tsv, and prints the counts.
+#      why) and bench/results/onnx_real_models_{reference,cpu}.tsv, and prints the counts;
+#   4. bench/onnx_conformance_report.py: per-operator results in bench/results/onnx_conformance.json,
+#      and the refused tests checked against bench/onnx_expected_refusals.tsv (one reason each: a
+#      test refused that is not listed, or listed and now passing, fails the script).
 # CI runs a representative part through pytest instead (python/tests/test_onnx.py: every test
 # listed in python/tests/onnx_node_tests_passing.txt on the reference backend, the first of each
 # operator's on the CPU backend). Exit status 1 when a test fails or errors.
@@ -29,6 +32,8 @@ build/release/ingot_onnx_conformance "$data" --backend cpu --list build/release/
 for b in reference cpu; do
   build/release/ingot_onnx_conformance "$data/../light" --backend $b --report bench/results/onnx_real_models_$b.tsv || status=1
 done
+# Per-operator results (bench/results/onnx_conformance.json) and the expected-refusal list check.
+"$venv/bin/python" bench/onnx_conformance_report.py "$data" || status=1
 echo "unsupported, by reason (reference backend):"
 grep -P "\tunsupported\t" bench/results/onnx_conformance_reference.tsv | cut -f3 |
   sed -E 's/^[^:]*\.onnx: //; s/ONNX node [^:]*\(([A-Za-z]+)\): /\1: /' | cut -c1-90 | sort | uniq -c | sort -rn | head -25
