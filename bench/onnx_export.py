@@ -6,9 +6,11 @@ For each model it writes <out>/<name>.onnx, <name>.npz (the input and ONNX Runti
 and ONNX Runtime's time (its own loop after a warm-up, 2 threads) into <out>/ort.json.
 Models: torchvision's ResNet-18, MobileNetV2 and ResNet-50 (batch 1, 3x224x224, non-trivial
 batch-norm statistics) and a transformer encoder block (pre-norm, attention and GELU MLP
-written out: d_model 256, 4 heads, feed-forward 1024, batch 1, sequence 128).
+written out: d_model 256, 4 heads, feed-forward 1024, batch 1, sequence 128), and BERT-base's
+encoder and GPT-2 small's causal block stack (12 layers each, d_model 768, sequence 128; see
+transformer_stack).
 
-  python bench/onnx_export.py --out DIR [--models resnet18,mobilenet_v2,resnet50,transformer] [--reps 5]
+  python bench/onnx_export.py --out DIR [--models resnet18,...,gpt2_small] [--reps 5]
 """
 import argparse
 import json
@@ -51,7 +53,60 @@ def transformer_block(torch):
     return Block().eval()
 
 
+def transformer_stack(torch, causal):
+    """BERT-base's encoder (post-norm layers, d_model 768, 12 heads, feed-forward 3072, GELU,
+    12 layers) or GPT-2 small's block stack (pre-norm, causal attention through a lower
+    triangular mask, the same sizes, a final layer norm), on embeddings [1, 128, 768] (the token
+    embedding table is a gather in front of these, left out so the input is float)."""
+    nn = torch.nn
+
+    class Layer(nn.Module):
+        def __init__(self, d=768, heads=12, ff=3072, t=128):
+            super().__init__()
+            self.heads = heads
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc1, self.fc2 = nn.Linear(d, ff), nn.Linear(ff, d)
+            self.register_buffer("mask", torch.tril(torch.ones(t, t, dtype=torch.bool)))
+
+        def attention(self, x):
+            b, t, c = x.shape
+            qkv = self.qkv(x).reshape(b, t, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+            q, k, v = qkv[0], qkv[1], qkv[2]
+            s = q @ k.transpose(-2, -1) * (c // self.heads) ** -0.5
+            if causal:
+                s = s.masked_fill(~self.mask[:t, :t], float("-inf"))
+            return self.proj((torch.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(b, t, c))
+
+        def mlp(self, x):
+            return self.fc2(torch.nn.functional.gelu(self.fc1(x), approximate="tanh" if causal else "none"))
+
+        def forward(self, x):
+            if causal:  # GPT-2: pre-norm
+                x = x + self.attention(self.ln1(x))
+                return x + self.mlp(self.ln2(x))
+            x = self.ln1(x + self.attention(x))  # BERT: post-norm
+            return self.ln2(x + self.mlp(x))
+
+    class Stack(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([Layer() for _ in range(12)])
+            self.ln_f = nn.LayerNorm(768) if causal else nn.Identity()
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return self.ln_f(x)
+
+    return Stack().eval()
+
+
 def make(name, torch, torchvision):
+    if name in ("bert_base", "gpt2_small"):
+        torch.manual_seed(0)
+        x = np.random.default_rng(0).standard_normal((1, 128, 768)).astype(np.float32)
+        return transformer_stack(torch, causal=name == "gpt2_small"), x
     if name == "transformer":
         torch.manual_seed(0)
         x = np.random.default_rng(0).standard_normal((1, 128, 256)).astype(np.float32)
@@ -64,7 +119,7 @@ def make(name, torch, torchvision):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--models", default="resnet18,mobilenet_v2,resnet50,transformer")
+    ap.add_argument("--models", default="resnet18,mobilenet_v2,resnet50,transformer,bert_base,gpt2_small")
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)

@@ -147,6 +147,18 @@ void register_elementwise_conversions() {
     return x * c.op("maximum", {c.op("minimum", {x * (1.0 / 6) + 0.5, 1.0}),
                                 0.0});
   });
+  // Trigonometric and hyperbolic functions from exp, log, sin and cos (ingot has no own ops for
+  // them yet; within float rounding of the direct forms over the ranges ONNX tests).
+  activation("Tan", [](NodeContext&, const Connection& x) { return apply("sin", x) / apply("cos", x); });
+  activation("Sinh", [](NodeContext&, const Connection& x) { return (apply("exp", x) - apply("exp", -1.0 * x)) * 0.5; });
+  activation("Cosh", [](NodeContext&, const Connection& x) { return (apply("exp", x) + apply("exp", -1.0 * x)) * 0.5; });
+  activation("Asinh", [](NodeContext&, const Connection& x) {
+    return apply("log", x + apply("sqrt", x * x + 1.0));
+  });
+  activation("Acosh", [](NodeContext&, const Connection& x) {
+    return apply("log", x + apply("sqrt", x * x - 1.0));
+  });
+  activation("Atanh", [](NodeContext&, const Connection& x) { return apply("log", (1.0 + x) / (1.0 - x)) * 0.5; });
   activation("Softplus", [](NodeContext&, const Connection& x) { return apply("log", apply("exp", x) + 1.0); });
   activation("Softsign", [](NodeContext&, const Connection& x) { return x / (apply("abs", x) + 1.0); });
   activation("Mish", [](NodeContext&, const Connection& x) { return x * apply("tanh", apply("log", apply("exp", x) + 1.0)); });
