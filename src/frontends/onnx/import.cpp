@@ -90,6 +90,7 @@ const std::map<std::string, Conversion>& conversions() {
     register_shape_conversions();
     register_pad_conversions();
     register_loss_conversions();
+    register_resize_conversions();
     return true;
   }();
   (void)registered;
