@@ -881,6 +881,15 @@ void conv2d_vjp(VjpContext& c) {
     c.set_grad(2, c.op("sum", {g}, {{"axes", std::vector<int64_t>{0, 2, 3}}, {"keepdims", int64_t{0}}}));
 }
 
+// conv2d_input_grad(dy, weight, like) is linear in dy and in weight (a transposed convolution,
+// what ONNX's ConvTranspose imports to): its adjoint in dy is the convolution itself, in weight
+// the weight gradient of that convolution with the cotangent as its input.
+void conv2d_input_grad_vjp(VjpContext& c) {
+  const ValueId g = c.grad_out();
+  if (c.needs_grad(0)) c.set_grad(0, c.op("conv2d", {g, c.in(1)}, c.attrs()));
+  if (c.needs_grad(1)) c.set_grad(1, c.op("conv2d_weight_grad", {g, c.in(0), c.in(1)}, c.attrs()));
+}
+
 void max_pool2d_vjp(VjpContext& c) {
   c.set_grad(0, c.op("max_pool2d_grad", {c.in(0), c.grad_out()}, c.attrs()));
 }
@@ -962,7 +971,8 @@ void register_linalg_ops() {
                     .shape = conv2d_grad_shape,
                     .dtype = dtype_like_input2,
                     .eval = conv2d_grad_eval<true>,
-                    .doc = "conv2d_input_grad(dy, weight, like_input) {conv2d's attrs}: d conv2d / d input"});
+                    .doc = "conv2d_input_grad(dy, weight, like_input) {conv2d's attrs}: d conv2d / d input",
+                    .vjp = conv2d_input_grad_vjp});
   register_op(OpDef{.name = "conv2d_weight_grad",
                     .min_inputs = 3,
                     .max_inputs = 3,

@@ -1,5 +1,5 @@
 // ONNX network operators: MatMul, Gemm, Conv, BatchNormalization (inference), MaxPool,
-// AveragePool, GlobalAveragePool, LRN, Softmax, LogSoftmax, Flatten, the Reduce family,
+// ConvTranspose, AveragePool, GlobalAveragePool, LRN, Softmax, LogSoftmax, Flatten, the Reduce family,
 // LayerNormalization and Gelu.
 #include <algorithm>
 #include <limits>
@@ -95,6 +95,72 @@ Outs conv(NodeContext& c) {
   if (c.has_input(2)) ins.push_back(c.in(2));
   return {from_2d(w, c.op("conv2d", ins, {{"stride", w.strides}, {"padding", std::vector<int64_t>{w.pads[0], w.pads[1]}},
                                           {"dilation", w.dilations}, {"groups", c.attr_int("group", 1)}}))};
+}
+
+// ConvTranspose: the input gradient of the convolution it inverts (conv2d_input_grad, whose
+// weight layout [C_in, C_out / group, kh, kw] is ConvTranspose's), computed at full size (no
+// padding: stride (in - 1) + dilated kernel), then cropped by the pads and extended with zeros by
+// output_padding, as ONNX defines the output. 1-D as 2-D over a unit height; sizes must be known.
+Outs conv_transpose(NodeContext& c) {
+  const std::optional<Shape> ws = c.static_shape(1);
+  std::vector<int64_t> kernel = c.attr_ints("kernel_shape", {});
+  if (kernel.empty() && ws && ws->size() >= 3) kernel.assign(ws->begin() + 2, ws->end());
+  if (kernel.empty()) c.fail("its kernel size is unknown (no kernel_shape, and the weight's size is only known at run time)");
+  if (!ws || ws->size() != kernel.size() + 2) c.fail("its weight's size must be known while importing");
+  const size_t k = kernel.size();
+  if (k != 1 && k != 2) c.fail("only 1-D and 2-D windows are supported (kernel of " + std::to_string(k) + " dims)");
+  const std::optional<Shape> xs = c.static_shape(0);
+  if (!xs || xs->size() != k + 2) c.fail("the input's size must be known while importing");
+  const int64_t group = c.attr_int("group", 1);
+  auto attr = [&](const char* name, int64_t def) {
+    std::vector<int64_t> v = c.attr_ints(name, std::vector<int64_t>(k, def));
+    if (v.size() != k) c.fail(std::string("'") + name + "' has " + std::to_string(v.size()) + " values");
+    return v;
+  };
+  const std::vector<int64_t> strides = attr("strides", 1), dilations = attr("dilations", 1), out_pad = attr("output_padding", 0);
+  std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(2 * k, 0));
+  if (pads.size() != 2 * k) c.fail("'pads' has " + std::to_string(pads.size()) + " values");
+  std::vector<int64_t> out_shape = c.attr_ints("output_shape", {});
+  if (!out_shape.empty() && out_shape.size() != k) out_shape.assign(out_shape.end() - static_cast<int64_t>(k), out_shape.end());
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  std::vector<int64_t> full(k), length(k);
+  for (size_t i = 0; i < k; ++i) {
+    const int64_t in = (*xs)[2 + i], eff = (kernel[i] - 1) * dilations[i] + 1;
+    full[i] = strides[i] * (in - 1) + eff;
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t target = out_shape.empty() ? in * strides[i] : out_shape[i];
+      const int64_t total = full[i] + out_pad[i] - target;
+      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[k + i] = total - pads[i];
+    } else if (auto_pad != "NOTSET" && auto_pad != "VALID") {
+      c.fail("auto_pad '" + auto_pad + "' is not an ONNX auto_pad value");
+    }
+    length[i] = out_shape.empty() ? full[i] + out_pad[i] - pads[i] - pads[k + i] : out_shape[i];
+    if (length[i] < 0) c.fail("its output would have a negative size");
+  }
+  const int64_t c_out = (*ws)[1] * group;
+  Shape like = {(*xs)[0], c_out};
+  for (size_t i = 0; i < k; ++i) like.push_back(full[i]);
+  Connection x = c.in(0), w = c.in(1);
+  std::vector<int64_t> st = strides, dil = dilations;
+  if (k == 1) {
+    x = x.reshape({0, 0, 1, -1});
+    w = w.reshape({0, 0, 1, -1});
+    like.insert(like.begin() + 2, 1);
+    st.insert(st.begin(), 1);
+    dil.insert(dil.begin(), 1);
+  }
+  const std::optional<DType> dt = c.dtype(0);
+  if (!dt) c.fail("the element type of its input is unknown");
+  Connection y = c.op("conv2d_input_grad", {x, w, Tensor::full(*dt, like, 0)},
+                      {{"stride", st}, {"padding", std::vector<int64_t>{0, 0}}, {"dilation", dil}, {"groups", group}});
+  for (size_t i = 0; i < k; ++i) {  // (the result is 4-D here, also for 1-D)
+    const int64_t axis = k == 1 ? 3 : static_cast<int64_t>(2 + i);
+    y = pad_axis(c, y, 4, axis, -pads[i], length[i] + pads[i] - full[i], 0.0);
+  }
+  if (k == 1) y = y.reshape({0, 0, -1});
+  if (c.has_input(2)) y = y + c.in(2).reshape(k == 1 ? std::vector<int64_t>{1, -1, 1} : std::vector<int64_t>{1, -1, 1, 1});
+  return {y};
 }
 
 // MaxPool and AveragePool. ingot's pooling pads symmetrically, by at most half the window; other
@@ -330,6 +396,7 @@ void register_nn_conversions() {
   register_conversion("MaxPool", [](NodeContext& c) { return pool(c, true); });
   register_conversion("AveragePool", [](NodeContext& c) { return pool(c, false); });
   register_conversion("LRN", lrn);
+  register_conversion("ConvTranspose", conv_transpose);
   register_conversion("Hardmax", hardmax);
   register_conversion("RMSNormalization", rms_norm);
   register_conversion("LpNormalization", lp_norm);
