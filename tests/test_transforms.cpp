@@ -147,8 +147,9 @@ namespace ingot {
 namespace {
 
 // Second order: grad of grad works through ops whose gradient rules are made of differentiable
-// ops (x^3 -> 6x), and stops with an error naming the op at conv2d's and the pools' gradient ops,
-// which have no gradient rule of their own.
+// ops (x^3 -> 6x; conv2d with respect to its input, whose gradient op conv2d_input_grad has a
+// rule of its own), and stops with an error naming the op at the gradient ops without one
+// (conv2d_weight_grad, the pools').
 TEST(Transforms, GradOfGrad) {
   const UnaryArrayFunction cube = [](const Array& x) { return sum(x * x * x); };
   const UnaryArrayFunction first = grad(cube);
@@ -156,20 +157,40 @@ TEST(Transforms, GradOfGrad) {
   const Tensor second = grad(UnaryArrayFunction([&](const Array& v) { return sum(first(v)); }))(Array(x)).tensor();
   for (int64_t i = 0; i < 3; ++i) EXPECT_NEAR(second.item(i), 6 * x.item(i), 1e-9);
 
+  const Tensor w = f64({2, 1, 2, 2}, 6), img = f64({1, 1, 4, 4}, 7);
+  // d/dx sum(d/dx sum(conv(x, w)^2)): the inner gradient is linear in x, so central differences
+  // of its sum are exact up to rounding.
+  {
+    const ArrayFunction loss = [](const std::vector<Array>& a) {
+      const Array y = conv2d(a[0], a[1]);
+      return std::vector<Array>{sum(y * y)};
+    };
+    const auto inner = grad(loss, {0});
+    const ArrayFunction total = [&](const std::vector<Array>& a) { return std::vector<Array>{sum(inner(a)[0])}; };
+    const Tensor outer = grad(total, {0})({Array(img), Array(w)})[0].tensor();
+    for (int64_t i = 0; i < img.numel(); i += 3) {
+      Tensor up = img.astype(DType::Float64), down = img.astype(DType::Float64);
+      up.data<double>()[i] += 0.5;
+      down.data<double>()[i] -= 0.5;
+      const double fd = total({Array(up), Array(w)})[0].tensor().item() - total({Array(down), Array(w)})[0].tensor().item();
+      EXPECT_NEAR(outer.item(i), fd, 1e-9) << i;
+    }
+  }
   struct Case {
     std::string op;
     std::function<Array(const Array&, const Array&)> f;
+    int wrt;
   };
-  const Tensor w = f64({2, 1, 2, 2}, 6);
-  for (const Case& c : {Case{"conv2d_input_grad", [](const Array& v, const Array& k) { return conv2d(v, k); }},
-                        Case{"max_pool2d_grad", [](const Array& v, const Array&) { return max_pool2d(v, {2, 2}); }}}) {
+  for (const Case& c : {Case{"conv2d_weight_grad", [](const Array& v, const Array& k) { return conv2d(v, k); }, 1},
+                        Case{"max_pool2d_grad", [](const Array& v, const Array&) { return max_pool2d(v, {2, 2}); }, 0}}) {
     const ArrayFunction loss = [&](const std::vector<Array>& a) {
       const Array y = c.f(a[0], a[1]);
       return std::vector<Array>{sum(y * y)};
     };
-    const auto inner = grad(loss, {0});
-    const auto outer = grad(ArrayFunction([&](const std::vector<Array>& a) { return std::vector<Array>{sum(inner(a)[0])}; }), {0});
-    const std::string e = error_of([&] { outer({Array(f64({1, 1, 4, 4}, 7)), Array(w)})[0].tensor(); });
+    const auto inner = grad(loss, {c.wrt});
+    const auto outer = grad(ArrayFunction([&](const std::vector<Array>& a) { return std::vector<Array>{sum(inner(a)[0])}; }),
+                            {c.wrt});
+    const std::string e = error_of([&] { outer({Array(img), Array(w)})[0].tensor(); });
     EXPECT_TRUE(Contains(e, "Cannot differentiate through '" + c.op + "'")) << e;
     EXPECT_TRUE(Contains(e, "has no second-order rule")) << e;
   }

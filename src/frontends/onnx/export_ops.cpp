@@ -135,6 +135,26 @@ std::map<std::string, Emitter> make_table() {
       set_attr(n, "group", c.node.attrs.get_int("groups", 1));
     });
   };
+  // conv2d_input_grad: a transposed convolution (what an imported ConvTranspose is); the
+  // output_padding makes up what the convolution's floor division dropped.
+  t["conv2d_input_grad"] = [](EmitContext& c) {
+    const std::vector<int64_t> stride = pair(c.node, "stride", {1, 1}), pad = pair(c.node, "padding", {0, 0}),
+                               dilation = pair(c.node, "dilation", {1, 1});
+    const Value &dy = c.g.value(c.node.inputs[0]), &w = c.g.value(c.node.inputs[1]), &like = c.g.value(c.node.inputs[2]);
+    if (!is_static(dy.shape) || !is_static(w.shape) || !is_static(like.shape))
+      c.fail("a transposed convolution of sizes known only at run time");
+    const Shape ds = to_shape(dy.shape), ws = to_shape(w.shape), ls = to_shape(like.shape);
+    std::vector<int64_t> out_pad(2);
+    for (size_t i = 0; i < 2; ++i)
+      out_pad[i] = ls[2 + i] - (stride[i] * (ds[2 + i] - 1) + (ws[2 + i] - 1) * dilation[i] + 1 - 2 * pad[i]);
+    c.add("ConvTranspose", {c.in(0), c.in(1)}, {c.out()}, [&](NP& n) {
+      set_attr(n, "strides", stride);
+      set_attr(n, "pads", std::vector<int64_t>{pad[0], pad[1], pad[0], pad[1]});
+      set_attr(n, "dilations", dilation);
+      set_attr(n, "group", c.node.attrs.get_int("groups", 1));
+      set_attr(n, "output_padding", out_pad);
+    });
+  };
   // Pools: ingot's stride defaults to the kernel; its average counts padding unless told not to.
   for (const char* op : {"max_pool2d", "avg_pool2d"}) {
     t[op] = [op](EmitContext& c) {
