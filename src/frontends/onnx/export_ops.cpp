@@ -207,9 +207,10 @@ std::map<std::string, Emitter> make_table() {
     const std::string var = mean(c.add("Mul", {d, d}));
     c.add("Div", {d, c.add("Sqrt", {c.add("Add", {var, c.scalar(eps, c.out_dtype())})})}, {c.out()});
   };
-  for (const auto& [op, onnx_op] : std::vector<std::pair<const char*, const char*>>{{"softmax", "Softmax"},
-                                                                                  {"log_softmax", "LogSoftmax"}}) {
-    t[op] = [onnx_op](EmitContext& c) {
+  for (const auto& entry : std::vector<std::pair<const char*, const char*>>{{"softmax", "Softmax"},
+                                                                          {"log_softmax", "LogSoftmax"}}) {
+    const char* onnx_op = entry.second;  // (clang 14 cannot capture a structured binding)
+    t[entry.first] = [onnx_op](EmitContext& c) {
       c.add(onnx_op, {c.in(0)}, {c.out()}, [&](NP& n) { set_attr(n, "axis", c.node.attrs.get_int("axis", -1)); });
     };
   }
