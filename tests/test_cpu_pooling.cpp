@@ -77,3 +77,20 @@ TEST(CpuPooling, MaxPoolGradientIsNativeAndMatchesReference) {
   EXPECT_EQ(count(src, "ig_max_pool2d_grad("), 2 + 1) << "two native calls and the prelude's definition";
   EXPECT_EQ(count(src, "host->run_node"), 0) << src;
 }
+
+// An input without rows or columns: every window is padding, so the max is -inf (the integer
+// type's lowest), and the gradient reaches nothing. The kernel once read the first element of the
+// empty window, out of bounds (found by the program fuzzer, seed 50238: 1.26e33 instead of -inf).
+TEST(CpuPooling, WindowsOfAnEmptyInputAreAllPadding) {
+  Graph g = make_graph({{"x", {2, 3, 4, 0}}, {"xh", {1, 2, 0, 3}}, {"xi", {1, 2, 3, 0}, DType::Int32}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         const Attrs a{{"kernel", V{2, 2}}, {"stride", V{1, 1}}, {"padding", V{1, 1}}};
+                         const ValueId y = g.add_op("max_pool2d", {in[0]}, a);
+                         g.set_output("y", y);
+                         g.set_output("yh", g.add_op("max_pool2d", {in[1]}, a));
+                         g.set_output("yi", g.add_op("max_pool2d", {in[2]}, a));
+                         g.set_output("dx", g.add_op("max_pool2d_grad", {in[0], g.add_op("sin", {y})}, a));
+                       });
+  check(g, {{random_tensor({2, 3, 4, 0}, 1), random_tensor({1, 2, 0, 3}, 2), random_tensor({1, 2, 3, 0}, 3).astype(DType::Int32)}},
+        plan_fusion);
+}

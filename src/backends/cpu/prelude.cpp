@@ -556,8 +556,10 @@ void ig_avg_pool_cl(const T* __restrict x, O* __restrict y, int64_t outer, int64
 
 // Max pooling over x = [outer, H, W, lanes] into y = [outer, Ho, Wo, lanes]: NCHW is lanes 1
 // (outer N * C), NHWC outer N (lanes C), channel blocks outer N * C / b (lanes b). Windows are
-// clipped to the input (padding counts as -inf; the shape rule keeps 2 * padding <= kernel, so
-// every window holds a real element). NaN wins, as in the reference kernel.
+// clipped to the input (padding counts as -inf). The shape rule keeps 2 * padding <= kernel, so a
+// window holds a real element unless the input has no rows or columns: then it is all padding,
+// -inf (found by the program fuzzer, seed 50238: the first element of an empty window was read,
+// out of bounds). NaN wins, as in the reference kernel.
 template <class T>
 void ig_max_pool2d(const T* __restrict x, T* __restrict y, int64_t outer, int64_t H, int64_t W, int64_t lanes,
                    int64_t Ho, int64_t Wo, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
@@ -570,6 +572,12 @@ void ig_max_pool2d(const T* __restrict x, T* __restrict y, int64_t outer, int64_
       for (int64_t ow = 0; ow < Wo; ++ow) {
         const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0), w1 = std::min<int64_t>(ow * sw - pw + kw, W);
         T* yp = y + ((o * Ho + oh) * Wo + ow) * lanes;
+        if (h0 >= h1 || w0 >= w1) {
+          const C none = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
+                                                              : std::numeric_limits<C>::lowest();
+          for (int64_t l = 0; l < lanes; ++l) yp[l] = static_cast<T>(none);
+          continue;
+        }
         if (lanes == 1) {
           C m = static_cast<C>(xo[h0 * W + w0]);
           for (int64_t h = h0; h < h1; ++h)
@@ -617,6 +625,7 @@ void ig_max_pool2d_grad(const T* __restrict x, const T* __restrict dy, T* __rest
       const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0), h1 = std::min<int64_t>(oh * sh - ph + kh, H);
       for (int64_t ow = 0; ow < Wo; ++ow) {
         const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0), w1 = std::min<int64_t>(ow * sw - pw + kw, W);
+        if (h0 >= h1 || w0 >= w1) continue;  // all padding: no input element takes the gradient
         int64_t at = h0 * W + w0;
         T m = xp[at];
         for (int64_t h = h0; h < h1 && m == m; ++h)
