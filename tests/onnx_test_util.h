@@ -6,6 +6,7 @@
 #include <variant>
 #include <vector>
 
+#include "frontends/onnx/exporter.h"
 #include "ingot/tensor.h"
 #include "onnx/onnx_pb.h"
 
@@ -13,32 +14,9 @@ namespace ingot::onnx_test {
 
 using DimSpec = std::variant<int64_t, std::string>;
 
-inline int onnx_type(DType t) {
-  switch (t) {
-    case DType::Float32: return ::onnx::TensorProto::FLOAT;
-    case DType::Float64: return ::onnx::TensorProto::DOUBLE;
-    case DType::Float16: return ::onnx::TensorProto::FLOAT16;
-    case DType::BFloat16: return ::onnx::TensorProto::BFLOAT16;
-    case DType::Int64: return ::onnx::TensorProto::INT64;
-    case DType::Int32: return ::onnx::TensorProto::INT32;
-    case DType::Int16: return ::onnx::TensorProto::INT16;
-    case DType::Int8: return ::onnx::TensorProto::INT8;
-    case DType::UInt8: return ::onnx::TensorProto::UINT8;
-    case DType::Bool: return ::onnx::TensorProto::BOOL;
-  }
-  return 0;
-}
-
-// `t` as a TensorProto with raw little-endian data.
-inline ::onnx::TensorProto tensor_proto(const std::string& name, const Tensor& t) {
-  ::onnx::TensorProto p;
-  p.set_name(name);
-  p.set_data_type(onnx_type(t.dtype()));
-  for (int64_t d : t.shape()) p.add_dims(d);
-  const Tensor c = t.contiguous();
-  p.set_raw_data(std::string(static_cast<const char*>(c.raw_data()), c.nbytes()));
-  return p;
-}
+// The exporter's own conversions (src/frontends/onnx/exporter.h).
+using onnx_export::onnx_type;
+using onnx_export::tensor_proto;
 
 struct OnnxModel {
   ::onnx::ModelProto proto;

@@ -1,36 +1,15 @@
 // The `ingot` program, run as a user would run it.
 #include <gtest/gtest.h>
 
+#include "cli_test_util.h"
+
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
 
-namespace {
-
-struct Result {
-  int status;
-  std::string output;  // stdout and stderr together
-};
-
-// Runs a shell command line, collecting its output and exit status.
-Result run_cli_as(const std::string& command_line) {
-  std::string cmd = command_line + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-  Result r{-1, ""};
-  if (!pipe) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe.get())) > 0) r.output.append(buf.data(), n);
-  int status = pclose(pipe.release());
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-Result run_cli(const std::string& args) { return run_cli_as(std::string(INGOT_CLI_PATH) + " " + args); }
-
-}  // namespace
+using namespace ingot::cli_test;
 
 TEST(Cli, Help) {
   Result r = run_cli("--help");

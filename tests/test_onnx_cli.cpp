@@ -2,6 +2,8 @@
 // the outputs `run` writes equal the compiled model's, and bad arguments are clear errors.
 #include <gtest/gtest.h>
 
+#include "cli_test_util.h"
+
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -16,27 +18,7 @@
 
 using namespace ingot;
 
-namespace {
-
-struct Result {
-  int status;
-  std::string output;  // stdout and stderr together
-};
-
-Result run_cli(const std::string& args) {
-  const std::string cmd = std::string(INGOT_CLI_PATH) + " " + args + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-  Result r{-1, ""};
-  if (!pipe) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe.get())) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(pipe.release());
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-}  // namespace
+using namespace ingot::cli_test;
 
 TEST(OnnxCli, RunDumpAndSummaryOfAnOnnxFile) {
   const auto dir = std::filesystem::temp_directory_path() / ("ingot-onnx-cli-" + std::to_string(::getpid()));

@@ -99,3 +99,18 @@ def tmp_cache(tmp_path):
 
 
 os.environ.setdefault("INGOT_CACHE_DIR", _CACHE.name)
+
+
+def onnx_runner_feed(proto):
+    """The inputs ONNX's test runner feeds a real model (onnx/backend/test/data/light): each graph
+    input that is no initializer, of its declared shape (unknown dims 1), holding arange(n) / n
+    in float32."""
+    init = {t.name for t in proto.graph.initializer}
+    feed = {}
+    for i in proto.graph.input:
+        if i.name in init:
+            continue
+        shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in i.type.tensor_type.shape.dim)
+        n = int(np.prod(shape))
+        feed[i.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
+    return feed

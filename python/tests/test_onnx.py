@@ -17,7 +17,7 @@ import pytest
 
 import ingot as ml
 
-from conftest import cpu
+from conftest import cpu, onnx_runner_feed
 
 HAVE_ONNX = importlib.util.find_spec("onnx") is not None
 pytestmark = pytest.mark.skipif(not HAVE_ONNX, reason="onnx is not installed (pip install onnx==1.22.0)")
@@ -200,14 +200,7 @@ def test_onnx_real_models(name, backend):
     path = light / f"light_{name}.onnx"
     assert path.exists(), f"{path} is not in the onnx package (onnx==1.22.0 expected)"
     proto = onnx.load(str(path))
-    init = {t.name for t in proto.graph.initializer}
-    feed = {}
-    for i in proto.graph.input:
-        if i.name in init:
-            continue
-        shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in i.type.tensor_type.shape.dim)
-        n = int(np.prod(shape))
-        feed[i.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
+    feed = onnx_runner_feed(proto)
     pm = ml.compile(ml.onnx.load(path), ml.ReferenceBackend() if backend == "reference" else cpu())
     got = pm.evaluate({}, feed)
     rtol = 2e-3 if name == "densenet121" else 1e-3

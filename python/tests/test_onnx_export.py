@@ -13,7 +13,7 @@ import pytest
 
 import ingot as ml
 
-from conftest import cpu
+from conftest import cpu, onnx_runner_feed
 
 HAVE_ONNX = importlib.util.find_spec("onnx") is not None
 HAVE_ORT = importlib.util.find_spec("onnxruntime") is not None
@@ -98,14 +98,7 @@ def test_onnx_real_models_survive_import_then_export(name):
     data = ml.onnx.save(ml.onnx.load(light / f"light_{name}.onnx"))
     _check(data)
     back = ml.onnx.load(data)
-    init = {t.name for t in proto.graph.initializer}
-    feed = {}
-    for i in proto.graph.input:
-        if i.name in init:
-            continue
-        shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in i.type.tensor_type.shape.dim)
-        n = int(np.prod(shape))
-        feed[i.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
+    feed = onnx_runner_feed(proto)
     got = ml.compile(back, ml.ReferenceBackend()).evaluate({}, feed)
     want = numpy_helper.to_array(onnx.load_tensor(str(light / f"light_{name}_output_0.pb")))
     np.testing.assert_allclose(got[proto.graph.output[0].name], want, rtol=1e-3, atol=1e-7)
