@@ -26,6 +26,12 @@ std::string shape_of(EmitContext& c, int i) {
   return c.add("Shape", {c.in(i)});
 }
 
+// Zeros of input i's shape in the result's type (into `outputs`, or a fresh name).
+std::string zeros_of(EmitContext& c, int i, std::vector<std::string> outputs = {}) {
+  return c.add("ConstantOfShape", {shape_of(c, i)}, std::move(outputs),
+               [&](NP& n) { set_attr(n, "value", tensor_proto("", Tensor::full(c.out_dtype(), {1}, 0))); });
+}
+
 // Unary ops on the result's type.
 void unary(std::map<std::string, Emitter>& t, const char* op, const char* onnx_op) {
   t[op] = [onnx_op](EmitContext& c) { c.add(onnx_op, {c.in_as(0, c.out_dtype())}, {c.out()}); };
@@ -275,10 +281,7 @@ std::map<std::string, Emitter> make_table() {
   t["expand_dims"] = [](EmitContext& c) { c.add("Unsqueeze", {c.in(0), c.ints(c.node.attrs.get_ints("axes"))}, {c.out()}); };
   t["broadcast_to"] = [](EmitContext& c) { c.add("Expand", {c.in(0), c.ints(c.node.attrs.get_ints("shape"))}, {c.out()}); };
   t["broadcast_to_like"] = [](EmitContext& c) { c.add("Expand", {c.in(0), shape_of(c, 1)}, {c.out()}); };
-  t["zeros_like"] = [](EmitContext& c) {
-    c.add("ConstantOfShape", {shape_of(c, 0)}, {c.out()},
-          [&](NP& n) { set_attr(n, "value", tensor_proto("", Tensor::full(c.out_dtype(), {1}, 0))); });
-  };
+  t["zeros_like"] = [](EmitContext& c) { zeros_of(c, 0, {c.out()}); };
   t["slice"] = [](EmitContext& c) {
     const std::vector<int64_t> starts = c.node.attrs.get_ints("starts"), ends = c.node.attrs.get_ints("ends");
     std::vector<int64_t> axes = c.node.attrs.get_ints("axes", {});
@@ -302,8 +305,7 @@ std::map<std::string, Emitter> make_table() {
   // ScatterElements adding into zeros. index_add's indices pick whole rows, so they are
   // broadcast to the updates' shape first.
   t["scatter_add"] = [](EmitContext& c) {
-    const std::string zeros = c.add("ConstantOfShape", {shape_of(c, 0)}, {},
-                                    [&](NP& n) { set_attr(n, "value", tensor_proto("", Tensor::full(c.out_dtype(), {1}, 0))); });
+    const std::string zeros = zeros_of(c, 0);
     c.add("ScatterElements", {zeros, c.in(1), c.in_as(2, c.out_dtype())}, {c.out()}, [&](NP& n) {
       set_attr(n, "axis", c.node.attrs.get_int("axis", 0));
       set_attr(n, "reduction", std::string("add"));
@@ -318,8 +320,7 @@ std::map<std::string, Emitter> make_table() {
     std::vector<int64_t> shape(static_cast<size_t>(r), 1);
     shape[static_cast<size_t>(axis)] = -1;
     const std::string idx = c.add("Expand", {c.add("Reshape", {c.in(1), c.ints(shape)}), shape_of(c, 2)});
-    const std::string zeros = c.add("ConstantOfShape", {shape_of(c, 0)}, {},
-                                    [&](NP& n) { set_attr(n, "value", tensor_proto("", Tensor::full(c.out_dtype(), {1}, 0))); });
+    const std::string zeros = zeros_of(c, 0);
     c.add("ScatterElements", {zeros, idx, c.in_as(2, c.out_dtype())}, {c.out()}, [&](NP& n) {
       set_attr(n, "axis", axis);
       set_attr(n, "reduction", std::string("add"));
