@@ -82,8 +82,14 @@ bool accepts(const OpDef& op, const std::vector<Operand>& operands, const Attrs&
     const std::vector<ValueId> outs = t.add_node(op.name, leaves, attrs, op.num_outputs);
     infer_shapes(t, cs);
     infer_types(t);
-    for (ValueId o : outs)
+    for (ValueId o : outs) {
       if (!is_static(t.value(o).shape)) return false;
+      // (kMaxValueElements: four times the inputs' cap still reaches the threaded and blocked
+      // kernel paths.)
+      int64_t numel = 1;
+      for (const SymDim& d : t.value(o).shape) numel *= std::max<int64_t>(d.value, 1);
+      if (numel > kMaxValueElements) return false;
+    }
     verify(t);
   } catch (const Error&) {
     return false;
@@ -131,10 +137,10 @@ Batch random_batch(uint64_t seed, const ProgramOptions& po) {
     // A base shape and inputs of it or broadcastable to it.
     Shape base;
     const int rank = 1 + static_cast<int>(rng() % 4);
-    // At most ~64k elements, so a batch stays quick for the reference interpreter.
+    // A bounded element count, so a batch stays quick for the reference interpreter.
     for (int64_t numel = 1; static_cast<int>(base.size()) < rank;) {
       const int64_t d = random_size(rng, true);
-      if (numel * std::max<int64_t>(d, 1) > 65536) continue;
+      if (numel * std::max<int64_t>(d, 1) > kMaxInputElements) continue;
       numel *= std::max<int64_t>(d, 1);
       base.push_back(d);
     }

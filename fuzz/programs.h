@@ -33,6 +33,12 @@
 
 namespace ingot::fuzz {
 
+// A program's inputs have at most kMaxInputElements elements, and no value it computes more than
+// kMaxValueElements: broadcasting and outer products would otherwise grow values without bound
+// (a few such steps once took the generator past 20 GB).
+inline constexpr int64_t kMaxInputElements = 65536;
+inline constexpr int64_t kMaxValueElements = 4 * kMaxInputElements;
+
 struct ProgramOptions {
   int ops = 8;                  // nodes per program
   int programs_per_graph = 6;   // independent programs batched into one graph (one build)

@@ -1,7 +1,7 @@
 // ingot_fuzz_programs: the differential fuzzer's command line (scripts/fuzz.sh programs ...).
 //
 //   ingot_fuzz_programs [--graphs N] [--seconds S] [--seed K] [--ops M] [--programs-per-graph P]
-//                       [--rotate 0|1] [--reproducers DIR] [--models 0|1]
+//                       [--rotate 0|1] [--reproducers DIR] [--models 0|1] [--keep-going 0|1]
 //   ingot_fuzz_programs --replay DIR
 //
 // Draws graph after graph (seeds K, K+1, ...; each P programs of M ops) and checks each under
@@ -11,6 +11,9 @@
 // shrinks (fuzz/shrink.h) and saves as a reproducer under DIR (default fuzz-findings/): copy
 // that directory into fuzz/regressions/programs/ once the bug is fixed, and ctest replays it.
 // Then prints how often each op of the registry was generated. --replay checks one reproducer.
+// --keep-going 1 (for long unattended runs): a finding is shrunk and saved, and the run goes on
+// with the next graph; a line per graph says what was checked, so a run cut short still counts.
+// The exit status is 1 when anything was found.
 // --models 1: random compositions of zoo blocks through compile(model, ...) instead (fuzz/models.h;
 // a finding prints the model, reproduced by its seed).
 #include <cctype>
@@ -31,7 +34,7 @@ namespace {
 
 int usage() {
   std::cerr << "usage: ingot_fuzz_programs [--graphs N] [--seconds S] [--seed K] [--ops M] [--programs-per-graph P]\n"
-               "                           [--rotate 0|1] [--reproducers DIR] [--models 0|1]\n"
+               "                           [--rotate 0|1] [--reproducers DIR] [--models 0|1] [--keep-going 0|1]\n"
                "       ingot_fuzz_programs --replay DIR\n";
   return 2;
 }
@@ -58,7 +61,7 @@ int report(const fuzz::Batch& b, const fuzz::Variation& v, const fuzz::Finding& 
 }  // namespace
 
 int main(int argc, char** argv) {
-  long graphs = 20, seconds = 0, seed = 1, rotate = 0, models = 0;
+  long graphs = 20, seconds = 0, seed = 1, rotate = 0, models = 0, keep_going = 0;
   std::string reproducers = "fuzz-findings", replay;
   fuzz::ProgramOptions po;
   for (int i = 1; i < argc; i += 2) {
@@ -72,6 +75,7 @@ int main(int argc, char** argv) {
     else if (a == "--programs-per-graph") po.programs_per_graph = static_cast<int>(v);
     else if (a == "--rotate") rotate = v;
     else if (a == "--models") models = v;
+    else if (a == "--keep-going") keep_going = v;
     else if (a == "--reproducers") reproducers = value;
     else if (a == "--replay") replay = value;
     else return usage();
@@ -115,18 +119,24 @@ int main(int argc, char** argv) {
     std::cout << done << " models, " << checks << " compiled checks, no finding\n";
     return 0;
   }
+  long findings = 0;
   for (long k = 0; k < graphs; ++k) {
     if (seconds > 0 && std::chrono::steady_clock::now() - start > std::chrono::seconds(seconds)) break;
     const fuzz::Batch b = fuzz::random_batch(static_cast<uint64_t>(seed + k), po);
     for (size_t i = 0; i < vs.size(); ++i) {
       if (rotate != 0 && i != static_cast<size_t>(seed + k) % vs.size()) continue;
       ++checks;
+      std::optional<fuzz::Finding> f;
       try {
-        if (const std::optional<fuzz::Finding> f = fuzz::check(b, vs[i])) return report(b, vs[i], *f, reproducers);
+        f = fuzz::check(b, vs[i]);
       } catch (const std::exception& e) {
-        return report(b, vs[i], fuzz::Finding{b.seed, vs[i].name, std::string("(an error: ") + e.what() + ")", "", 1e30, 0},
-                      reproducers);
+        f = fuzz::Finding{b.seed, vs[i].name, std::string("(an error: ") + e.what() + ")", "", 1e30, 0};
       }
+      if (f) {
+        findings += report(b, vs[i], *f, reproducers);
+        if (keep_going == 0) return 1;
+      }
+      if (keep_going != 0) std::cout << "seed " << b.seed << " checked under " << vs[i].name << (f ? ": FINDING" : ": ok") << std::endl;
     }
     ++done;
   }
@@ -144,6 +154,6 @@ int main(int argc, char** argv) {
             << " batches compiled with symbolic shapes, " << cs.not_shapeless << " skipped (a rule needs a static size)\n";
   std::cout << done << " graphs (" << done * po.programs_per_graph << " programs of " << po.ops << " ops), " << checks
             << " compiled checks (" << (rotate != 0 ? "one variation per graph, in turn" : "every variation per graph")
-            << "), no finding; " << covered << " of " << total << " ops generated; never:" << missing << "\n";
-  return 0;
+            << "), " << (findings == 0 ? "no finding" : std::to_string(findings) + " finding(s)") << "; " << covered << " of " << total << " ops generated; never:" << missing << "\n";
+  return findings == 0 ? 0 : 1;
 }

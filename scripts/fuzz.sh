@@ -21,6 +21,7 @@
 # the CPU backend under every variation, against the reference interpreter):
 #   ./scripts/fuzz.sh programs [graphs, default 100] [first seed, default 1] [seconds, default 0 = no limit]
 #                              [rotate: 1 = one variation per graph, in turn; default 0 = all]
+#                              [keep going: 1 = save a finding and go on with the next graph; default 0]
 #   ./scripts/fuzz.sh replay <reproducer directory>
 # builds build/release's ingot_fuzz_programs and runs it; a finding prints its seed, variation,
 # output and graph, is shrunk (fuzz/shrink.h) and saved as a reproducer under fuzz-findings/
@@ -31,7 +32,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = programs ]; then
   scripts/build.sh release >/dev/null || exit 1
-  exec build/release/ingot_fuzz_programs --graphs "${2:-100}" --seed "${3:-1}" --seconds "${4:-0}" --rotate "${5:-0}"
+  exec build/release/ingot_fuzz_programs --graphs "${2:-100}" --seed "${3:-1}" --seconds "${4:-0}" --rotate "${5:-0}" \
+    --keep-going "${6:-0}"
 fi
 if [ "${1:-}" = replay ]; then
   [ -n "${2:-}" ] || { echo "usage: scripts/fuzz.sh replay <reproducer directory>" >&2; exit 2; }

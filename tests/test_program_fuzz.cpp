@@ -58,6 +58,23 @@ TEST(ProgramFuzz, SmokeBudgetFindsNothing) {
   EXPECT_GT(covered, 15) << "the registry's ops are drawn";
 }
 
+// No value of a generated program grows past the element cap, however its ops broadcast (large
+// batches: the cap matters most where many programs draw from the rarer sizes 63 and 127).
+TEST(ProgramFuzz, GeneratedValuesStayWithinTheElementCap) {
+  int64_t largest = 0;
+  // (Without the cap, seeds 60006, 60015 and 60016 grow values past it.)
+  for (uint64_t seed = 60006; seed < 60017; ++seed) {
+    const fuzz::Batch b = fuzz::random_batch(seed, {8, 48});
+    for (size_t id = 0; id < b.graph.values().size(); ++id) {
+      int64_t numel = 1;
+      for (const SymDim& d : b.graph.values()[id].shape) numel *= std::max<int64_t>(d.value, 1);
+      EXPECT_LE(numel, fuzz::kMaxValueElements) << "seed " << seed << ": %" << id;
+      largest = std::max(largest, numel);
+    }
+  }
+  EXPECT_GT(largest, fuzz::kMaxInputElements) << "values still grow past the inputs' size";
+}
+
 // A "compiler bug" planted as a custom pass that turns every add into a subtract: the check
 // reports it with the seed and the variation.
 // Of the first four batches with an add, most show it (an add of zeros_like values does not).
