@@ -48,6 +48,31 @@ TEST(CpuBackend, UnaryOpsAllNative) {
   EXPECT_EQ(count(src, "run_node(ctx->host->ctx"), 0);
 }
 
+// A float cast to an integer and back is +0 where it truncates to zero, also from (-1, 0): an
+// integer has no -0. GCC (-fno-trapping-math) fuses the two conversions into one truncation that
+// keeps the sign, so 1 / cast(cast(-0.2, int64), float32) came out -inf, not +inf (found by the
+// program fuzzer, seed 60068). Fused into one loop and one op per kernel, each integer type.
+TEST(CpuBackend, AFloatCastToAnIntegerAndBackHasNoNegativeZero) {
+  for (const char* integer : {"int64", "int32", "int8"}) {
+    for (const char* back : {"float32", "float64", "float16"}) {
+      SCOPED_TRACE(std::string(integer) + " -> " + back);
+      Graph g = make_graph({{"x", {2, 9}}}, [&](Graph& g, std::vector<ValueId>& in) {
+        const ValueId i = g.add_op("cast", {in[0]}, {{"dtype", std::string(integer)}});
+        const ValueId f = g.add_op("cast", {i}, {{"dtype", std::string(back)}});
+        g.set_output("reciprocal", g.add_op("div", {g.add_op("cast", {in[0]}, {{"dtype", std::string(back)}}), f}));
+      });
+      Tensor x = Tensor::from_vector<float>(
+          {-0.2f, -0.99f, -0.5f, 0.3f, -1.5f, 2.7f, -0.0f, 0.0f, -3.9f, -0.7f, 0.7f, -0.01f, 1.0f, -1.0f, 5.5f, -0.6f, 0.1f, -0.4f},
+          {2, 9});
+      check(g, {{x}});
+      check(g, {{x}}, grouped({{0, 1, 2, 3}}));
+      const std::vector<Tensor> got = CpuBackend(cpu_options()).lower(g, {})->run(std::vector<Tensor>{x});
+      EXPECT_EQ(got[0].astype(DType::Float64).to_vector<double>()[0], -std::numeric_limits<double>::infinity())
+          << "-0.2 / +0";
+    }
+  }
+}
+
 TEST(CpuBackend, BinaryOpsBroadcastAndMixedDtypes) {
   const std::vector<std::string> ops = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
                                         "equal", "not_equal", "less", "less_equal", "greater", "greater_equal"};
