@@ -234,6 +234,49 @@ bool explained_by_float_rounding(const Graph& g, size_t output, const Variation&
   return redone.dtype() == cpu_output.dtype() && redone.shape() == cpu_output.shape() && equal(redone, cpu_output);
 }
 
+// Whether a float output off by more than the tolerance is explained by the conditioning of the
+// op that made it: pow(a, b) with a near 0 turns an `a` a few float32 units off (batch_norm's
+// x - mean, which the reference rounds once from double) into a result 3.3e-4 off where the
+// reference is 3.7e-5 off (found by the fuzzer, seed 70025: a = 1.04e-4, b = -1.25). The program
+// runs again with that op's operands as extra outputs; it is explained when the output is what the
+// first run gave (exposing values changed nothing), every operand agrees with the reference within
+// float tolerance, and the op run in float64 on the CPU's own operands gives the CPU's output
+// within `tol`: the op itself is right, its input was rounded as float32 allows. A wrong kernel
+// fails the last test; a wrong op before it, the operand test.
+bool explained_by_conditioning(const Graph& g, size_t output, const Variation& v, const std::map<std::string, Tensor>& inputs,
+                               const CpuBackend::CpuOptions& cpu, const Tensor& first_run, double tol) {
+  const ValueId result = g.outputs()[output].second;
+  const NodeId p = g.value(result).producer;
+  if (p < 0) return false;
+  const Node& n = g.node(p);
+  Graph probe = g;
+  std::vector<size_t> at;
+  for (ValueId in : n.inputs) {
+    at.push_back(probe.outputs().size());
+    probe.set_output("probe_" + std::to_string(in), in);
+  }
+  Graph opt = probe;
+  optimize(opt, v.options);
+  std::vector<Tensor> ins = leaf_inputs(opt, inputs);
+  if (v.non_contiguous)
+    for (Tensor& t : ins) t = strided_view(t);
+  const std::vector<Tensor> got = CpuBackend(cpu).lower(opt, v.options)->run(ins);
+  const std::vector<Tensor> want = run_reference(probe, inputs);
+  if (got[output].dtype() != first_run.dtype() || got[output].shape() != first_run.shape() || !equal(got[output], first_run))
+    return false;
+  std::vector<Tensor> operands;
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    const Tensor &a = got[at[k]], &r = want[at[k]];
+    if (a.dtype() != r.dtype() || a.shape() != r.shape()) return false;
+    if (is_floating(r.dtype()) ? relative_error(a.astype(DType::Float64), r.astype(DType::Float64)) > 1e-4 : !equal(a, r))
+      return false;
+    operands.push_back(is_floating(a.dtype()) ? a.astype(DType::Float64) : a);
+  }
+  const size_t index = static_cast<size_t>(std::find(n.outputs.begin(), n.outputs.end(), result) - n.outputs.begin());
+  const Tensor exact = reference_op(n.op, n.attrs, static_cast<int>(n.outputs.size()), static_cast<int>(index), operands);
+  return exact.shape() == first_run.shape() && relative_error(first_run.astype(DType::Float64), exact.astype(DType::Float64)) <= tol;
+}
+
 // max(1, the largest finite magnitude of `t`): what relative_error measures against.
 double output_scale(const Tensor& t) {
   double scale = 1;
@@ -321,7 +364,8 @@ std::optional<Finding> differential(uint64_t seed, const Variation& v, const Gra
     if (!truth) truth = run_reference(in_float64(ref), inputs);
     const Tensor& t = (*truth)[i];
     const double err = relative_error(got[i].astype(DType::Float64), t), r = relative_error(want[i].astype(DType::Float64), t);
-    if (err > 4 * r + tol && err > 4 * r + tol * path_scale(ref, i, inputs) / output_scale(t))
+    if (err > 4 * r + tol && err > 4 * r + tol * path_scale(ref, i, inputs) / output_scale(t) &&
+        !(v.options.mixed_precision == "none" && explained_by_conditioning(g, i, v, inputs, cpu, got[i], std::max(tol, 1e-4))))
       return Finding{seed, v.name, name, print_graph(g), err, r};
   }
   return std::nullopt;

@@ -43,7 +43,7 @@ int usage() {
 int report(const fuzz::Batch& b, const fuzz::Variation& v, const fuzz::Finding& f, const std::string& dir) {
   std::cout << "FINDING " << f.str() << "\n";
   std::cout << "shrinking (each step is a build)..." << std::endl;
-  const fuzz::Batch small = fuzz::shrink(b, v);
+  const fuzz::Batch small = fuzz::shrink(b, v, {}, 120, f.output);
   std::optional<fuzz::Finding> again;
   try {
     again = fuzz::check(small, v);

@@ -124,7 +124,8 @@ std::optional<Batch> resized(const Batch& b, int64_t from, int64_t to) {
 
 }  // namespace
 
-Batch shrink(const Batch& failing, const Variation& v, const CpuBackend::CpuOptions& cpu, int max_checks) {
+Batch shrink(const Batch& failing, const Variation& v, const CpuBackend::CpuOptions& cpu, int max_checks,
+             const std::string& failing_output) {
   bool by_error = false;
   try {
     if (!check(failing, v, cpu)) return failing;  // nothing to shrink
@@ -133,8 +134,13 @@ Batch shrink(const Batch& failing, const Variation& v, const CpuBackend::CpuOpti
   }
   Shrinker s{v, cpu, max_checks, by_error};
   Batch best = failing;
-  // One output, and what it needs.
-  for (size_t i = 0; i < failing.graph.outputs().size(); ++i) {
+  // One output, and what it needs: the one the finding names first (a batch has hundreds of
+  // outputs, and each try is a build), then the others in turn.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < failing.graph.outputs().size(); ++i)
+    if (failing.graph.outputs()[i].first == failing_output) order.insert(order.begin(), i);
+    else order.push_back(i);
+  for (size_t i : order) {
     Batch c = failing;
     c.graph.outputs() = {failing.graph.outputs()[i]};
     c = pruned(std::move(c));

@@ -22,7 +22,9 @@
 
 namespace ingot::fuzz {
 
-Batch shrink(const Batch& failing, const Variation& v, const CpuBackend::CpuOptions& cpu = {}, int max_checks = 120);
+// `failing_output`: the output the finding names (Finding::output), tried first.
+Batch shrink(const Batch& failing, const Variation& v, const CpuBackend::CpuOptions& cpu = {}, int max_checks = 120,
+             const std::string& failing_output = "");
 
 // Writes the reproducer directory `dir` (created; files written atomically).
 void save_reproducer(const std::string& dir, const Batch& b, const Variation& v, const Finding& f);
