@@ -64,6 +64,15 @@
 //       at the rows gather read (repeats add up)
 //   (grad) scatter_add(like, indices, updates) {axis}: zeros like `like`, plus updates added
 //       where take_along_axis read (repeats add up)
+// attention.cpp
+//   scaled_dot_product_attention(q, k, v, [mask]) {scale: float = 0 (1/sqrt(D)), causal: 0|1,
+//       causal_offset: int = 0}: q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv] -> [..., Sq, Dv];
+//       softmax(scale q k^T + mask) v, a bool mask true where a query may attend, a float mask
+//       added to the scores, broadcast to [..., Sq, Sk]; causal hides keys j > i + causal_offset;
+//       k and v may have fewer heads (axis -3) than q when theirs divide q's (query head h
+//       reads head h / (Hq / Hk)); a row with every key hidden is NaN              (Opaque)
+//   (grad) scaled_dot_product_attention_grad(q, k, v, dy, [mask]) -> (dq, dk, dv, dmask):
+//       dmask like the mask (zeros for a bool one), [0] without one                (Opaque)
 // random.cpp (seeded, counter-based: same seed, same numbers, on every backend)
 //   random_uniform([key]) {shape: ints, low: 0, high: 1, seed: int, dtype: "float32"}  (Source)
 //   random_normal([key]) {shape: ints, mean: 0, std: 1, seed: int, dtype: "float32"}   (Source)
@@ -79,6 +88,7 @@ void register_reduce_ops();
 void register_linalg_ops();
 void register_movement_ops();
 void register_random_ops();
+void register_attention_ops();
 
 inline void register_all_families() {
   register_elementwise_ops();
@@ -86,6 +96,7 @@ inline void register_all_families() {
   register_linalg_ops();
   register_movement_ops();
   register_random_ops();
+  register_attention_ops();
 }
 
 }  // namespace ingot::ops

@@ -948,6 +948,8 @@ class Generator {
       k << "  ig_max_pool2d(x0, y, " << str(outer) << ", " << str(xd[2]) << ", " << str(xd[3]) << ", " << str(lanes)
         << ", " << str(yd[2]) << ", " << str(yd[3]) << ", " << kernel[0] << ", " << kernel[1] << ", " << stride[0]
         << ", " << stride[1] << ", " << pad[0] << ", " << pad[1] << ");\n";
+    } else if (op == "scaled_dot_product_attention") {
+      emit_attention(n, k);
     } else if (op == "matmul") {
       emit_matmul(n, k);
     } else if (use_dnnl_grad(n)) {
@@ -971,6 +973,36 @@ class Generator {
     call << "  if (" << name << "(ctx";
     for (ValueId v : n.inputs) call << ", " << ptr(stored(v));
     call << ", " << ptr(y) << ") != 0) return 1;\n";
+  }
+
+  // scaled_dot_product_attention: the prelude's flash-style ig_attention, the mask read through
+  // its broadcast strides over [lead..., Sq, Sk] (0 along the axes it broadcasts).
+  void emit_attention(const Node& n, std::ostream& k) {
+    const std::vector<Mono> qd = dims(n.inputs[0]), kd = dims(n.inputs[1]), vd = dims(n.inputs[2]);
+    const size_t r = qd.size();
+    const int kind = n.inputs.size() < 4 ? 0 : g_.value(n.inputs[3]).dtype == DType::Bool ? 1 : 2;
+    std::string lead, strides;
+    for (size_t a = 0; a + 2 < r; ++a) lead += (lead.empty() ? "" : ", ") + str(qd[a]);
+    if (kind != 0) {
+      const std::vector<Mono> md = dims(n.inputs[3]);
+      for (size_t a = 0; a < r; ++a) {
+        const size_t skip = r - md.size();
+        const bool broadcast = a < skip || (md[a - skip].is_const() && md[a - skip].c == 1);
+        strides += (a ? ", " : "") + (broadcast ? std::string("0") : str(product(md, a - skip + 1)));
+      }
+    }
+    char scale[64];
+    std::snprintf(scale, sizeof scale, "%a", n.attrs.get_float("scale", 0.0));
+    k << "  const int64_t lead[] = {" << (lead.empty() ? "1" : lead) << "};\n"
+      << "  const int64_t mstride[] = {" << (strides.empty() ? "0" : strides) << "};\n"
+      << "  const int64_t d = " << str(qd[r - 1]) << ";\n"
+      << "  const double scale = " << scale << " != 0.0 ? " << scale
+      << " : (d > 0 ? 1.0 / std::sqrt(static_cast<double>(d)) : 1.0);\n"
+      << "  return ig_attention<" << ctype(g_.value(n.inputs[0]).dtype) << ", " << kind << ">(ctx, x0, x1, x2, "
+      << (kind ? "x3" : "nullptr") << ", y, " << str(product(qd, 0, r - 2)) << ", "
+      << (r >= 3 ? str(qd[r - 3]) : "1") << ", " << (r >= 3 ? str(kd[r - 3]) : "1") << ", " << str(qd[r - 2]) << ", "
+      << str(kd[r - 2]) << ", d, " << str(vd[r - 1]) << ", scale, " << (n.attrs.get_int("causal", 0) != 0 ? 1 : 0)
+      << ", " << n.attrs.get_int("causal_offset", 0) << ", " << r - 2 << ", lead, mstride);\n";
   }
 
   // conv2d through the host's oneDNN primitive, its folded epilogue computed inside (post-ops).
@@ -1257,6 +1289,8 @@ bool is_native(const Graph& g, const Node& n) {
       ok = ok && (!n.attrs.has(key) || n.attrs.get_ints(key).size() == 2);
     return ok;
   }
+  if (op == "scaled_dot_product_attention")  // float32 / float64 (half types: the reference kernel)
+    return dt(n.inputs[0]) == DType::Float32 || dt(n.inputs[0]) == DType::Float64;
   if (op == "matmul" || op == "conv2d") {
     const DType t = dt(n.outputs[0]);
     if (!is_float_dtype(t)) return false;

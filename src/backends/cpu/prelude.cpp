@@ -797,6 +797,7 @@ std::string prelude(bool blas) {
   s += kGemmPlain;
   s += kConv;
   s += kReduceAxesPrelude;
+  s += kAttentionPrelude;
   s += "\n}  // namespace\n";
   return s;
 }

@@ -12,5 +12,7 @@ std::string prelude(bool blas);
 
 // Reductions over any set of axes (prelude_reduce.cpp), part of prelude().
 extern const char* const kReduceAxesPrelude;
+// scaled_dot_product_attention (prelude_attention.cpp), part of prelude().
+extern const char* const kAttentionPrelude;
 
 }  // namespace ingot::cpu

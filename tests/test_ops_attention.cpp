@@ -1,0 +1,184 @@
+// scaled_dot_product_attention: the reference kernel against attention written out with matmul,
+// softmax and where (every mask kind, causal offsets, grouped-query heads, ranks 2 to 4), its
+// shape and dtype errors, its gradients against finite differences, and the CPU backend's
+// flash-style kernel against the reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "autodiff_test_util.h"
+#include "cpu_test_util.h"
+
+namespace ingot::testing {
+namespace {
+
+struct AttentionCase {
+  Shape q, k, v;
+  std::optional<Tensor> mask;
+  Attrs attrs;
+};
+
+// k or v with each head (axis -3) repeated `times` times in a row: what grouped-query attention
+// means (query head h reads key/value head h / times).
+Tensor repeat_heads(const Tensor& t, int64_t times) {
+  if (times == 1) return t;
+  Shape s = t.shape();
+  const size_t r = s.size();
+  const int64_t outer = numel(Shape(s.begin(), s.end() - 3)), heads = s[r - 3], block = s[r - 2] * s[r - 1];
+  s[r - 3] *= times;
+  Tensor out(DType::Float64, s);
+  const Tensor t64 = t.astype(DType::Float64);
+  const double* x = t64.data<double>();
+  double* y = out.data<double>();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t h = 0; h < heads * times; ++h)
+      std::copy(x + (o * heads + h / times) * block, x + (o * heads + h / times + 1) * block,
+                y + (o * heads * times + h) * block);
+  return out.astype(t.dtype());
+}
+
+// Attention written out with other ops, on the reference backend.
+Tensor written_out(const AttentionCase& c, const Tensor& q, const Tensor& k, const Tensor& v) {
+  const size_t r = c.q.size();
+  const int64_t times = r >= 3 ? c.q[r - 3] / c.k[r - 3] : 1;
+  const Tensor kr = repeat_heads(k, times), vr = repeat_heads(v, times);
+  Graph g;
+  std::vector<ValueId> in;
+  std::vector<ShapeConstraint> cs;
+  std::vector<Tensor> feed = {q, kr, vr};
+  if (c.mask) feed.push_back(*c.mask);
+  for (size_t i = 0; i < feed.size(); ++i) {
+    in.push_back(g.add_input("x" + std::to_string(i)));
+    g.value(in.back()).dtype = feed[i].dtype();
+    cs.push_back({in.back(), template_of(feed[i].shape()), "", "test"});
+  }
+  std::vector<int64_t> perm(r);
+  for (size_t i = 0; i < r; ++i) perm[i] = static_cast<int64_t>(i);
+  std::swap(perm[r - 1], perm[r - 2]);
+  double scale = c.attrs.get_float("scale", 0.0);
+  if (scale == 0.0) scale = 1.0 / std::sqrt(static_cast<double>(c.q.back()));
+  ValueId s = g.add_op("matmul", {in[0], g.add_op("transpose", {in[1]}, {{"perm", perm}})});
+  s = g.add_op("mul", {s, g.add_constant("scale", Tensor::scalar<float>(static_cast<float>(scale)))});
+  const Tensor minus_inf = Tensor::scalar<float>(-std::numeric_limits<float>::infinity());
+  if (c.mask && c.mask->dtype() == DType::Bool) s = g.add_op("where", {in[3], s, g.add_constant("hidden", minus_inf)});
+  else if (c.mask) s = g.add_op("add", {s, in[3]});
+  if (c.attrs.get_int("causal", 0) != 0) {
+    const int64_t sq = c.q[r - 2], sk = c.k[r - 2], off = c.attrs.get_int("causal_offset", 0);
+    Tensor visible(DType::Bool, {sq, sk});
+    for (int64_t i = 0; i < sq; ++i)
+      for (int64_t j = 0; j < sk; ++j) visible.data<bool>()[i * sk + j] = j <= i + off;
+    s = g.add_op("where", {g.add_constant("visible", visible), s, g.add_constant("causal_hidden", minus_inf)});
+  }
+  g.set_output("y", g.add_op("matmul", {g.add_op("softmax", {s}, {{"axis", int64_t{-1}}}), in[2]}));
+  infer_shapes(g, cs);
+  infer_types(g);
+  return ReferenceBackend().lower(g, {})->run(feed).at(0);
+}
+
+Graph attention_graph(const AttentionCase& c, const std::vector<Tensor>& feed) {
+  Graph g;
+  std::vector<ValueId> in;
+  std::vector<ShapeConstraint> cs;
+  for (size_t i = 0; i < feed.size(); ++i) {
+    in.push_back(g.add_input("x" + std::to_string(i)));
+    g.value(in.back()).dtype = feed[i].dtype();
+    cs.push_back({in.back(), template_of(feed[i].shape()), "", "test"});
+  }
+  g.set_output("y", g.add_op("scaled_dot_product_attention", in, c.attrs));
+  infer_shapes(g, cs);
+  infer_types(g);
+  return g;
+}
+
+Tensor bool_mask(const Shape& s, uint64_t seed) {
+  const Tensor u = rnd(s, seed);
+  Tensor m(DType::Bool, s);
+  for (int64_t i = 0; i < m.numel(); ++i) m.data<bool>()[i] = i % s.back() == 0 || u.item(i) > -0.4;
+  return m;
+}
+
+std::vector<AttentionCase> cases() {
+  return {
+      {{5, 4}, {7, 4}, {7, 3}, std::nullopt, {}},
+      {{2, 3, 6, 8}, {2, 3, 6, 8}, {2, 3, 6, 8}, std::nullopt, {{"causal", int64_t{1}}}},
+      {{2, 3, 5, 8}, {2, 3, 9, 8}, {2, 3, 9, 4}, std::nullopt, {{"causal", int64_t{1}}, {"causal_offset", int64_t{4}}}},
+      {{1, 4, 6, 5}, {1, 2, 6, 5}, {1, 2, 6, 5}, std::nullopt, {{"scale", 0.25}}},  // grouped-query heads
+      {{2, 2, 4, 3}, {2, 2, 5, 3}, {2, 2, 5, 2}, bool_mask({4, 5}, 3), {}},
+      {{2, 2, 4, 3}, {2, 2, 5, 3}, {2, 2, 5, 2}, rnd({2, 1, 4, 5}, 4), {{"causal", int64_t{1}}}},
+      {{3, 4, 6}, {3, 7, 6}, {3, 7, 6}, rnd({3, 1, 7}, 5), {}},
+      {{1, 6, 3, 17}, {1, 3, 33, 17}, {1, 3, 33, 17}, bool_mask({1, 1, 3, 33}, 6), {{"causal", int64_t{1}}, {"causal_offset", int64_t{30}}}},
+  };
+}
+
+TEST(AttentionOp, ReferenceMatchesAttentionWrittenOut) {
+  const std::vector<AttentionCase> all = cases();
+  for (size_t n = 0; n < all.size(); ++n) {
+    const AttentionCase& c = all[n];
+    SCOPED_TRACE("case " + std::to_string(n));
+    std::vector<Tensor> feed = {rnd(c.q, 10 + n, -2, 2), rnd(c.k, 20 + n, -2, 2), rnd(c.v, 30 + n, -2, 2)};
+    if (c.mask) feed.push_back(*c.mask);
+    const Tensor got = ReferenceBackend().lower(attention_graph(c, feed), {})->run(feed).at(0);
+    const Tensor want = written_out(c, feed[0], feed[1], feed[2]);
+    ASSERT_EQ(to_string(got.shape()), to_string(want.shape()));
+    EXPECT_TRUE(allclose(got, want, 1e-5, 1e-6)) << "max |diff| " << max_abs_diff(got, want);
+  }
+}
+
+TEST(AttentionOp, ARowWithEveryKeyHiddenIsNaN) {
+  AttentionCase c{{1, 2, 3}, {1, 2, 3}, {1, 2, 3}, std::nullopt, {{"causal", int64_t{1}}, {"causal_offset", int64_t{-1}}}};
+  const std::vector<Tensor> feed = {rnd(c.q, 1), rnd(c.k, 2), rnd(c.v, 3)};
+  const Tensor y = ReferenceBackend().lower(attention_graph(c, feed), {})->run(feed).at(0);
+  for (int e = 0; e < 3; ++e) EXPECT_TRUE(std::isnan(y.item(e))) << "query 0 sees no key";
+  for (int e = 3; e < 6; ++e) EXPECT_TRUE(std::isfinite(y.item(e))) << "query 1 sees key 0";
+}
+
+TEST(AttentionOp, ShapeAndDtypeErrorsNameTheProblem) {
+  auto fails = [](const std::vector<Tensor>& feed, const std::string& what) {
+    AttentionCase c;
+    try {
+      attention_graph(c, feed);
+      ADD_FAILURE() << "no error; expected one about " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  fails({rnd({2, 4, 3}, 1), rnd({4, 3}, 2), rnd({4, 3}, 3)}, "one rank >= 2");
+  fails({rnd({2, 4, 3}, 1), rnd({2, 4, 5}, 2), rnd({2, 4, 3}, 3)}, "");
+  fails({rnd({1, 3, 4, 8}, 1), rnd({1, 2, 4, 8}, 2), rnd({1, 2, 4, 8}, 3)}, "must divide the query heads");
+  fails({rnd({2, 4, 3}, 1), rnd({2, 5, 3}, 2), rnd({2, 5, 3}, 3), rnd({4, 4}, 4)}, "does not broadcast");
+  fails({rnd({2, 4, 3}, 1), rnd({2, 5, 3}, 2), rnd({2, 5, 3}, 3).astype(DType::Float32)}, "one float dtype");
+  fails({rnd({2, 4, 3}, 1), rnd({2, 5, 3}, 2), rnd({2, 5, 3}, 3), rnd({4, 5}, 4).astype(DType::Int32)}, "must be bool");
+}
+
+TEST(AttentionOp, GradientsMatchFiniteDifferences) {
+  const std::vector<AttentionCase> all = cases();
+  for (size_t n = 0; n < all.size(); ++n) {
+    const AttentionCase& c = all[n];
+    SCOPED_TRACE("case " + std::to_string(n));
+    std::vector<Tensor> in = {rnd(c.q, 40 + n), rnd(c.k, 50 + n), rnd(c.v, 60 + n)};
+    if (c.mask) in.push_back(*c.mask);
+    check_op_gradients("scaled_dot_product_attention", in, c.attrs);  // a float mask's gradient too
+  }
+}
+
+TEST(AttentionOp, CpuKernelMatchesTheReference) {
+  std::vector<AttentionCase> all = cases();
+  // Past one key block and with vector tails: 4 heads of 70 queries over 131 keys, D 33 and 64.
+  all.push_back({{2, 4, 70, 33}, {2, 4, 131, 33}, {2, 4, 131, 64}, std::nullopt, {{"causal", int64_t{1}}, {"causal_offset", int64_t{61}}}});
+  all.push_back({{1, 4, 64, 64}, {1, 1, 200, 64}, {1, 1, 200, 64}, rnd({1, 1, 64, 200}, 7), {}});
+  for (size_t n = 0; n < 2 * all.size(); ++n) {
+    const AttentionCase& c = all[n / 2];
+    const DType t = n % 2 ? DType::Float64 : DType::Float32;
+    SCOPED_TRACE("case " + std::to_string(n / 2) + ", " + std::string(dtype_name(t)));
+    std::vector<Tensor> feed = {rnd(c.q, 70 + n, -2, 2).astype(t), rnd(c.k, 80 + n, -2, 2).astype(t),
+                                rnd(c.v, 90 + n, -2, 2).astype(t)};
+    if (c.mask) feed.push_back(c.mask->dtype() == DType::Bool ? *c.mask : c.mask->astype(t));
+    const std::string src = cpu_test::check(attention_graph(c, feed), {feed}, cpu_test::unfused, 1e-5, 1e-5);
+    EXPECT_EQ(cpu_test::count(src, "run_node(ctx->host->ctx"), 0) << "attention runs natively";
+    EXPECT_NE(src.find("ig_attention"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace ingot::testing
