@@ -138,6 +138,10 @@ TEST(OnnxExport, RandomProgramsRoundTrip) {
     double tol = 1e-4;
     for (const Value& v : b.graph.values())
       tol = std::max(tol, v.dtype == DType::BFloat16 ? 3e-2 : v.dtype == DType::Float16 ? 4e-3 : 0.0);
+    // Attention written out rounds after its matmul, scale and softmax where ingot's kernel
+    // rounds once; a division by a result near 0 then shows it (seed 11: 1.3e-4).
+    for (const Node& n : b.graph.nodes())
+      if (n.op == "scaled_dot_product_attention") tol = std::max(tol, 1e-3);
     for (size_t k = 0; k < b.graph.outputs().size(); ++k) {
       const std::string& name = b.graph.outputs()[k].first;
       EXPECT_LE(relative_error(got.at(name), want[k]), tol) << name;
@@ -189,7 +193,8 @@ TEST(OnnxExport, InterfaceNamesTypesAndSymbols) {
 // gradient ops (an exported model is a forward model) and the random sources.
 TEST(OnnxExport, EveryForwardOpHasAnOnnxForm) {
   const std::set<std::string> without = {"conv2d_weight_grad", "max_pool2d_grad", "avg_pool2d_grad",
-                                         "slice_scatter", "random_normal", "random_uniform"};
+                                         "scaled_dot_product_attention_grad", "slice_scatter", "random_normal",
+                                         "random_uniform"};
   for (const OpDef* op : all_ops()) {
     if (without.count(op->name)) {
       EXPECT_FALSE(onnx_export::emitters().count(op->name)) << op->name << " has a form now: take it off the list";

@@ -360,8 +360,8 @@ TEST(ProgramFuzz, OperandSamplersFeedValidOperands) {
       });
     }
   }
-  EXPECT_EQ(sampled, (std::vector<std::string>{"batch_norm", "concat_part", "gather", "index_add", "scatter_add",
-                                               "slice_scatter", "take_along_axis"}));
+  EXPECT_EQ(sampled, (std::vector<std::string>{"batch_norm", "concat_part", "gather", "index_add", "scaled_dot_product_attention",
+                                               "scatter_add", "slice_scatter", "take_along_axis"}));
   for (uint64_t seed = 0; seed < 12; ++seed) fuzz::random_batch(9000 + seed, {8, 12});
   const std::map<std::string, int> c = fuzz::coverage();
   for (const std::string& op : sampled) EXPECT_GT(c.at(op), 0) << op << " is never generated";

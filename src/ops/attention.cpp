@@ -24,13 +24,12 @@
 namespace ingot::ops {
 namespace {
 
-// --- shapes
-// ------------------------------------------------------------------------------------
+// --- shapes ---------------------------------------------------------------------------------------
 
-// q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv] -> y [..., Sq, Dv]; an
-// optional mask broadcasts to [..., Sq, Sk].
-void attention_shape(ShapeInfer& s) {
-  const ValueId q = s.in(0), k = s.in(1), v = s.in(2), y = s.out();
+// q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv] -> y [..., Sq, Dv]; an optional mask broadcasts
+// to [..., Sq, Sk]. Shared by the op (y its output) and its gradient op (y the output gradient).
+void attention_operands(ShapeInfer& s, ValueId y, int mask_slot) {
+  const ValueId q = s.in(0), k = s.in(1), v = s.in(2);
   if (!s.ready({q, k, v})) return;
   const int r = s.rank(q);
   if (r < 2 || s.rank(k) != r || s.rank(v) != r)
@@ -55,8 +54,8 @@ void attention_shape(ShapeInfer& s) {
   std::vector<DimVar> out = s.dims(q);
   out.back() = s.dim(v, -1);
   s.set_dims(y, out);
-  if (s.num_inputs() > 3 && s.has_rank(s.in(3))) {
-    const ValueId m = s.in(3);
+  if (s.num_inputs() > mask_slot && s.has_rank(s.in(mask_slot))) {
+    const ValueId m = s.in(mask_slot);
     const int rm = s.rank(m);
     if (rm > r)
       s.fail("scaled_dot_product_attention: the mask has rank " + std::to_string(rm) + ", more than q's " +
@@ -78,9 +77,11 @@ void attention_shape(ShapeInfer& s) {
   }
 }
 
-// The gradient op: (dq, dk, dv, dmask) shaped like q, k, v and the mask ([0]
-// without one).
+void attention_shape(ShapeInfer& s) { attention_operands(s, s.out(), 3); }
+
+// The gradient op: (dq, dk, dv, dmask) shaped like q, k, v and the mask ([0] without one).
 void attention_grad_shape(ShapeInfer& s) {
+  attention_operands(s, s.in(3), 4);
   for (int i = 0; i < 3; ++i) s.same_shape(s.in(i), s.out(i));
   if (s.num_inputs() > 4) {
     s.same_shape(s.in(4), s.out(3));
@@ -122,6 +123,8 @@ struct AttentionDims {
 AttentionDims attention_dims(const Node& n, const Shape& q, const Shape& k, const Shape& v) {
   AttentionDims a;
   const size_t r = q.size();
+  INGOT_CHECK(r >= 2 && k.size() == r && v.size() == r, n.op, ": q, k and v need one rank >= 2, got ", to_string(q),
+              ", ", to_string(k), " and ", to_string(v));
   a.lead.assign(q.begin(), q.end() - 2);
   for (int64_t x : a.lead) a.batch *= x;
   if (r >= 3) {

@@ -4,6 +4,7 @@
 // without a scale). The gradient ops and random sources have no ONNX form: exporting is for the
 // forward model.
 #include <cmath>
+#include <limits>
 
 #include "frontends/onnx/exporter.h"
 #include "ingot/error.h"
@@ -356,6 +357,52 @@ std::map<std::string, Emitter> make_table() {
     const SymDim& own = c.g.value(c.node.inputs[static_cast<size_t>(1 + index)]).shape[static_cast<size_t>(axis)];
     if (!own.known()) c.fail("concat_part of sizes known only at run time");
     c.add("Slice", {c.in(0), c.ints({start}), c.ints({start + own.value}), c.ints({axis})}, {c.out()});
+  };
+  // scaled_dot_product_attention written out (opset 17 has no Attention): softmax(scale q k^T,
+  // masked) v, grouped-query heads repeated as ONNX's Attention repeats them (each key/value head
+  // G times in a row), the causal mask a constant (so its sequence lengths must be static).
+  t["scaled_dot_product_attention"] = [](EmitContext& c) {
+    const SymShape &qs = c.g.value(c.node.inputs[0]).shape, &ks = c.g.value(c.node.inputs[1]).shape;
+    const size_t r = qs.size();
+    const DType dt = c.out_dtype();
+    auto repeat_heads = [&](int i) {
+      const SymShape& s = c.g.value(c.node.inputs[static_cast<size_t>(i)]).shape;
+      if (r < 3 || (qs[r - 3].known() && s[r - 3].known() && qs[r - 3].value == s[r - 3].value)) return c.in(i);
+      if (!qs[r - 3].known() || !s[r - 3].known() || !s[r - 2].known() || !s[r - 1].known())
+        c.fail("grouped-query attention with head counts or key lengths known only at run time");
+      // [..., Hk, Sk, D] -> [..., Hk, G, Sk, D] (G copies side by side) -> [..., Hq, Sk, D]; the
+      // leading dims copied through Reshape's 0, so a batch size known only at run time works.
+      std::vector<int64_t> target(r - 3, 0);
+      target.insert(target.end(), {-1, s[r - 2].value, s[r - 1].value});
+      const std::string u = c.add("Unsqueeze", {c.in(i), c.ints({static_cast<int64_t>(r) - 2})});
+      const std::vector<std::string> copies(static_cast<size_t>(qs[r - 3].value / s[r - 3].value), u);
+      const std::string side_by_side =
+          c.add("Concat", copies, {}, [&](NP& n) { set_attr(n, "axis", static_cast<int64_t>(r) - 2); });
+      return c.add("Reshape", {side_by_side, c.ints(target)});
+    };
+    std::vector<int64_t> perm(r);
+    for (size_t a = 0; a < r; ++a) perm[a] = static_cast<int64_t>(a);
+    std::swap(perm[r - 1], perm[r - 2]);
+    const std::string kt = c.add("Transpose", {repeat_heads(1)}, {}, [&](NP& n) { set_attr(n, "perm", perm); });
+    double scale = c.node.attrs.get_float("scale", 0.0);
+    if (scale == 0.0) {
+      if (!qs[r - 1].known()) c.fail("attention with a default scale and a head size known only at run time");
+      scale = 1.0 / std::sqrt(static_cast<double>(qs[r - 1].value));
+    }
+    std::string scores = c.add("Mul", {c.add("MatMul", {c.in(0), kt}), c.scalar(scale, dt)});
+    const std::string hidden = c.scalar(-std::numeric_limits<double>::infinity(), dt);
+    if (c.num_inputs() > 3)
+      scores = c.in_dtype(3) == DType::Bool ? c.add("Where", {c.in(3), scores, hidden}) : c.add("Add", {scores, c.in(3)});
+    if (c.node.attrs.get_int("causal", 0) != 0) {
+      if (!qs[r - 2].known() || !ks[r - 2].known()) c.fail("causal attention with sequence lengths known only at run time");
+      const int64_t sq = qs[r - 2].value, sk = ks[r - 2].value, offset = c.node.attrs.get_int("causal_offset", 0);
+      Tensor visible(DType::Bool, {sq, sk});
+      for (int64_t i = 0; i < sq; ++i)
+        for (int64_t j = 0; j < sk; ++j) visible.data<bool>()[i * sk + j] = j <= i + offset;
+      scores = c.add("Where", {c.constant(visible), scores, hidden});
+    }
+    const std::string p = c.add("Softmax", {scores}, {}, [](NP& n) { set_attr(n, "axis", int64_t{-1}); });
+    c.add("MatMul", {p, repeat_heads(2)}, {c.out()});
   };
   return t;
 }
