@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -135,6 +136,13 @@ std::pair<Array, Array> moments(const Array& x, std::vector<int64_t> axes, bool 
 Array softmax(const Array& x, int64_t axis = -1);
 Array log_softmax(const Array& x, int64_t axis = -1);
 Array layer_norm(const Array& x, const Array& weight, const Array& bias, int64_t axis = -1, double eps = 1e-5);
+// softmax(q k^T * scale + mask) v over q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv] as one op
+// (no [Sq, Sk] matrix in memory on the CPU backend). scale 0: 1/sqrt(D). mask: bool (true =
+// attend) or float (added), broadcast to [..., Sq, Sk]; causal hides keys j > i + causal_offset.
+// k and v may have fewer heads (axis -3) than q, dividing them (grouped-query attention).
+Array scaled_dot_product_attention(const Array& q, const Array& k, const Array& v,
+                                   const std::optional<Array>& mask = std::nullopt, double scale = 0.0,
+                                   bool causal = false, int64_t causal_offset = 0);
 
 // ---- linear algebra and convolution
 Array matmul(const Array& a, const Array& b);

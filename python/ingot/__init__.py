@@ -120,6 +120,7 @@ from ._ingot import (  # noqa: F401 - re-exported API
     reset_compile_config,
     reshape,
     rsqrt,
+    scaled_dot_product_attention,
     set_compile_config,
     sigmoid,
     sign,
@@ -153,7 +154,7 @@ _ARRAY_API = [
     "grad", "greater", "greater_equal", "layer_norm", "less", "less_equal", "log", "log_softmax", "matmul", "max",
     "max_pool2d", "maximum", "mean", "min", "minimum", "moments", "multiply", "negative", "not_equal", "one_hot",
     "ones", "op", "power", "random", "relu", "reset_auto_compile", "reset_compile_config", "reshape", "rsqrt",
-    "set_compile_config", "sigmoid", "sign", "sin", "softmax", "sqrt", "square", "subtract", "sum", "take",
+    "scaled_dot_product_attention", "set_compile_config", "sigmoid", "sign", "sin", "softmax", "sqrt", "square", "subtract", "sum", "take",
     "take_along_axis", "tanh", "transpose", "value_and_grad", "vjp", "wait_for_background_compiles", "where", "zeros",
 ]
 

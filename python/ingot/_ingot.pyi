@@ -776,6 +776,11 @@ def log_softmax(x: object, axis: int = -1) -> array:
 def layer_norm(x: object, weight: object, bias: object, axis: int = -1, eps: float = 1e-05) -> array:
     """(x - mean) / sqrt(var + eps) * weight + bias along `axis`."""
 
+def scaled_dot_product_attention(q: object, k: object, v: object, mask: object | None = None, scale: float = 0.0, is_causal: bool = False, causal_offset: int = 0) -> array:
+    """
+    softmax(q @ k^T * scale + mask) @ v as one op (q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv]); scale 0 means 1/sqrt(D); a bool mask is True where a query may attend, a float one is added; is_causal hides keys j > i + causal_offset; k and v may have fewer heads (axis -3) that divide q's (grouped-query attention).
+    """
+
 def conv2d(x: object, weight: object, stride: object = (1, 1), padding: object = (0, 0)) -> array:
     """2-D convolution, NCHW input and OIHW weight (no bias)."""
 

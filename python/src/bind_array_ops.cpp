@@ -130,6 +130,17 @@ void bind_array_ops(nb::module_& m) {
     return layer_norm(operand(x, "x"), operand(weight, "weight"), operand(bias, "bias"), axis, eps);
   }, nb::arg("x"), nb::arg("weight"), nb::arg("bias"), nb::arg("axis") = -1, nb::arg("eps") = 1e-5,
         "(x - mean) / sqrt(var + eps) * weight + bias along `axis`.");
+  m.def("scaled_dot_product_attention", [](nb::handle q, nb::handle k, nb::handle v, nb::handle mask, double scale,
+                                           bool is_causal, int64_t causal_offset) {
+    std::optional<Array> m;
+    if (!mask.is_none()) m = operand(mask, "mask");
+    return scaled_dot_product_attention(operand(q, "q"), operand(k, "k"), operand(v, "v"), m, scale, is_causal,
+                                        causal_offset);
+  }, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("mask").none() = nb::none(), nb::arg("scale") = 0.0,
+        nb::arg("is_causal") = false, nb::arg("causal_offset") = 0,
+        "softmax(q @ k^T * scale + mask) @ v as one op (q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv]); scale 0 "
+        "means 1/sqrt(D); a bool mask is True where a query may attend, a float one is added; is_causal hides keys "
+        "j > i + causal_offset; k and v may have fewer heads (axis -3) that divide q's (grouped-query attention).");
   m.def("conv2d", [](nb::handle x, nb::handle weight, nb::handle stride, nb::handle padding) {
     return conv2d(operand(x, "x"), operand(weight, "weight"), to_ints(stride, "stride"), to_ints(padding, "padding"));
   }, nb::arg("x"), nb::arg("weight"), nb::arg("stride") = nb::make_tuple(1, 1), nb::arg("padding") = nb::make_tuple(0, 0),

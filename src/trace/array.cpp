@@ -210,6 +210,13 @@ std::pair<Array, Array> moments(const Array& x, std::vector<int64_t> axes, bool 
 }
 Array softmax(const Array& x, int64_t axis) { return op("softmax", {x}, {{"axis", axis}}); }
 Array log_softmax(const Array& x, int64_t axis) { return op("log_softmax", {x}, {{"axis", axis}}); }
+Array scaled_dot_product_attention(const Array& q, const Array& k, const Array& v, const std::optional<Array>& mask,
+                                   double scale, bool causal, int64_t causal_offset) {
+  std::vector<Array> operands = {q, k, v};
+  if (mask) operands.push_back(*mask);
+  return op("scaled_dot_product_attention", operands,
+            {{"scale", scale}, {"causal", int64_t{causal}}, {"causal_offset", causal_offset}});
+}
 Array layer_norm(const Array& x, const Array& weight, const Array& bias, int64_t axis, double eps) {
   return op("layer_norm", {x, weight, bias}, {{"axis", axis}, {"eps", eps}});
 }

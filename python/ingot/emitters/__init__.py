@@ -29,13 +29,14 @@ FRAMEWORKS = {
 # fails with an error naming the op.
 GRAD_OPS = frozenset(
     """sum_to_like conv2d_input_grad conv2d_weight_grad max_pool2d_grad avg_pool2d_grad broadcast_to_like
-    reshape_like expand_dims zeros_like slice_scatter concat_part index_add scatter_add""".split()
+    reshape_like expand_dims zeros_like slice_scatter concat_part index_add scatter_add
+    scaled_dot_product_attention_grad""".split()
 )
 SUPPORTED_OPS = GRAD_OPS | frozenset(
     """neg abs exp log sqrt rsqrt sin cos tanh sigmoid relu gelu erf sign floor ceil cast
     add sub mul div pow maximum minimum equal not_equal less less_equal greater greater_equal where
     sum mean max min argmax moments softmax log_softmax layer_norm batch_norm
-    matmul conv2d max_pool2d avg_pool2d global_avg_pool2d
+    matmul conv2d max_pool2d avg_pool2d global_avg_pool2d scaled_dot_product_attention
     identity reshape transpose broadcast_to slice concat gather take_along_axis
     random_uniform random_normal dropout numel""".split()
 )

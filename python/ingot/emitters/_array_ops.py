@@ -192,6 +192,57 @@ class ArrayOps:
         r = lambda v: self.xp.reshape(v, shape)  # noqa: E731
         return (x - r(mean)) / self.xp.sqrt(r(variance) + eps) * r(weight) + r(bias)
 
+    # -- attention
+    def _attention_probabilities(self, q, k, mask, scale, causal, causal_offset):
+        """softmax(scale q k^T + mask) with hidden keys at -inf; k's heads already repeated."""
+        xp = self.xp
+        scale = scale or 1.0 / math.sqrt(q.shape[-1])
+        s = xp.matmul(q, xp.swapaxes(k, -1, -2)) * scale
+        if mask is not None:
+            s = xp.where(xp.asarray(mask), s, -xp.inf) if xp.asarray(mask).dtype == bool else s + mask
+        if causal:
+            i = xp.arange(q.shape[-2])[:, None]
+            j = xp.arange(k.shape[-2])[None, :]
+            s = xp.where(j <= i + causal_offset, s, -xp.inf)
+        e = xp.exp(s - xp.max(s, axis=-1, keepdims=True))  # a row of -inf: NaN, as ingot's kernels
+        return e / xp.sum(e, axis=-1, keepdims=True)
+
+    @staticmethod
+    def _head_groups(q, k):
+        return q.shape[-3] // k.shape[-3] if q.ndim >= 3 else 1
+
+    def scaled_dot_product_attention(self, q, k, v, mask=None, scale=0.0, causal=0, causal_offset=0):
+        g = self._head_groups(q, k)
+        if g > 1:  # grouped-query heads: query head h reads key/value head h // g
+            k, v = self.xp.repeat(k, g, axis=-3), self.xp.repeat(v, g, axis=-3)
+        p = self._attention_probabilities(q, k, mask, scale, causal, causal_offset)
+        return self.xp.matmul(p, v).astype(q.dtype)
+
+    def scaled_dot_product_attention_grad(self, q, k, v, dy, mask=None, scale=0.0, causal=0, causal_offset=0):
+        xp = self.xp
+        g = self._head_groups(q, k)
+        kr, vr = (xp.repeat(k, g, axis=-3), xp.repeat(v, g, axis=-3)) if g > 1 else (k, v)
+        p = self._attention_probabilities(q, kr, mask, scale, causal, causal_offset)
+        scale = scale or 1.0 / math.sqrt(q.shape[-1])
+        dp = xp.matmul(dy, xp.swapaxes(vr, -1, -2))
+        ds = p * (dp - xp.sum(p * dp, axis=-1, keepdims=True))
+        dq = xp.matmul(ds, kr) * scale
+        dk = xp.matmul(xp.swapaxes(ds, -1, -2), q) * scale
+        dv = xp.matmul(xp.swapaxes(p, -1, -2), dy)
+        if g > 1:  # the query heads that shared a key/value head add up
+            fold = lambda t: t.reshape(t.shape[:-3] + (k.shape[-3], g) + t.shape[-2:]).sum(axis=-3)  # noqa: E731
+            dk, dv = fold(dk), fold(dv)
+        if mask is None:
+            dmask = xp.zeros((0,), dtype=q.dtype)
+        elif xp.asarray(mask).dtype == bool:
+            dmask = xp.zeros(mask.shape, dtype=q.dtype)
+        else:
+            lead = ds.ndim - mask.ndim
+            dmask = xp.sum(ds, axis=tuple(range(lead))) if lead else ds
+            dmask = xp.sum(dmask, axis=tuple(a for a in range(mask.ndim) if mask.shape[a] == 1 and dmask.shape[a] != 1),
+                           keepdims=True)
+        return (dq.astype(q.dtype), dk.astype(q.dtype), dv.astype(q.dtype), xp.asarray(dmask).astype(q.dtype))
+
     # -- linear algebra, convolution, pooling
     def matmul(self, a, b): return self.xp.matmul(a, b)
 

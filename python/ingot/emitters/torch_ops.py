@@ -146,6 +146,37 @@ def batch_norm(x, weight, bias, mean, variance, eps=1e-5):
     return (x - mean.reshape(shape)) / torch.sqrt(variance.reshape(shape) + eps) * weight.reshape(shape) + bias.reshape(shape)
 
 
+def _attention(q, k, v, mask, scale, causal, causal_offset):
+    g = q.shape[-3] // k.shape[-3] if q.dim() >= 3 else 1
+    if g > 1:  # grouped-query heads: query head h reads key/value head h // g
+        k, v = k.repeat_interleave(g, dim=-3), v.repeat_interleave(g, dim=-3)
+    s = torch.matmul(q, k.transpose(-1, -2)) * (scale or 1.0 / math.sqrt(q.shape[-1]))
+    hidden = torch.tensor(-math.inf, dtype=s.dtype)
+    if mask is not None:
+        s = torch.where(mask, s, hidden) if mask.dtype == torch.bool else s + mask
+    if causal:
+        i = torch.arange(q.shape[-2])[:, None]
+        j = torch.arange(k.shape[-2])[None, :]
+        s = torch.where(j <= i + causal_offset, s, hidden)
+    e = torch.exp(s - torch.amax(s, dim=-1, keepdim=True))  # a row of -inf: NaN, as ingot's kernels
+    return torch.matmul(e / e.sum(dim=-1, keepdim=True), v)
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, scale=0.0, causal=0, causal_offset=0):
+    return _attention(q, k, v, mask, scale, causal, causal_offset)
+
+
+def scaled_dot_product_attention_grad(q, k, v, dy, mask=None, scale=0.0, causal=0, causal_offset=0):
+    float_mask = mask is not None and mask.is_floating_point()
+    with torch.enable_grad():
+        ins = [t.detach().requires_grad_(True) for t in (q, k, v)]
+        m = mask.detach().requires_grad_(True) if float_mask else mask
+        y = _attention(*ins, m, scale, causal, causal_offset)
+        grads = torch.autograd.grad(y, ins + ([m] if float_mask else []), dy)
+    dmask = grads[3] if float_mask else torch.zeros(mask.shape if mask is not None else (0,), dtype=q.dtype)
+    return grads[0], grads[1], grads[2], dmask
+
+
 def matmul(a, b): return torch.matmul(a, b)
 
 

@@ -91,6 +91,7 @@ const std::map<std::string, Conversion>& conversions() {
     register_pad_conversions();
     register_loss_conversions();
     register_resize_conversions();
+    register_attention_conversions();
     return true;
   }();
   (void)registered;
