@@ -40,6 +40,18 @@ TEST(AutodiffElementwise, PowInBothOperands) {
   check_op_gradients("pow", {rnd({3, 4}, 9, 0.5, 2), rnd({4}, 10, -2, 2)});
 }
 
+// mod and fmod are piecewise linear: away from the jumps (where a / b is a whole number) da = g
+// and db = -g floor(a / b) (mod) or -g trunc(a / b) (fmod). Operands keep a / b off whole numbers
+// by more than the finite-difference step.
+TEST(AutodiffElementwise, ModAndFmodAwayFromTheirJumps) {
+  Tensor a = tensor<double>({5.3, -5.3, 7.9, -7.9, 0.4, -0.6}, {2, 3}), b = tensor<double>({2.1, 2.1, -3.2, -3.2, 0.9, 0.7}, {2, 3});
+  for (const char* op : {"mod", "fmod"}) {
+    SCOPED_TRACE(op);
+    check_op_gradients(op, {a, b});
+    check_op_gradients(op, {a, tensor<double>({1.7, -2.3, 3.1}, {3})});
+  }
+}
+
 TEST(AutodiffElementwise, WhereRoutesToThePickedOperand) {
   Tensor cond = tensor<bool>({true, false, true, true, false, false}, {2, 3});
   check_op_gradients("where", {cond, rnd({2, 3}, 11), rnd({3}, 12)});

@@ -74,12 +74,13 @@ TEST(CpuBackend, AFloatCastToAnIntegerAndBackHasNoNegativeZero) {
 }
 
 TEST(CpuBackend, BinaryOpsBroadcastAndMixedDtypes) {
-  const std::vector<std::string> ops = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                        "equal", "not_equal", "less", "less_equal", "greater", "greater_equal"};
+  const std::vector<std::string> ops = {"add",  "sub",     "mul",     "div",   "pow",       "mod",  "fmod",
+                                        "maximum", "minimum", "equal",  "not_equal", "less", "less_equal",
+                                        "greater", "greater_equal"};
   Graph g = make_graph({{"a", {4, 1, 5}}, {"b", {3, 1}}, {"i", {3, 5}, DType::Int32}, {"j", {5}, DType::Int32}},
                        [&](Graph& g, std::vector<ValueId>& in) {
                          for (const std::string& op : ops) g.set_output(op, g.add_op(op, {in[0], in[1]}));
-                         for (const char* op : {"add", "sub", "mul", "maximum", "less"})
+                         for (const char* op : {"add", "sub", "mul", "maximum", "less", "mod", "fmod"})
                            g.set_output(std::string("int_") + op, g.add_op(op, {in[2], in[3]}));
                          g.set_output("mixed", g.add_op("add", {in[2], in[0]}));
                          g.set_output("int_div", g.add_op("div", {in[2], in[3]}));

@@ -241,6 +241,34 @@ TEST(ElementwiseOps, SameDtypeUnaryOnIntegers) {
   }
 }
 
+// mod takes the divisor's sign (NumPy mod, Python %), fmod the dividend's (C); an integer
+// divisor of 0 gives 0, as NumPy does (C leaves it undefined), and so does -1 (no overflow at
+// the most negative dividend); a float one NaN.
+TEST(ElementwiseOps, ModAndFmodFollowNumPy) {
+  const int64_t lowest = std::numeric_limits<int64_t>::min();
+  Tensor a = tensor<int64_t>({7, -7, 7, -7, 5, lowest, 0, 9}, {8}), b = tensor<int64_t>({3, 3, -3, -3, 0, -1, 4, 9}, {8});
+  EXPECT_EQ(run_op("mod", {a, b}).to_vector<int64_t>(), (std::vector<int64_t>{1, 2, -2, -1, 0, 0, 0, 0}));
+  EXPECT_EQ(run_op("fmod", {a, b}).to_vector<int64_t>(), (std::vector<int64_t>{1, -1, 1, -1, 0, 0, 0, 0}));
+  Tensor u = tensor<uint8_t>({250, 7}, {2}), v = tensor<uint8_t>({255, 0}, {2});
+  EXPECT_EQ(run_op("mod", {u, v}).to_vector<uint8_t>(), (std::vector<uint8_t>{250, 0})) << "255 is no -1";
+  Tensor x = tensor<float>({5.5f, -5.5f, 5.5f, -5.5f, 6.0f, -6.0f, 1.0f, 3.0f}, {8});
+  Tensor y = tensor<float>({2.0f, 2.0f, -2.0f, -2.0f, 3.0f, 3.0f, 0.0f, static_cast<float>(kInf)}, {8});
+  const std::vector<float> m = run_op("mod", {x, y}).to_vector<float>(), f = run_op("fmod", {x, y}).to_vector<float>();
+  const std::vector<float> want_m = {1.5f, 0.5f, -0.5f, -1.5f, 0.0f, 0.0f}, want_f = {1.5f, -1.5f, 1.5f, -1.5f, 0.0f, -0.0f};
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(m[i], want_m[i]) << i;
+    EXPECT_EQ(f[i], want_f[i]) << i;
+  }
+  EXPECT_FALSE(std::signbit(m[5])) << "mod(-6, 3) is +0: the divisor's sign";
+  EXPECT_TRUE(std::signbit(f[5])) << "fmod(-6, 3) is -0: the dividend's sign";
+  EXPECT_TRUE(std::isnan(m[6]) && std::isnan(f[6])) << "a float divisor of 0";
+  EXPECT_EQ(m[7], 3.0f);
+  EXPECT_EQ(f[7], 3.0f);
+  EXPECT_EQ(run_op("mod", {tensor<float>({-1.0f}, {1}), tensor<float>({static_cast<float>(kInf)}, {1})}).to_vector<float>()[0],
+            static_cast<float>(kInf))
+      << "NumPy: -1 mod inf is inf";
+}
+
 TEST(ElementwiseOps, NegOfBoolIsATypeError) {
   expect_error([] { run_op("neg", {tensor<bool>({true}, {1})}); }, "bool");
   expect_error([] { eval_only("neg", {tensor<bool>({true}, {1})}); }, "neg");

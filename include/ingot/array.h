@@ -97,6 +97,7 @@ Array operator+(const Array& a, const Array& b);
 Array operator-(const Array& a, const Array& b);
 Array operator*(const Array& a, const Array& b);
 Array operator/(const Array& a, const Array& b);
+Array operator%(const Array& a, const Array& b);  // mod: the divisor's sign, like Python's %
 Array operator-(const Array& a);
 Array operator<(const Array& a, const Array& b);
 Array operator<=(const Array& a, const Array& b);
@@ -105,6 +106,8 @@ Array operator>=(const Array& a, const Array& b);
 Array equal(const Array& a, const Array& b);
 Array not_equal(const Array& a, const Array& b);
 Array pow(const Array& a, const Array& b);
+Array mod(const Array& a, const Array& b);   // NumPy mod: the divisor's sign; integer divisor 0 gives 0
+Array fmod(const Array& a, const Array& b);  // C fmod: the dividend's sign; integer divisor 0 gives 0
 Array maximum(const Array& a, const Array& b);
 Array minimum(const Array& a, const Array& b);
 Array where(const Array& cond, const Array& a, const Array& b);

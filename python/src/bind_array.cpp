@@ -225,6 +225,7 @@ void bind_array(nb::module_& m) {
   binary(cls, "__sub__", "__rsub__", [](const Array& a, const Array& b) { return a - b; });
   binary(cls, "__mul__", "__rmul__", [](const Array& a, const Array& b) { return a * b; });
   binary(cls, "__truediv__", "__rtruediv__", [](const Array& a, const Array& b) { return a / b; });
+  binary(cls, "__mod__", "__rmod__", [](const Array& a, const Array& b) { return a % b; });
   binary(cls, "__pow__", "__rpow__", [](const Array& a, const Array& b) { return pow(a, b); });
   binary(cls, "__matmul__", "__rmatmul__", [](const Array& a, const Array& b) { return matmul(a, b); });
   binary(cls, "__lt__", nullptr, [](const Array& a, const Array& b) { return a < b; });

@@ -51,6 +51,8 @@ const Binary kBinary[] = {
     {"multiply", "mul", "x1 * x2 with NumPy broadcasting."},
     {"divide", "div", "x1 / x2 with NumPy broadcasting."},
     {"power", "pow", "x1 ** x2 with NumPy broadcasting."},
+    {"mod", "mod", "x1 % x2 with the sign of x2 (NumPy mod); an integer x2 of 0 gives 0."},
+    {"fmod", "fmod", "C's fmod: the remainder with the sign of x1; an integer x2 of 0 gives 0."},
     {"maximum", "maximum", "The larger of x1 and x2, elementwise."},
     {"minimum", "minimum", "The smaller of x1 and x2, elementwise."},
     {"equal", "equal", "x1 == x2, elementwise (bool)."},

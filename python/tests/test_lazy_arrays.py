@@ -165,7 +165,7 @@ def test_gelu_both_forms(rng):
 
 
 BINARY = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
-          "power": np.power, "maximum": np.maximum, "minimum": np.minimum, "equal": np.equal,
+          "power": np.power, "mod": np.mod, "fmod": np.fmod, "maximum": np.maximum, "minimum": np.minimum, "equal": np.equal,
           "not_equal": np.not_equal, "less": np.less, "less_equal": np.less_equal, "greater": np.greater,
           "greater_equal": np.greater_equal}
 
@@ -177,7 +177,7 @@ def test_binary_with_broadcasting(rng, name):
     assert_close(getattr(ml, name)(ml.array(a), ml.array(b)), BINARY[name](a, b))
 
 
-OPERATORS = [("+", np.add), ("-", np.subtract), ("*", np.multiply), ("/", np.divide), ("**", np.power),
+OPERATORS = [("+", np.add), ("-", np.subtract), ("*", np.multiply), ("/", np.divide), ("**", np.power), ("%", np.mod),
              ("<", np.less), ("<=", np.less_equal), (">", np.greater), (">=", np.greater_equal),
              ("==", np.equal), ("!=", np.not_equal)]
 

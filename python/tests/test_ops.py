@@ -64,7 +64,7 @@ def test_binary_broadcast_and_where(name, rng):
     b = rng.uniform(0.5, 2, size=(3, 1)).astype(np.float32)
     c = rng.integers(0, 2, size=(3, 5)).astype(np.bool_)
     ops = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum,
-           "minimum": np.minimum, "equal": np.equal, "not_equal": np.not_equal, "less": np.less,
+           "minimum": np.minimum, "mod": np.mod, "fmod": np.fmod, "equal": np.equal, "not_equal": np.not_equal, "less": np.less,
            "less_equal": np.less_equal, "greater": np.greater, "greater_equal": np.greater_equal}
     specs = [(op, ["a", "b"], op, {}) for op in ops] + [("pow", ["b", "b"], "pow", {}), ("where", ["c", "a", "b"], "where", {})]
     expected = {op: f(a, b) for op, f in ops.items()}

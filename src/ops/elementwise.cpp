@@ -275,6 +275,40 @@ struct Pow {
       return std::pow(a, b);
   }
 };
+// mod: NumPy's remainder, with the sign of the divisor (Python's %); fmod: C's, with the sign of
+// the dividend. An integer divisor of 0 gives 0 (NumPy's result; C leaves it undefined), as does
+// -1 (whose C remainder overflows for the most negative dividend); a float one NaN.
+struct Mod {
+  template <class C>
+  static C f(C a, C b) {
+    if constexpr (std::is_integral_v<C>) {
+      if (b == C(0)) return C(0);
+      if constexpr (std::is_signed_v<C>)
+        if (b == C(-1)) return C(0);
+      C r = static_cast<C>(a % b);
+      if (r != C(0) && ((r < C(0)) != (b < C(0)))) r = static_cast<C>(r + b);
+      return r;
+    } else {
+      C r = std::fmod(a, b);
+      if (std::isnan(r)) return r;
+      if (r == C(0)) return std::copysign(C(0), b);
+      return (r < C(0)) != (b < C(0)) ? r + b : r;
+    }
+  }
+};
+struct FMod {
+  template <class C>
+  static C f(C a, C b) {
+    if constexpr (std::is_integral_v<C>) {
+      if (b == C(0)) return C(0);
+      if constexpr (std::is_signed_v<C>)
+        if (b == C(-1)) return C(0);
+      return static_cast<C>(a % b);
+    } else {
+      return std::fmod(a, b);
+    }
+  }
+};
 // maximum/minimum propagate NaN, as NumPy does.
 struct Maximum {
   template <class C>
@@ -519,6 +553,18 @@ void pow_vjp(Ctx& c) {  // y = a^b: da = g b a^(b-1), db = g y log(a)
   if (c.needs_grad(1))
     c.set_grad(1, c.sum_to_like(mul(c, g, mul(c, c.out(), c.op("log", {a}))), b));
 }
+// y = a - q b with q = floor(a / b) (mod) or trunc(a / b) (fmod), piecewise constant: da = g,
+// db = -g q.
+template <bool kFloor>
+void mod_vjp(Ctx& c) {
+  const ValueId g = c.grad_out(), a = c.in(0), b = c.in(1);
+  if (c.needs_grad(0)) c.set_grad(0, c.sum_to_like(g, a));
+  if (c.needs_grad(1)) {
+    const ValueId t = c.op("div", {a, b});
+    const ValueId q = kFloor ? c.op("floor", {t}) : mul(c, c.op("sign", {t}), c.op("floor", {c.op("abs", {t})}));
+    c.set_grad(1, c.sum_to_like(c.op("neg", {mul(c, g, q)}), b));
+  }
+}
 // maximum/minimum: g goes to the operand that was picked; ties go to `a`.
 template <bool kMax>
 void extreme_vjp(Ctx& c) {
@@ -579,6 +625,10 @@ void register_elementwise_ops() {
   define("mul", 2, broadcast_shape, promoted_dtype, binary_kernel<Mul, false>, "a * b", mul_vjp);
   define("div", 2, broadcast_shape, div_dtype, binary_kernel<Div, false>, "a / b (float result)", div_vjp);
   define("pow", 2, broadcast_shape, promoted_dtype, binary_kernel<Pow, false>, "a ^ b", pow_vjp);
+  define("mod", 2, broadcast_shape, promoted_dtype, binary_kernel<Mod, false>,
+         "remainder with the divisor's sign (NumPy mod, Python %); integer divisor 0 gives 0", mod_vjp<true>);
+  define("fmod", 2, broadcast_shape, promoted_dtype, binary_kernel<FMod, false>,
+         "remainder with the dividend's sign (C fmod); integer divisor 0 gives 0", mod_vjp<false>);
   define("maximum", 2, broadcast_shape, promoted_dtype, binary_kernel<Maximum, false>,
          "elementwise max (NaN propagates)", extreme_vjp<true>);
   define("minimum", 2, broadcast_shape, promoted_dtype, binary_kernel<Minimum, false>,

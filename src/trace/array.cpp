@@ -158,6 +158,7 @@ Array operator+(const Array& a, const Array& b) { return op("add", {a, b}); }
 Array operator-(const Array& a, const Array& b) { return op("sub", {a, b}); }
 Array operator*(const Array& a, const Array& b) { return op("mul", {a, b}); }
 Array operator/(const Array& a, const Array& b) { return op("div", {a, b}); }
+Array operator%(const Array& a, const Array& b) { return op("mod", {a, b}); }
 Array operator-(const Array& a) { return op("neg", {a}); }
 Array operator<(const Array& a, const Array& b) { return op("less", {a, b}); }
 Array operator<=(const Array& a, const Array& b) { return op("less_equal", {a, b}); }
@@ -166,6 +167,8 @@ Array operator>=(const Array& a, const Array& b) { return op("greater_equal", {a
 Array equal(const Array& a, const Array& b) { return op("equal", {a, b}); }
 Array not_equal(const Array& a, const Array& b) { return op("not_equal", {a, b}); }
 Array pow(const Array& a, const Array& b) { return op("pow", {a, b}); }
+Array mod(const Array& a, const Array& b) { return op("mod", {a, b}); }
+Array fmod(const Array& a, const Array& b) { return op("fmod", {a, b}); }
 Array maximum(const Array& a, const Array& b) { return op("maximum", {a, b}); }
 Array minimum(const Array& a, const Array& b) { return op("minimum", {a, b}); }
 Array where(const Array& cond, const Array& a, const Array& b) { return op("where", {cond, a, b}); }

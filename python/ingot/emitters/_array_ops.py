@@ -132,6 +132,8 @@ class ArrayOps:
     def mul(self, a, b): return self.xp.multiply(a, b)
     def div(self, a, b): return self.xp.true_divide(a, b)
     def pow(self, a, b): return self.xp.power(a, b)
+    def mod(self, a, b): return self.xp.remainder(a, b)
+    def fmod(self, a, b): return self.xp.fmod(a, b)
     def maximum(self, a, b): return self.xp.maximum(a, b)
     def minimum(self, a, b): return self.xp.minimum(a, b)
     def equal(self, a, b): return self.xp.equal(a, b)

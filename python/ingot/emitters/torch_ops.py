@@ -82,6 +82,8 @@ def sub(a, b): return torch.sub(torch.as_tensor(a), b)
 def mul(a, b): return torch.mul(torch.as_tensor(a), b)
 def div(a, b): return torch.true_divide(torch.as_tensor(a), b)
 def pow(a, b): return torch.pow(torch.as_tensor(a), b)  # noqa: A001
+def mod(a, b): return torch.remainder(torch.as_tensor(a), b)
+def fmod(a, b): return torch.fmod(torch.as_tensor(a), b)
 def maximum(a, b): return torch.maximum(*torch.broadcast_tensors(*_promoted(a, b)))
 def minimum(a, b): return torch.minimum(*torch.broadcast_tensors(*_promoted(a, b)))
 def equal(a, b): return torch.eq(torch.as_tensor(a), b)

@@ -67,6 +67,7 @@ const std::map<std::string, EwOp>& ew_ops() {
       {"cast", {EwKind::Cast, ""}},                  {"add", {EwKind::Binary, "ig_add"}},
       {"sub", {EwKind::Binary, "ig_sub"}},           {"mul", {EwKind::Binary, "ig_mul"}},
       {"div", {EwKind::Binary, "ig_div"}},           {"pow", {EwKind::Binary, "ig_pow"}},
+      {"mod", {EwKind::Binary, "ig_mod"}},           {"fmod", {EwKind::Binary, "ig_fmod"}},
       {"maximum", {EwKind::Binary, "ig_maximum"}},   {"minimum", {EwKind::Binary, "ig_minimum"}},
       {"equal", {EwKind::Compare, "=="}},            {"not_equal", {EwKind::Compare, "!="}},
       {"less", {EwKind::Compare, "<"}},              {"less_equal", {EwKind::Compare, "<="}},

@@ -340,6 +340,32 @@ template <class C> inline C ig_pow(C a, C b) {
   if constexpr (std::is_integral<C>::value) return ig_cast<C>(std::pow(double(a), double(b)));
   else return std::pow(a, b);
 }
+// mod / fmod: the reference kernels' (src/ops/elementwise.cpp Mod, FMod).
+template <class C> inline C ig_mod(C a, C b) {
+  if constexpr (std::is_integral<C>::value) {
+    if (b == C(0)) return C(0);
+    if constexpr (std::is_signed<C>::value)
+      if (b == C(-1)) return C(0);
+    C r = static_cast<C>(a % b);
+    if (r != C(0) && ((r < C(0)) != (b < C(0)))) r = static_cast<C>(r + b);
+    return r;
+  } else {
+    C r = std::fmod(a, b);
+    if (std::isnan(r)) return r;
+    if (r == C(0)) return std::copysign(C(0), b);
+    return (r < C(0)) != (b < C(0)) ? r + b : r;
+  }
+}
+template <class C> inline C ig_fmod(C a, C b) {
+  if constexpr (std::is_integral<C>::value) {
+    if (b == C(0)) return C(0);
+    if constexpr (std::is_signed<C>::value)
+      if (b == C(-1)) return C(0);
+    return static_cast<C>(a % b);
+  } else {
+    return std::fmod(a, b);
+  }
+}
 template <class C> inline C ig_maximum(C a, C b) {
   if constexpr (std::is_floating_point<C>::value) { if (std::isnan(a) || std::isnan(b)) return a + b; }
   return a < b ? b : a;

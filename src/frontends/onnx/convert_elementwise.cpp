@@ -75,6 +75,10 @@ void register_elementwise_conversions() {
     if (is_floating(*t)) return std::vector<Connection>{y};
     return std::vector<Connection>{c.op("cast", {y}, {{"dtype", std::string(dtype_name(*t))}})};
   });
+  // Mod: fmod=1 is C's remainder (the dividend's sign), fmod=0 NumPy's (the divisor's).
+  register_conversion("Mod", [](NodeContext& c) {
+    return std::vector<Connection>{c.op(c.attr_int("fmod", 0) != 0 ? "fmod" : "mod", {c.in(0), c.in(1)})};
+  });
   variadic("Max", "maximum", false);
   variadic("Min", "minimum", false);
   variadic("Sum", "add", false);

@@ -100,6 +100,25 @@ std::map<std::string, Emitter> make_table() {
   reduction(t, "max", "ReduceMax");
   reduction(t, "min", "ReduceMin");
 
+  // fmod is ONNX's Mod with fmod=1; mod (the divisor's sign) is Mod with fmod=0 for integers, and
+  // for floats (where ONNX requires fmod=1) the C remainder moved into the divisor's sign.
+  t["fmod"] = [](EmitContext& c) {
+    const DType t = c.out_dtype();
+    c.add("Mod", {c.in_as(0, t), c.in_as(1, t)}, {c.out()}, [](NP& n) { set_attr(n, "fmod", int64_t{1}); });
+  };
+  t["mod"] = [](EmitContext& c) {
+    const DType t = c.out_dtype();
+    const std::string a = c.in_as(0, t), b = c.in_as(1, t);
+    if (!is_floating(t)) {
+      c.add("Mod", {a, b}, {c.out()}, [](NP& n) { set_attr(n, "fmod", int64_t{0}); });
+      return;
+    }
+    const std::string r = c.add("Mod", {a, b}, {}, [](NP& n) { set_attr(n, "fmod", int64_t{1}); });
+    const std::string zero = c.scalar(0.0, t);
+    const std::string other_side = c.add("Xor", {c.add("Less", {r, zero}), c.add("Less", {b, zero})});
+    const std::string moved = c.add("And", {c.add("Not", {c.add("Equal", {r, zero})}), other_side});
+    c.add("Where", {moved, c.add("Add", {r, b}), r}, {c.out()});
+  };
   t["rsqrt"] = [](EmitContext& c) { c.add("Reciprocal", {c.add("Sqrt", {c.in_as(0, c.out_dtype())})}, {c.out()}); };
   t["cast"] = [](EmitContext& c) {
     c.add("Cast", {c.in(0)}, {c.out()}, [&](NP& n) { set_attr(n, "to", int64_t{onnx_type(c.out_dtype())}); });
