@@ -616,6 +616,10 @@ class array:
 
     def __rtruediv__(self, other: object, /) -> array: ...
 
+    def __mod__(self, other: object, /) -> array: ...
+
+    def __rmod__(self, other: object, /) -> array: ...
+
     def __pow__(self, other: object, /) -> array: ...
 
     def __rpow__(self, other: object, /) -> array: ...
@@ -710,6 +714,14 @@ def divide(x1: object, x2: object) -> array:
 
 def power(x1: object, x2: object) -> array:
     """x1 ** x2 with NumPy broadcasting."""
+
+def mod(x1: object, x2: object) -> array:
+    """x1 % x2 with the sign of x2 (NumPy mod); an integer x2 of 0 gives 0."""
+
+def fmod(x1: object, x2: object) -> array:
+    """
+    C's fmod: the remainder with the sign of x1; an integer x2 of 0 gives 0.
+    """
 
 def maximum(x1: object, x2: object) -> array:
     """The larger of x1 and x2, elementwise."""
