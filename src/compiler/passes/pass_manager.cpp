@@ -26,6 +26,7 @@ const std::vector<PassInfo>& builtin_passes() {
       {"constant_folding", 1, fold_constants, "runs nodes whose inputs are all constants at compile time"},
       {"simplify", 1, simplify, "x*1, x+0, x-0, x/1, broadcast scalars read directly, transpose/reshape chains, no-op casts and identities"},
       {"cse", 2, eliminate_common_subexpressions, "merges nodes with the same op, attrs and inputs"},
+      {"attention", 2, fuse_attention, "softmax(q k^T * scale + masks) v written out becomes one scaled_dot_product_attention"},
       {"conv_bn_folding", 2, fold_conv_batch_norm, "folds batch_norm into conv2d: constant statistics, or run-time parameters in inference"},
       {"mixed_precision", 99, apply_mixed_precision, "matmul/conv2d in bfloat16/float16 (option mixed_precision)"},
       {"batch_chunking", 2, chunk_batch, "inference: the per-sample region (conv, pooling, elementwise) in batch chunks"},

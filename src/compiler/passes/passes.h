@@ -75,6 +75,7 @@ PassReport simplify(Graph& g, const PassContext& ctx = {});
 PassReport eliminate_common_subexpressions(Graph& g, const PassContext& ctx = {});
 PassReport eliminate_dead_code(Graph& g, const PassContext& ctx = {});
 PassReport fold_conv_batch_norm(Graph& g, const PassContext& ctx = {});
+PassReport fuse_attention(Graph& g, const PassContext& ctx = {});
 PassReport apply_mixed_precision(Graph& g, const PassContext& ctx);
 PassReport chunk_batch(Graph& g, const PassContext& ctx);
 PassReport choose_layout(Graph& g, const PassContext& ctx = {});  // reports plan_layouts(g)
