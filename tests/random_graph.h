@@ -4,8 +4,9 @@
 // RandomGraphOptions::model_ops also what models are made of, so every pass has something to
 // rewrite: an NCHW image input, conv2d (constant or parameter weights, bias, stride, padding),
 // conv2d -> batch_norm chains, batch_norm, max / avg / global average pooling, softmax and
-// log_softmax, matmul with a bias, flattening reshapes, 4-D transposes, parameters, and
-// broadcasting of scalars and constants (broadcast_to of a scalar, x*1 and x+0 through it).
+// log_softmax, matmul with a bias, flattening reshapes, 4-D transposes, attention written out,
+// parameters, and broadcasting of scalars and constants (broadcast_to of a scalar, x*1 and x+0
+// through it).
 #pragma once
 
 #include <map>
@@ -226,11 +227,27 @@ inline RandomGraph random_graph(uint64_t seed, const RandomGraphOptions& options
         add(pick(2) ? "add" : "mul", {v.id, c.id}, v.shape);
         return;
       }
+      case 9: {  // attention written out over a 4-D value (the attention pass's pattern)
+        if (x.shape.size() != 4) return;
+        // q and k bounded (tanh), so the scores stay small and a softmax of bfloat16 scores
+        // (the mixed precision run) stays within its tolerance
+        const Shape ss = {x.shape[0], x.shape[1], x.shape[2], x.shape[2]};
+        V q = add("tanh", {x.id}, x.shape);
+        V k = add("mul", {q.id, weight(x.shape).id}, x.shape);
+        V kt = add("transpose", {k.id}, {x.shape[0], x.shape[1], x.shape[3], x.shape[2]},
+                   {{"perm", std::vector<int64_t>{0, 1, 3, 2}}});
+        V s = add("matmul", {q.id, kt.id}, ss);
+        s = add("mul", {s.id, scalar_const(0.5)}, ss);
+        if (pick(2)) s = add("add", {s.id, constant({x.shape[2], x.shape[2]}).id}, ss);
+        V p = add("softmax", {s.id}, ss, {{"axis", int64_t{-1}}});
+        add("matmul", {p.id, x.id}, x.shape);
+        return;
+      }
     }
   };
   for (int k = 0; k < num_ops; ++k) {
     if (options.model_ops && pick(2)) {
-      model_op(pick(9));
+      model_op(pick(10));
       continue;
     }
     V x = vals[pick(vals.size())];
