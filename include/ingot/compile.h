@@ -50,8 +50,8 @@ struct CompileOptions {
   // Graph optimizations (src/compiler/passes/, README "Graph optimizations and memory planning").
   std::string optimization_level = "medium";  // none | low | medium | high
   // Per-pass on/off overriding the level; keys are pass names (constant_folding, simplify, cse,
-  // dce, conv_bn_folding, mixed_precision, batch_chunking, layout, fusion); unknown names are
-  // errors.
+  // attention, conv_bn_folding, mixed_precision, batch_chunking, layout, dce, fusion: their order
+  // in the pipeline); unknown names are errors.
   std::map<std::string, bool> optimizations;
   std::vector<CustomPass> custom_passes;
   // With dump_graph set: also write <dump_graph>.<index>.<pass>.<ext> after every pass that ran.
