@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "compiler/passes/passes.h"
 #include "cpu_test_util.h"
@@ -52,7 +53,7 @@ int count_op(const Graph& g, const std::string& op) {
 
 // Optimized at `medium`: fused (or not), and the CPU backend's result on the optimized graph
 // matches the reference interpreter's on the original.
-void expect_fused(const Built& b, bool fused) {
+Graph expect_fused(const Built& b, bool fused) {
   Graph opt = b.g;
   CompileOptions o;
   const OptimizeResult r = optimize(opt, o);
@@ -67,6 +68,20 @@ void expect_fused(const Built& b, bool fused) {
   for (const PassReport& p : r.reports)
     if (p.pass == "attention") reported = p.changes == (fused ? 1 : 0);
   EXPECT_TRUE(reported) << "the pass reports what it matched";
+  return opt;
+}
+
+const Node& fused_node(const Graph& g) {
+  for (const Node& n : g.nodes())
+    if (n.op == "scaled_dot_product_attention") return n;
+  throw Error("no scaled_dot_product_attention");
+}
+
+// [Sq, Sk] with cond[i][j] = j <= i + offset, one entry flipped when `flip` >= 0.
+Tensor lower_triangle(int64_t offset, int64_t flip = -1) {
+  Tensor t(DType::Bool, {8, 8});
+  for (int64_t i = 0; i < 64; ++i) t.data<bool>()[i] = (i % 8 <= i / 8 + offset) != (i == flip);
+  return t;
 }
 
 TEST(AttentionFusion, BertStyleScaleAndAdditiveMask) {
@@ -97,6 +112,53 @@ TEST(AttentionFusion, Gpt2StyleCausalWhereWithLowestFillThenMask) {
                    },
                    true),
                true);
+}
+
+// A constant lower-triangular where becomes the op's causal flag (and offset), so the kernel
+// skips the hidden keys; alone with either fill, or beside another mask when its fill is -inf.
+TEST(AttentionFusion, ATriangularWhereBecomesTheCausalFlag) {
+  const float lowest = std::numeric_limits<float>::lowest(), inf = std::numeric_limits<float>::infinity();
+  Tensor pad(DType::Float32, {2, 1, 1, 8});
+  for (int64_t i = 0; i < pad.numel(); ++i) pad.data<float>()[i] = i == 3 ? lowest : 0.0f;
+  for (const auto& [offset, fill, padded] : std::vector<std::tuple<int64_t, float, bool>>{
+           {0, lowest, false}, {2, lowest, false}, {0, -inf, false}, {0, -inf, true}, {5, -inf, true}}) {
+    SCOPED_TRACE("offset " + std::to_string(offset) + (padded ? ", padded" : ""));
+    const Graph opt = expect_fused(attention([&](Graph& g, ValueId q, ValueId k, ValueId v) {
+                                     ValueId s = g.add_op("matmul", {q, transpose(g, k, {0, 1, 3, 2})});
+                                     s = g.add_op("where", {constant(g, lower_triangle(offset)), s,
+                                                            constant(g, Tensor::scalar<float>(fill))});
+                                     if (padded) s = g.add_op("add", {s, constant(g, pad)});
+                                     return softmax_v(g, s, v);
+                                   }),
+                                   true);
+    const Node& n = fused_node(opt);
+    EXPECT_EQ(n.attrs.get_int("causal", 0), 1);
+    EXPECT_EQ(n.attrs.get_int("causal_offset", 0), offset);
+    EXPECT_EQ(n.inputs.size(), padded ? 4u : 3u) << print_graph(opt);
+    EXPECT_EQ(count_op(opt, "where"), 0) << print_graph(opt);
+  }
+}
+
+// Left as a mask: a triangle with one entry flipped, one whose first row sees no key (the causal
+// flag would give NaN where float32's lowest gives a uniform row), and GPT-2's export (a fill of
+// float32's lowest beside a padding mask that may hide a row's visible keys too).
+TEST(AttentionFusion, AWhereThatIsNotExactlyCausalStaysAMask) {
+  const float lowest = std::numeric_limits<float>::lowest();
+  Tensor pad(DType::Float32, {2, 1, 1, 8});
+  for (int64_t i = 0; i < pad.numel(); ++i) pad.data<float>()[i] = i % 8 <= 1 ? lowest : 0.0f;
+  for (const auto& [cond, padded] : std::vector<std::pair<Tensor, bool>>{
+           {lower_triangle(0, 17), false}, {lower_triangle(0, 2), false}, {lower_triangle(-1), false},
+           {lower_triangle(0), true}}) {
+    const Graph opt = expect_fused(attention([&](Graph& g, ValueId q, ValueId k, ValueId v) {
+                                     ValueId s = g.add_op("matmul", {q, transpose(g, k, {0, 1, 3, 2})});
+                                     s = g.add_op("where", {constant(g, cond), s, constant(g, Tensor::scalar<float>(lowest))});
+                                     if (padded) s = g.add_op("add", {s, constant(g, pad)});
+                                     return softmax_v(g, s, v);
+                                   }),
+                                   true);
+    EXPECT_EQ(fused_node(opt).attrs.get_int("causal", 0), 0) << print_graph(opt);
+    EXPECT_EQ(fused_node(opt).inputs.size(), 4u);
+  }
 }
 
 TEST(AttentionFusion, NoScaleNoMaskAndAMinusInfinityWhere) {

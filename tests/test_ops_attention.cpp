@@ -167,6 +167,15 @@ TEST(AttentionOp, CpuKernelMatchesTheReference) {
   // Past one key block and with vector tails: 4 heads of 70 queries over 131 keys, D 33 and 64.
   all.push_back({{2, 4, 70, 33}, {2, 4, 131, 33}, {2, 4, 131, 64}, std::nullopt, {{"causal", int64_t{1}}, {"causal_offset", int64_t{61}}}});
   all.push_back({{1, 4, 64, 64}, {1, 1, 200, 64}, {1, 1, 200, 64}, rnd({1, 1, 64, 200}, 7), {}});
+  // Past the kernel's blocks (64 queries, 256 keys): 150 queries over 600 keys, bottom-right
+  // causal with an additive mask; and a bool mask that hides each row's first 2i keys, so later
+  // rows see nothing in the first key block (or two) and start their softmax in a later one.
+  all.push_back({{1, 2, 150, 64}, {1, 2, 600, 64}, {1, 2, 600, 48}, rnd({1, 1, 150, 600}, 8),
+                 {{"causal", int64_t{1}}, {"causal_offset", int64_t{450}}}});
+  Tensor late(DType::Bool, {130, 520});
+  for (int64_t i = 0; i < 130; ++i)
+    for (int64_t j = 0; j < 520; ++j) late.data<bool>()[i * 520 + j] = j >= 2 * i;
+  all.push_back({{1, 2, 130, 40}, {1, 2, 520, 40}, {1, 2, 520, 40}, late, {}});
   for (size_t n = 0; n < 2 * all.size(); ++n) {
     const AttentionCase& c = all[n / 2];
     const DType t = n % 2 ? DType::Float64 : DType::Float32;
@@ -178,6 +187,32 @@ TEST(AttentionOp, CpuKernelMatchesTheReference) {
     EXPECT_EQ(cpu_test::count(src, "run_node(ctx->host->ctx"), 0) << "attention runs natively";
     EXPECT_NE(src.find("ig_attention"), std::string::npos);
   }
+}
+
+// Without a BLAS library the kernel's two block products run in the prelude's loops
+// (ig_gemm_serial): the same results, past the blocks, causal and masked.
+TEST(AttentionOp, CpuKernelWithoutBlasMatchesTheReference) {
+  CpuBackend::CpuOptions no_blas = cpu_test::cpu_options();
+  no_blas.blas = false;
+  Tensor late(DType::Bool, {130, 520});
+  for (int64_t i = 0; i < 130; ++i)
+    for (int64_t j = 0; j < 520; ++j) late.data<bool>()[i * 520 + j] = j >= 2 * i;
+  const std::vector<AttentionCase> all = {
+      {{1, 2, 150, 64}, {1, 2, 600, 64}, {1, 2, 600, 48}, rnd({1, 1, 150, 600}, 8),
+       {{"causal", int64_t{1}}, {"causal_offset", int64_t{450}}}},
+      {{1, 2, 130, 40}, {1, 2, 520, 40}, {1, 2, 520, 40}, late, {}}};
+  for (const AttentionCase& c : all)
+    for (DType t : {DType::Float32, DType::Float64}) {
+      std::vector<Tensor> feed = {rnd(c.q, 71, -2, 2).astype(t), rnd(c.k, 81, -2, 2).astype(t), rnd(c.v, 91, -2, 2).astype(t)};
+      if (c.mask) feed.push_back(c.mask->dtype() == DType::Bool ? *c.mask : c.mask->astype(t));
+      const Graph g = attention_graph(c, feed);
+      const std::unique_ptr<Executable> cpu = CpuBackend(no_blas).lower(g, {});
+      EXPECT_EQ(cpu->source().find("cblas_"), std::string::npos) << "no BLAS call";
+      EXPECT_NE(cpu->source().find("ig_gemm_serial"), std::string::npos);
+      const Tensor want = ReferenceBackend().lower(g, {})->run(feed).at(0);
+      const Tensor got = cpu->run(feed).at(0);
+      EXPECT_TRUE(allclose(got, want, 1e-5, 1e-5)) << dtype_name(t) << ": max |diff| " << max_abs_diff(got, want);
+    }
 }
 
 }  // namespace

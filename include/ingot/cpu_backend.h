@@ -36,6 +36,10 @@ class CpuBackend final : public Backend {
     // 13% faster here, at a rounding error a few times a direct conv's (still ~1e-6 relative on
     // ResNet's logits). Off by default; ignored where oneDNN has no Winograd kernel.
     bool winograd = false;
+    // Products through the BLAS library found at run time (OpenBLAS, linked into the generated
+    // library); false: in plain loops, as on a machine without one (tests of that path, or a
+    // BLAS that misbehaves).
+    bool blas = true;
   };
 
   CpuBackend() = default;

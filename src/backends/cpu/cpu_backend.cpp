@@ -411,7 +411,8 @@ std::unique_ptr<Executable> CpuBackend::lower(const Graph& graph, const CompileO
 cpu::PreparedCode cpu::prepare_code(const Graph& graph, const FusionPlan& plan, const CpuBackend::CpuOptions& options,
                                     const std::string& memory_planning, Layout layout,
                                     const std::string& cache_dir) {
-  const cpu::Toolchain tc = cpu::find_toolchain(options.compiler, cache_dir);
+  cpu::Toolchain tc = cpu::find_toolchain(options.compiler, cache_dir);
+  if (!options.blas) tc.openblas.clear();  // neither called nor linked
   cpu::CodegenOptions co;
   co.blas = !tc.openblas.empty();
   co.dnnl = cpu::dnnl_available();

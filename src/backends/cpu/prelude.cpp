@@ -711,6 +711,17 @@ inline void ig_blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const dou
               int(ldb), 0.0, C, int(ldc));
 }
 
+// One thread's C[M,N] = alpha A[M,K] op(B) + beta C for kernels that block a product themselves
+// (attention): op(B) is B [K,N] or, with tb, B stored [N,K].
+inline void ig_gemm_serial(bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  cblas_sgemm(101, 111, tb ? 112 : 111, int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
+}
+inline void ig_gemm_serial(bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
+                           const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  cblas_dgemm(101, 111, tb ? 112 : 111, int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
+}
+
 // C[M,N] = op(A) op(B), row-major. op(A) is A [M,K] with row stride lda or, with ta, the
 // transpose of A stored [K,M]; likewise op(B) from B [K,N] or, with tb, B stored [N,K].
 template <class T>
@@ -752,6 +763,35 @@ inline void ig_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* 
         const T* b = B + k * ldb;
         #pragma omp simd
         for (int64_t j = 0; j < N; ++j) c[j] += a * b[j];
+      }
+    }
+  }
+}
+)IGPRELUDE";
+
+const char* const kGemmSerialLoops = R"IGPRELUDE(
+// One thread's C[M,N] = alpha A[M,K] op(B) + beta C (kGemmBlas's ig_gemm_serial, in loops).
+template <class T>
+inline void ig_gemm_serial(bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+                           int64_t ldb, T beta, T* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i) {
+    T* c = C + i * ldc;
+    const T* a = A + i * lda;
+    for (int64_t j = 0; j < N; ++j) c[j] = beta == T(0) ? T(0) : c[j] * beta;
+    if (tb) {
+      for (int64_t j = 0; j < N; ++j) {
+        const T* b = B + j * ldb;
+        T sum = 0;
+        #pragma omp simd reduction(+:sum)
+        for (int64_t k = 0; k < K; ++k) sum += a[k] * b[k];
+        c[j] += alpha * sum;
+      }
+    } else {
+      for (int64_t k = 0; k < K; ++k) {
+        const T ak = alpha * a[k];
+        const T* b = B + k * ldb;
+        #pragma omp simd
+        for (int64_t j = 0; j < N; ++j) c[j] += ak * b[j];
       }
     }
   }
@@ -820,6 +860,7 @@ std::string prelude(bool blas) {
   std::string s = "// ---- ingot CPU runtime prelude -------------------------------------------------\n";
   s += kCore;
   s += blas ? kGemmBlas : kGemmLoops;
+  if (!blas) s += kGemmSerialLoops;
   s += kGemmPlain;
   s += kConv;
   s += kReduceAxesPrelude;

@@ -11,6 +11,12 @@
 //   where(cond, 0, fill). s + where(cond, 0, fill) equals where(cond, s, fill) exactly for fill
 //   -inf, and for a huge negative fill (float32's lowest, as PyTorch writes) wherever |s| is below
 //   half a unit of it (1e31); the mask keeps its own broadcast shape.
+// A where whose condition is a constant lower-triangular bool [1..., Sq, Sk], cond[i][j] =
+//   j <= i + offset with offset >= 0 (GPT-2's causal mask, bottom-right for a KV cache), becomes
+//   the op's causal flag and causal_offset instead of a mask, so the kernel skips the hidden
+//   keys rather than scoring them. Exact: every row still sees a key, and a hidden key's
+//   probability is 0 either way (exp of -inf, or of float32's lowest minus a score). With
+//   another mask in the chain only for a fill of -inf (see below).
 // kT: transpose(x, perm) read by nothing else; the transpose is rewritten in place to give k
 //   [..., Sk, D] (or dropped when that is x itself).
 // Every intermediate (the scores, each masked step, the probabilities) must have no other reader,
@@ -18,6 +24,7 @@
 // scores to a larger shape. Anything else is left as it is. Runs before DCE, which removes the
 // nodes the match leaves unread.
 #include <cmath>
+#include <optional>
 
 #include "compiler/passes/passes.h"
 
@@ -41,6 +48,15 @@ bool hides(const Graph& g, ValueId fill) {
   return true;
 }
 
+// Whether `fill` is -inf throughout.
+bool hides_exactly(const Graph& g, ValueId fill) {
+  const Value& x = g.value(fill);
+  if (x.kind != ValueKind::Constant || x.constant.numel() == 0 || !is_floating(x.constant.dtype())) return false;
+  for (double v : x.constant.to_vector<double>())
+    if (!(std::isinf(v) && v < 0)) return false;
+  return true;
+}
+
 // NumPy broadcasting of two symbolic shapes (1 takes the other's size).
 SymShape broadcast(const SymShape& a, const SymShape& b) {
   const size_t r = std::max(a.size(), b.size());
@@ -53,9 +69,36 @@ SymShape broadcast(const SymShape& a, const SymShape& b) {
   return out;
 }
 
+// The offset of `cond` as a causal mask over scores of shape `scores`: a constant bool of shape
+// [1..., Sq, Sk] with cond[i][j] == (j <= i + offset) everywhere and offset >= 0.
+std::optional<int64_t> causal_offset(const Graph& g, ValueId cond, const SymShape& scores) {
+  const Value& c = g.value(cond);
+  const size_t r = scores.size();
+  if (c.kind != ValueKind::Constant || c.constant.dtype() != DType::Bool || c.constant.shape().size() < 2 ||
+      c.constant.shape().size() > r || r < 2 || !scores[r - 2].known() || !scores[r - 1].known())
+    return std::nullopt;
+  const Shape& cs = c.constant.shape();
+  const int64_t sq = scores[r - 2].value, sk = scores[r - 1].value;
+  if (cs[cs.size() - 2] != sq || cs[cs.size() - 1] != sk || sq == 0 || sk == 0) return std::nullopt;
+  for (size_t a = 0; a + 2 < cs.size(); ++a)
+    if (cs[a] != 1) return std::nullopt;
+  const Tensor t = c.constant.contiguous();
+  const bool* m = t.data<bool>();
+  int64_t first_row = 0;  // row 0 sees keys 0..offset
+  while (first_row < sk && m[first_row]) ++first_row;
+  const int64_t offset = first_row - 1;
+  if (offset < 0) return std::nullopt;
+  for (int64_t i = 0; i < sq; ++i)
+    for (int64_t j = 0; j < sk; ++j)
+      if (m[i * sk + j] != (j <= i + offset)) return std::nullopt;
+  return offset;
+}
+
 struct Match {
   NodeId qk = -1, transpose = -1;
   std::vector<std::pair<NodeId, size_t>> masks;  // from the softmax inward, with the scores' operand slot
+  NodeId causal_where = -1;                      // one of the masks: the causal flag instead
+  int64_t causal_offset = 0;
   double scale = 1.0;
 };
 
@@ -115,6 +158,11 @@ PassReport fuse_attention(Graph& g, const PassContext&) {
       } else if (!scaled && n->op == "where" && g.value(n->inputs[1]).shape == g.value(n->outputs[0]).shape &&
                  hides(g, n->inputs[2])) {
         m.masks.push_back({n->id, 1});
+        if (m.causal_where < 0)
+          if (const std::optional<int64_t> off = causal_offset(g, n->inputs[0], g.value(n->outputs[0]).shape)) {
+            m.causal_where = n->id;
+            m.causal_offset = *off;
+          }
         s = n->inputs[1];
       } else {
         ok = false;
@@ -122,6 +170,11 @@ PassReport fuse_attention(Graph& g, const PassContext&) {
       ok = ok && only_reader(s);
     }
     if (!ok || m.qk < 0) continue;
+    // With a finite fill and another mask, a row whose visible keys that mask hides as well gets
+    // a softmax over every key from the where (all at the fill) but over its visible keys only
+    // from the causal flag: then the where stays a mask.
+    if (m.causal_where >= 0 && m.masks.size() > 1 && !hides_exactly(g, g.node(m.causal_where).inputs[2]))
+      m.causal_where = -1;
     const Node& qk = g.node(m.qk);
     if (qk.inputs.size() != 2) continue;
     const ValueId q = qk.inputs[0], kt = qk.inputs[1];
@@ -161,10 +214,12 @@ PassReport fuse_attention(Graph& g, const PassContext&) {
     std::vector<ValueId> operands = {q, k, v};
     std::string what = "softmax(q k^T";
     if (m.scale != 1.0) what += " * " + std::to_string(m.scale);
-    if (!m.masks.empty()) {
+    if (m.causal_where >= 0) what += ", causal";
+    if (m.masks.size() > (m.causal_where >= 0 ? 1u : 0u)) {
       // Innermost first: the scores operand becomes 0, each step's shape its other operands'.
       ValueId below = -1;
       for (size_t i = m.masks.size(); i-- > 0;) {
+        if (m.masks[i].first == m.causal_where) continue;  // left unread for DCE
         Node& mn = g.node(m.masks[i].first);
         mn.inputs[m.masks[i].second] = below >= 0 ? below : g.add_constant("attention.zero", Tensor::full(t, {}, 0.0));
         SymShape shape;
@@ -180,6 +235,10 @@ PassReport fuse_attention(Graph& g, const PassContext&) {
     fused.inputs = operands;
     fused.attrs = Attrs{};
     fused.attrs.set("scale", m.scale);
+    if (m.causal_where >= 0) {
+      fused.attrs.set("causal", int64_t{1});
+      fused.attrs.set("causal_offset", m.causal_offset);
+    }
     ++report.changes;
     report.notes.push_back(what + ") v" + (fused.scope.empty() ? "" : " in '" + fused.scope + "'") +
                            " -> scaled_dot_product_attention");
