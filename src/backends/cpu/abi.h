@@ -36,13 +36,18 @@ struct ingot_host {
   // Runs GeneratedCode::dnnl_conv_grads[grad] on float32 buffers: conv2d_input_grad (a = dy,
   // b = weight, out = dx) or conv2d_weight_grad (a = x, b = dy, out = dw).
   int (*conv2d_grad)(void* ctx, int32_t grad, const void* a, const void* b, void* out, char* error, size_t error_size);
+  // Null, or one thread's row-major float32 C = alpha op(A) op(B) + beta C (ta, tb: 'N' or 'T')
+  // in oneDNN's sgemm, which outruns single-threaded OpenBLAS on the small blocks of kernels
+  // that block a product themselves (attention). Returns 0, or nonzero to fall back.
+  int (*sgemm)(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 };
 }
 
 namespace ingot::cpu {
-// 2: arena, offsets and conv2d in ingot_host; 3: profile; 4: conv2d_args; 5: conv2d_grad. Part of
-// the cache key; the library reports it.
-inline constexpr int kAbiVersion = 5;
+// 2: arena, offsets and conv2d in ingot_host; 3: profile; 4: conv2d_args; 5: conv2d_grad; 6:
+// sgemm. Part of the cache key; the library reports it.
+inline constexpr int kAbiVersion = 6;
 }  // namespace ingot::cpu
 
 extern "C" {

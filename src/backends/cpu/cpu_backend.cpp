@@ -136,7 +136,7 @@ class CpuExecutable final : public Executable {
     ingot_host host{&call, const_ptrs_.data(), &CpuExecutable::run_node, arena->data,
                     b->placement.offsets.data(), &CpuExecutable::run_conv,
                     profile::active() ? &CpuExecutable::profile_step : nullptr, &CpuExecutable::run_conv_args,
-                    &CpuExecutable::run_conv_grad};
+                    &CpuExecutable::run_conv_grad, cpu::host_sgemm()};
     char error[2048] = {0};
     if (in_ptrs.empty()) in_ptrs.push_back(nullptr);
     if (out_ptrs.empty()) out_ptrs.push_back(nullptr);

@@ -47,6 +47,13 @@ ConvSpec conv_spec(const Node& n, const Shape& x, const Shape& w, const Shape& y
 
 bool dnnl_available() { return true; }
 
+HostSgemm host_sgemm() {
+  return [](char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+            int64_t ldb, float beta, float* c, int64_t ldc) {
+    return dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == dnnl_success ? 0 : 1;
+  };
+}
+
 const dnnl::engine& cpu_engine() {
   static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
   return e;
@@ -442,6 +449,8 @@ void DnnlConv::run(const float* x, const float* w, const float* b, const void* c
 #else  // no oneDNN: the generated code keeps its own convolution
 
 bool dnnl_available() { return false; }
+
+HostSgemm host_sgemm() { return nullptr; }
 
 struct DnnlConv::Impl {
   std::string name = "unavailable";

@@ -22,6 +22,10 @@
 namespace ingot::cpu {
 
 bool dnnl_available();
+// ingot_host::sgemm: oneDNN's dnnl_sgemm, or null without oneDNN.
+using HostSgemm = int (*)(char, char, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
+                          float, float*, int64_t);
+HostSgemm host_sgemm();
 
 // One elementwise step applied to the convolution's result inside the primitive (a oneDNN
 // post-op), in order. Unary kinds take no operand; Linear is alpha * y + beta; the binary kinds

@@ -29,6 +29,8 @@ struct ingot_host {
   int (*conv2d_args)(void* ctx, int32_t conv, const void* const* args, void* y, char* error, size_t error_size);
   int (*conv2d_grad)(void* ctx, int32_t grad, const void* a, const void* b, void* out, char* error,
                      size_t error_size);
+  int (*sgemm)(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 };
 }
 
@@ -712,7 +714,9 @@ inline void ig_blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const dou
 }
 
 // One thread's C[M,N] = alpha A[M,K] op(B) + beta C for kernels that block a product themselves
-// (attention): op(B) is B [K,N] or, with tb, B stored [N,K].
+// (attention): op(B) is B [K,N] or, with tb, B stored [N,K]. ig_library_gemm: such kernels may
+// call the host's library products too (ingot_host::sgemm).
+inline constexpr bool ig_library_gemm = true;
 inline void ig_gemm_serial(bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                            const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   cblas_sgemm(101, 111, tb ? 112 : 111, int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
@@ -770,7 +774,9 @@ inline void ig_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* 
 )IGPRELUDE";
 
 const char* const kGemmSerialLoops = R"IGPRELUDE(
-// One thread's C[M,N] = alpha A[M,K] op(B) + beta C (kGemmBlas's ig_gemm_serial, in loops).
+// One thread's C[M,N] = alpha A[M,K] op(B) + beta C (kGemmBlas's ig_gemm_serial, in loops), and
+// no library products at all (CpuOptions::blas false, or no BLAS library found).
+inline constexpr bool ig_library_gemm = false;
 template <class T>
 inline void ig_gemm_serial(bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
                            int64_t ldb, T beta, T* C, int64_t ldc) {

@@ -7,13 +7,27 @@ namespace ingot::cpu {
 
 const char* const kAttentionPrelude = R"IGPRELUDE(
 // ---- scaled_dot_product_attention ----
+// One thread's C = alpha A op(B) + beta C for the kernel's blocks: float32 through the host's
+// oneDNN sgemm where it has one (about 1.4x single-threaded OpenBLAS on 128 x 512 x 64 blocks
+// here) and library products are on, else ig_gemm_serial.
+inline void ig_block_gemm(const ig_ctx* ctx, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (ig_library_gemm && ctx->host->sgemm != nullptr && ctx->host->sgemm('N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0)
+    return;
+  ig_gemm_serial(tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+inline void ig_block_gemm(const ig_ctx*, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
+                          int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  ig_gemm_serial(tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 // Work units: (leading index b, block of kQ query rows), run in parallel. A unit walks the keys
 // in blocks of kK; per block, one GEMM scores its rows (S = scale Q K^T, [rows, n], in the
 // thread's scratch: 256 KB for float32, which stays in L2), a pass over each row masks the scores
 // and folds them into the row's running max m and sum l (an online softmax: the row's output so
 // far is rescaled by exp(m_old - m_new)), leaving the probabilities in S, and a second GEMM adds
 // P V_block to the rows' outputs. So the [Sq, Sk] scores are never written out whole, and both
-// products run in the BLAS library's kernels (ig_gemm_serial: one thread each; the units are the
+// products run in a library's kernels (ig_block_gemm: one thread each; the units are the
 // parallelism). Blocks of 128 x 512 measured fastest of 64-256 x 256-1024 on float32 [8, 4, 512,
 // 64] (Sapphire Rapids, 2 threads): larger blocks pack fewer operands per multiply-add. Causal
 // units score no key past their last row's last visible one. A row that sees no key ends with
@@ -69,7 +83,7 @@ int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k
         const int64_t end = causal ? (i0 + rows + offset < sk ? i0 + rows + offset : sk) : sk;
         if (j0 >= end) break;
         const int64_t n = end - j0 < kK ? end - j0 : kK;
-        ig_gemm_serial(true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, kK);
+        ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, kK);
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t i = i0 + r;
           T* sr = s + r * kK;
@@ -109,7 +123,7 @@ int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k
             for (int64_t e = 0; e < dv; ++e) ar[e] *= alpha;
           }
         }
-        ig_gemm_serial(false, rows, dv, n, T(1), s, kK, vb + j0 * dv, dv, T(1), acc, dv);
+        ig_block_gemm(ctx, false, rows, dv, n, T(1), s, kK, vb + j0 * dv, dv, T(1), acc, dv);
       }
       for (int64_t r = 0; r < rows; ++r) {
         T* yr = y + (b * sq + i0 + r) * dv;
