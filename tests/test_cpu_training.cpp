@@ -47,7 +47,34 @@ TEST(CpuTraining, MatmulReadsTransposesThroughGemmFlags) {
     for (NodeId n : code.fallback_nodes) transposes_materialized += g.node(n).op == "transpose";
     // Only `at` (an output) and `ct` (read by a transpose, not a matmul) stay transposes.
     EXPECT_EQ(transposes_materialized, 2) << dtype_name(t);
-    EXPECT_EQ(count(code.source, "ig_gemm(true, true"), 1) << "ct_dt reads both operands transposed";
+    EXPECT_EQ(count(code.source, "ig_matmul(ctx, 0, true, true"), 1) << "ct_dt reads both operands transposed";
+  }
+}
+
+// float32 matmuls run in the host's oneDNN sgemm where it has one (ig_matmul), in ig_gemm's
+// OpenBLAS blocks or loops otherwise: every way gives the reference's result, transposed operands
+// and batches included, and CpuOptions::num_threads reaches the library's threads.
+TEST(CpuTraining, MatmulsAgreeThroughEveryGemm) {
+  Graph g = make_graph({{"a", {65, 130}}, {"b", {130, 33}}, {"c", {3, 9, 7}}, {"d", {3, 5, 7}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         g.set_output("ab", g.add_op("matmul", {in[0], in[1]}));
+                         g.set_output("bt_at", g.add_op("matmul", {transpose(g, in[1], {1, 0}), transpose(g, in[0], {1, 0})}));
+                         g.set_output("c_dt", g.add_op("matmul", {in[2], transpose(g, in[3], {0, 2, 1})}));
+                       });
+  const std::vector<Tensor> inputs = {random_tensor({65, 130}, 1), random_tensor({130, 33}, 2),
+                                      random_tensor({3, 9, 7}, 3), random_tensor({3, 5, 7}, 4)};
+  const std::vector<Tensor> want = ReferenceBackend().lower(g, {})->run(inputs);
+  CpuBackend::CpuOptions library = cpu_options(), loops = cpu_options(), one_thread = cpu_options();
+  loops.blas = false;
+  one_thread.num_threads = 1;
+  for (const auto& [name, o] : std::vector<std::pair<std::string, CpuBackend::CpuOptions>>{
+           {"library", library}, {"loops", loops}, {"one thread", one_thread}}) {
+    SCOPED_TRACE(name);
+    const std::unique_ptr<Executable> exe = CpuBackend(o).lower(g, {});
+    const std::vector<Tensor> got = exe->run(inputs);
+    for (size_t i = 0; i < want.size(); ++i) expect_same(got[i], want[i], g.outputs()[i].first, 1e-5, 1e-5);
+    EXPECT_NE(exe->source().find(o.num_threads == 1 ? "ig_matmul(ctx, 1, " : "ig_matmul(ctx, 0, "), std::string::npos);
+    EXPECT_EQ(exe->source().find("ig_library_gemm = true") != std::string::npos, o.blas);
   }
 }
 

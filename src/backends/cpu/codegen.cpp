@@ -1088,7 +1088,8 @@ class Generator {
     const size_t ob = yd.size() - (ra > 1) - (rb > 1);
     // An operand that is a folded transpose is read in its stored (untransposed) layout.
     const bool ta = folded_[n.inputs[0]] >= 0, tb = folded_[n.inputs[1]] >= 0;
-    const std::string gemm = std::string("ig_gemm(") + (ta ? "true" : "false") + ", " + (tb ? "true" : "false") + ", ";
+    const std::string gemm = "ig_matmul(ctx, " + std::to_string(opt_.num_threads) + ", " + (ta ? "true" : "false") + ", " +
+                             (tb ? "true" : "false") + ", ";
     const char *lda = ta ? "M" : "K", *ldb = tb ? "K" : "N";
     k << "  const int64_t M = " << str(M) << ", N = " << str(N) << ", K = " << str(K) << ";\n";
     // b without batch dims and a with the full batch: one gemm over batch * M rows.
