@@ -186,7 +186,7 @@ void bind_compile(nb::module_& m) {
       .def(
           "__init__",
           [](CpuBackend* self, bool cache, std::optional<std::string> cache_dir, std::optional<std::string> compiler,
-             std::vector<std::string> extra_flags, int num_threads, bool winograd) {
+             std::vector<std::string> extra_flags, int num_threads, bool winograd, bool blas) {
             CpuBackend::CpuOptions o;
             o.cache = cache;
             o.cache_dir = cache_dir.value_or("");
@@ -195,21 +195,24 @@ void bind_compile(nb::module_& m) {
             INGOT_CHECK(num_threads >= 0, "CpuBackend: num_threads must be >= 0, got ", num_threads);
             o.num_threads = num_threads;
             o.winograd = winograd;
+            o.blas = blas;
             new (self) CpuBackend(o);
           },
           nb::kw_only(), nb::arg("cache") = true, nb::arg("cache_dir").none() = nb::none(),
           nb::arg("compiler").none() = nb::none(), nb::arg("extra_flags") = std::vector<std::string>{},
-          nb::arg("num_threads") = 0, nb::arg("winograd") = false,
+          nb::arg("num_threads") = 0, nb::arg("winograd") = false, nb::arg("blas") = true,
           "cache: use the disk cache; cache_dir: default $INGOT_CACHE_DIR, $XDG_CACHE_HOME/ingot or ~/.cache/ingot;\n"
           "compiler: default $INGOT_CXX, $CXX, c++/g++/clang++; extra_flags: appended to the build command;\n"
           "num_threads: OpenMP threads per parallel loop (0: OpenMP's default); winograd: 3x3 stride-1 float32\n"
-          "convs may use oneDNN's Winograd kernels where it has them (AVX-512): faster, a few times the rounding error.")
+          "convs may use oneDNN's Winograd kernels where it has them (AVX-512): faster, a few times the rounding error;\n"
+          "blas: products in oneDNN's sgemm and OpenBLAS (else in plain loops, as without a BLAS library).")
       .def_prop_ro("cache", [](const CpuBackend& b) { return b.options().cache; })
       .def_prop_ro("cache_dir", [](const CpuBackend& b) { return b.options().cache_dir; })
       .def_prop_ro("compiler", [](const CpuBackend& b) { return b.options().compiler; })
       .def_prop_ro("extra_flags", [](const CpuBackend& b) { return b.options().extra_flags; })
       .def_prop_ro("num_threads", [](const CpuBackend& b) { return b.options().num_threads; })
       .def_prop_ro("winograd", [](const CpuBackend& b) { return b.options().winograd; })
+      .def_prop_ro("blas", [](const CpuBackend& b) { return b.options().blas; })
       .def_static("compile_count", &CpuBackend::compile_count, "How many times this process ran the C++ compiler.");
   nb::class_<PythonBackend, Backend>(m, "PythonBackend", "A backend whose code an ingot.emitters emitter generates.")
       .def("__init__", [](PythonBackend* self, std::string name, nb::object emitter) {

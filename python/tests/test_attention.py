@@ -122,3 +122,23 @@ def test_bad_operands_are_clear_errors(rng):
         ml.eval(ml.scaled_dot_product_attention(q, q, q, ml.array(np.zeros((3, 3), np.bool_))))
     with pytest.raises(ml.IngotError, match="must be bool"):
         ml.eval(ml.scaled_dot_product_attention(q, q, q, ml.array(np.zeros((4, 4), np.int32))))
+
+
+@pytest.mark.parametrize("blas", [True, False])
+def test_cpu_backend_with_and_without_library_products(blas, rng):
+    """ml.CpuBackend(blas=False): attention's block products and the matmuls in plain loops (as
+    on a machine without a BLAS library), the same results as the library's, past the kernel's
+    128 x 512 blocks."""
+    q = rng.normal(size=(1, 2, 150, 16)).astype(np.float32)
+    k = rng.normal(size=(1, 2, 600, 16)).astype(np.float32)
+    v = rng.normal(size=(1, 2, 600, 8)).astype(np.float32)
+    w = rng.normal(size=(8, 5)).astype(np.float32)
+    be = ml.CpuBackend(blas=blas)
+    assert be.blas is blas
+    f = ml.compile(lambda a, b, c, d: ml.scaled_dot_product_attention(a, b, c, is_causal=True, causal_offset=450) @ d)
+    ml.set_compile_config(backend=be)
+    try:
+        got = np.asarray(f(ml.array(q), ml.array(k), ml.array(v), ml.array(w)))
+    finally:
+        ml.reset_compile_config()
+    assert_close(got, (attention_np(q, k, v, causal=1, causal_offset=450) @ w).astype(np.float32))
