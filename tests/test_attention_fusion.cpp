@@ -120,8 +120,12 @@ TEST(AttentionFusion, ATriangularWhereBecomesTheCausalFlag) {
   const float lowest = std::numeric_limits<float>::lowest(), inf = std::numeric_limits<float>::infinity();
   Tensor pad(DType::Float32, {2, 1, 1, 8});
   for (int64_t i = 0; i < pad.numel(); ++i) pad.data<float>()[i] = i == 3 ? lowest : 0.0f;
-  for (const auto& [offset, fill, padded] : std::vector<std::tuple<int64_t, float, bool>>{
+  for (const std::tuple<int64_t, float, bool>& c : std::vector<std::tuple<int64_t, float, bool>>{
            {0, lowest, false}, {2, lowest, false}, {0, -inf, false}, {0, -inf, true}, {5, -inf, true}}) {
+    // (named copies, not a structured binding: clang 14 cannot capture one in the lambda)
+    const int64_t offset = std::get<0>(c);
+    const float fill = std::get<1>(c);
+    const bool padded = std::get<2>(c);
     SCOPED_TRACE("offset " + std::to_string(offset) + (padded ? ", padded" : ""));
     const Graph opt = expect_fused(attention([&](Graph& g, ValueId q, ValueId k, ValueId v) {
                                      ValueId s = g.add_op("matmul", {q, transpose(g, k, {0, 1, 3, 2})});
@@ -146,9 +150,11 @@ TEST(AttentionFusion, AWhereThatIsNotExactlyCausalStaysAMask) {
   const float lowest = std::numeric_limits<float>::lowest();
   Tensor pad(DType::Float32, {2, 1, 1, 8});
   for (int64_t i = 0; i < pad.numel(); ++i) pad.data<float>()[i] = i % 8 <= 1 ? lowest : 0.0f;
-  for (const auto& [cond, padded] : std::vector<std::pair<Tensor, bool>>{
+  for (const std::pair<Tensor, bool>& c : std::vector<std::pair<Tensor, bool>>{
            {lower_triangle(0, 17), false}, {lower_triangle(0, 2), false}, {lower_triangle(-1), false},
            {lower_triangle(0), true}}) {
+    const Tensor& cond = c.first;
+    const bool padded = c.second;
     const Graph opt = expect_fused(attention([&](Graph& g, ValueId q, ValueId k, ValueId v) {
                                      ValueId s = g.add_op("matmul", {q, transpose(g, k, {0, 1, 3, 2})});
                                      s = g.add_op("where", {constant(g, cond), s, constant(g, Tensor::scalar<float>(lowest))});

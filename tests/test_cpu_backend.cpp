@@ -218,6 +218,49 @@ TEST(CpuBackend, RowKernels) {
         grouped({{n - 2, n - 1}}));
 }
 
+// transpose is a native kernel (ig_transpose) for every element type, rank and permutation:
+// contiguous rows and strided gathers, the default (reversed) order, negative axes, a symbolic
+// size, an empty tensor and sizes past the parallel threshold; never a reference callback.
+TEST(CpuBackend, TransposeIsNativeForEveryTypeRankAndPermutation) {
+  struct Case {
+    ShapeTemplate in;
+    std::vector<int64_t> perm;  // empty: no attribute (the axes reversed)
+    Shape run;
+  };
+  const std::vector<Case> cases = {
+      {{7}, {0}, {7}},
+      {{5, 9}, {1, 0}, {5, 9}},
+      {{3, 4, 5}, {}, {3, 4, 5}},
+      {{"N", 3, 4, 5}, {0, 2, 1, 3}, {2, 3, 4, 5}},
+      {{2, 3, 4, 5}, {3, 1, -4, 2}, {2, 3, 4, 5}},
+      {{2, 1, 3, 4, 2}, {4, 2, 0, 3, 1}, {2, 1, 3, 4, 2}},
+      {{"M", 4}, {1, 0}, {0, 4}},
+      {{64, 33, 40}, {2, 0, 1}, {64, 33, 40}},
+      {{2, 128, 4, 64}, {0, 2, 1, 3}, {2, 128, 4, 64}},
+  };
+  for (DType t : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64,
+                  DType::Int8, DType::Bool}) {
+    SCOPED_TRACE(dtype_name(t));
+    std::vector<Input> inputs;  // every case in one graph: one compile per type
+    std::vector<Tensor> feed;
+    for (size_t c = 0; c < cases.size(); ++c) {
+      inputs.push_back({"x" + std::to_string(c), cases[c].in, t});
+      Tensor x = random_tensor(cases[c].run, 11 + c, -60, 60);
+      feed.push_back(t == DType::Bool ? x.astype(DType::Int32).astype(DType::Bool) : x.astype(t));
+    }
+    Graph g = make_graph(inputs, [&](Graph& g, std::vector<ValueId>& in) {
+      for (size_t c = 0; c < cases.size(); ++c) {
+        Attrs attrs;
+        if (!cases[c].perm.empty()) attrs.set("perm", cases[c].perm);
+        g.set_output("y" + std::to_string(c), g.add_op("transpose", {in[c]}, attrs));
+      }
+    });
+    const std::string src = check(g, {feed}, unfused, 0, 0);
+    EXPECT_EQ(count(src, "run_node(ctx->host->ctx"), 0) << "no reference callback";
+    EXPECT_EQ(count(src, "ig_transpose(x0, y, "), static_cast<int>(cases.size()) - 1) << "rank 1 is a copy";
+  }
+}
+
 TEST(CpuBackend, MatmulAndConv) {
   Graph g = make_graph({{"a", {5, 7}}, {"b", {7, 3}}, {"a3", {2, 5, 7}}, {"b3", {2, 7, 3}}, {"a4", {2, 1, 5, 7}},
                         {"b4", {3, 7, 4}}, {"v", {7}}, {"ad", {4, 6}, DType::Float64}, {"bd", {6, 2}, DType::Float64},

@@ -871,6 +871,17 @@ class Generator {
       k << "  std::memset(y, 0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
     } else if (op == "reshape" || op == "identity" || op == "reshape_like" || op == "expand_dims") {
       k << "  std::memcpy(y, x0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
+    } else if (op == "transpose" && rank <= 1) {  // the same elements in the same order
+      k << "  std::memcpy(y, x0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
+    } else if (op == "transpose") {
+      std::vector<int64_t> perm = n.attrs.get_ints("perm", {});
+      if (perm.empty())
+        for (int i = rank - 1; i >= 0; --i) perm.push_back(i);
+      k << "  const int64_t dims[] = {";
+      for (int i = 0; i < rank; ++i) k << (i ? ", " : "") << str(xd[static_cast<size_t>(i)]);
+      k << "}, perm[] = {";
+      for (int i = 0; i < rank; ++i) k << (i ? ", " : "") << (perm[static_cast<size_t>(i)] < 0 ? perm[static_cast<size_t>(i)] + rank : perm[static_cast<size_t>(i)]);
+      k << "};\n  ig_transpose(x0, y, " << rank << ", dims, perm);\n";
     } else if (op == "slice") {  // rows [start, start + y's rows) of x: one contiguous block
       const int64_t start = std::min(n.attrs.get_ints("starts").at(0), xd[0].c);
       k << "  std::memcpy(y, x0 + " << str(Mono{start, {}} * product(xd, 1)) << ", static_cast<size_t>("
@@ -1253,6 +1264,7 @@ bool is_native(const Graph& g, const Node& n) {
   if (op == "reshape" || op == "identity" || op == "reshape_like" || op == "expand_dims")
     return dt(n.inputs[0]) == dt(n.outputs[0]);
   if (op == "zeros_like") return true;
+  if (op == "transpose") return rank(n.inputs[0]) <= 16 && dt(n.inputs[0]) == dt(n.outputs[0]);
   // Contiguous blocks: a slice of leading rows (start >= 0, step 1, the row count known) and a
   // concat along axis 0 of inputs with the output's dtype.
   if (op == "slice") {

@@ -466,6 +466,44 @@ void ig_reduce(const T* __restrict x, O* __restrict y, int64_t outer, int64_t n,
   ig_reduce_fn<kKind, T, O>([x](int64_t i) { return x[i]; }, y, outer, n, inner);
 }
 
+// ---- transpose: y = x with its axes in the order perm (any element type, rank 1 to 16) ----
+// y is written in order, one row of its last axis at a time, read from x through the permuted
+// strides: a contiguous copy when that row runs along x's last axis (a transformer's heads
+// split, [B, S, H, D] -> [B, H, S, D]), a strided gather otherwise. Rows run across threads.
+template <class T>
+void ig_transpose(const T* __restrict x, T* __restrict y, int rank, const int64_t* xdims, const int64_t* perm) {
+  int64_t xs[16], yd[16], st[16];
+  int64_t stride = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    xs[i] = stride;
+    stride *= xdims[i];
+  }
+  int64_t total = 1;
+  for (int i = 0; i < rank; ++i) {
+    yd[i] = xdims[perm[i]];
+    st[i] = xs[perm[i]];
+    total *= yd[i];
+  }
+  if (total == 0) return;
+  const int64_t n = yd[rank - 1], s = st[rank - 1], rows = total / n;
+  #pragma omp parallel for if(ig_big(total) && rows > 1)
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t off = 0, rest = row;
+    for (int i = rank - 2; i >= 0; --i) {
+      off += (rest % yd[i]) * st[i];
+      rest /= yd[i];
+    }
+    const T* xr = x + off;
+    T* yr = y + row * n;
+    if (s == 1) {
+      #pragma omp simd
+      for (int64_t j = 0; j < n; ++j) yr[j] = xr[j];
+    } else {
+      for (int64_t j = 0; j < n; ++j) yr[j] = xr[j * s];
+    }
+  }
+}
+
 // ---- softmax / log_softmax along the middle axis of [outer, n, inner] (reference order) ----
 // The three passes over a row are `omp simd` loops; exp is ig_exp (the vectorized ig_vexp for
 // float compute, libm for double); the sum accumulates in double as the reference does.
@@ -496,6 +534,9 @@ void ig_softmax(const TI* __restrict x, TO* __restrict y, int64_t outer, int64_t
 }
 
 // ---- layer_norm over rows of `len`; weight/bias may be null ----
+// In double, as the reference, but each pass an `omp simd` loop (the sums reordered into vector
+// lanes: a difference in double's last bits): the scalar double loops took 0.1 ms for a
+// transformer's [128, 256], a sixth of its block.
 template <class T, class W, class B>
 void ig_layer_norm(const T* __restrict x, const W* w, const B* b, T* __restrict y, int64_t rows,
                    int64_t len, double eps) {
@@ -505,13 +546,16 @@ void ig_layer_norm(const T* __restrict x, const W* w, const B* b, T* __restrict 
     const T* xr = x + r * len;
     T* yr = y + r * len;
     double mean = 0, var = 0;
+    #pragma omp simd reduction(+:mean)
     for (int64_t k = 0; k < len; ++k) mean += static_cast<double>(static_cast<C>(xr[k]));
     mean /= static_cast<double>(len);
+    #pragma omp simd reduction(+:var)
     for (int64_t k = 0; k < len; ++k) {
       const double d = static_cast<double>(static_cast<C>(xr[k])) - mean;
       var += d * d;
     }
     const double rstd = 1.0 / std::sqrt(var / static_cast<double>(len) + eps);
+    #pragma omp simd
     for (int64_t k = 0; k < len; ++k) {
       const double wk = w ? static_cast<double>(static_cast<ig_c<W>>(w[k])) : 1.0;
       const double bk = b ? static_cast<double>(static_cast<ig_c<B>>(b[k])) : 0.0;
