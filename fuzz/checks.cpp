@@ -273,10 +273,15 @@ bool explained_by_conditioning(const Graph& g, size_t output, const Variation& v
   if (p < 0) return false;
   const Node& n = g.node(p);
   Graph probe = g;
+  for (ValueId in : n.inputs) probe.set_output("probe_" + std::to_string(in), in);
+  // Where each operand is among the outputs, looked up by name: an op reading one value twice
+  // (add(x, x)) sets one output, not two (found by ASan: the indices ran past the outputs).
   std::vector<size_t> at;
   for (ValueId in : n.inputs) {
-    at.push_back(probe.outputs().size());
-    probe.set_output("probe_" + std::to_string(in), in);
+    const std::string name = "probe_" + std::to_string(in);
+    const auto& outs = probe.outputs();
+    at.push_back(static_cast<size_t>(std::find_if(outs.begin(), outs.end(), [&](const auto& o) { return o.first == name; }) -
+                                     outs.begin()));
   }
   Graph opt = probe;
   optimize(opt, v.options);
