@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Attention against its peers, one command: bench/attention.py (ingot's attention pass and kernel,
+# the same model unfused, ONNX Runtime, PyTorch's sdpa and PyTorch written out; GFLOP/s beside the
+# library GEMM's peak) -> bench/results/attention.json and a Markdown table (README "Attention").
+#   1. installs numpy, onnx, onnxruntime and torch into the benchmark environment (as
+#      scripts/bench.sh does);
+#   2. installs ingot into build/python-venv (scripts/python-test.sh makes it) and runs the script
+#      there with the benchmark environment's packages on the path (both are this python3's).
+#
+#   ./scripts/bench_attention.sh [--quick] [--no-install]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2
+install=1 args=()
+for a in "$@"; do
+  case "$a" in
+    --quick) args+=(--quick --runs 1 --reps 3) ;;
+    --no-install) install=0 ;;
+    *) echo "usage: scripts/bench_attention.sh [--quick] [--no-install]" >&2; exit 2 ;;
+  esac
+done
+venv="${INGOT_BENCH_VENV:-$HOME/.cache/ingot-bench-venv}"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+if [ "$install" = 1 ]; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check numpy onnx onnxruntime torch
+fi
+[ -x build/python-venv/bin/python ] || { echo "build/python-venv is missing: run ./scripts/python-test.sh first" >&2; exit 2; }
+build/python-venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation .
+site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+# PYTHONPATH comes before the venv's own packages: the peers' numpy is the one imported (ingot does not
+# link against NumPy, so any 1.x or 2.x does)
+PYTHONPATH="$site" build/python-venv/bin/python bench/attention.py "${args[@]}"
