@@ -25,6 +25,8 @@
 
 using namespace ingot;
 using namespace ingot::cpu_test;
+using ingot::testing::Contains;
+using ingot::testing::error_of;
 using ingot::testing::random_tensor;
 
 namespace {
@@ -258,6 +260,59 @@ TEST(CpuBackend, TransposeIsNativeForEveryTypeRankAndPermutation) {
     const std::string src = check(g, {feed}, unfused, 0, 0);
     EXPECT_EQ(count(src, "run_node(ctx->host->ctx"), 0) << "no reference callback";
     EXPECT_EQ(count(src, "ig_transpose(x0, y, "), static_cast<int>(cases.size()) - 1) << "rank 1 is a copy";
+  }
+}
+
+// gather is a native kernel (ig_gather) for every element type and index type: each axis,
+// negative indices, repeated ones, a symbolic size, an empty index set, a size past the parallel
+// threshold; an index out of range is the reference's error, not a read out of bounds.
+TEST(CpuBackend, GatherIsNativeAndChecksItsIndices) {
+  struct Case {
+    ShapeTemplate x;
+    int64_t axis;
+    Shape run;
+    std::vector<int64_t> idx;
+    Shape idx_shape;
+  };
+  const std::vector<Case> cases = {
+      {{10}, 0, {10}, {3, -1, 0, 3}, {4}},
+      {{"N", 6, 5}, 1, {3, 6, 5}, {5, -6, 2, 2, 0, 1}, {2, 3}},
+      {{4, 3, 7}, -1, {4, 3, 7}, {6}, {1}},
+      {{4, 3, 7}, 0, {4, 3, 7}, {}, {0}},
+      {{300, 600}, 0, {300, 600}, {299, 0, 150, -2}, {4}},
+  };
+  for (DType t : {DType::Float32, DType::Float16, DType::Int64, DType::Bool}) {
+    for (DType it : {DType::Int64, DType::Int32}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " with " + std::string(dtype_name(it)) + " indices");
+      std::vector<Input> inputs;
+      std::vector<Tensor> feed;
+      for (size_t c = 0; c < cases.size(); ++c) {
+        inputs.push_back({"x" + std::to_string(c), cases[c].x, t});
+        inputs.push_back({"i" + std::to_string(c), ingot::testing::template_of(cases[c].idx_shape), it});
+        Tensor x = random_tensor(cases[c].run, 21 + c, -60, 60);
+        feed.push_back(t == DType::Bool ? x.astype(DType::Int32).astype(DType::Bool) : x.astype(t));
+        feed.push_back(Tensor::from_vector<int64_t>(cases[c].idx, cases[c].idx_shape).astype(it));
+      }
+      Graph g = make_graph(inputs, [&](Graph& g, std::vector<ValueId>& in) {
+        for (size_t c = 0; c < cases.size(); ++c)
+          g.set_output("y" + std::to_string(c),
+                       g.add_op("gather", {in[2 * c], in[2 * c + 1]}, {{"axis", cases[c].axis}}));
+      });
+      const std::string src = check(g, {feed}, unfused, 0, 0);
+      EXPECT_EQ(count(src, "run_node(ctx->host->ctx"), 0) << "no reference callback";
+      EXPECT_EQ(count(src, "ig_gather(ctx, "), static_cast<int>(cases.size()));
+    }
+  }
+  // Out of range, either way: the reference's message from the generated code.
+  Graph g = make_graph({{"x", {4, 3}}, {"i", {2}, DType::Int64}}, [&](Graph& g, std::vector<ValueId>& in) {
+    g.set_output("y", g.add_op("gather", {in[0], in[1]}, {{"axis", int64_t{1}}}));
+  });
+  const std::unique_ptr<Executable> exe = CpuBackend(cpu_options()).lower(g, {});
+  for (int64_t bad : {3, -4}) {
+    const std::vector<Tensor> feed = {random_tensor({4, 3}, 1), Tensor::from_vector<int64_t>({0, bad}, {2})};
+    const std::string want = "gather: index " + std::to_string(bad) + " is out of range for axis 1 of size 3";
+    EXPECT_TRUE(Contains(error_of([&] { exe->run(feed); }), want));
+    EXPECT_TRUE(Contains(error_of([&] { ReferenceBackend().lower(g, {})->run(feed); }), want));
   }
 }
 

@@ -871,6 +871,11 @@ class Generator {
       k << "  std::memset(y, 0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
     } else if (op == "reshape" || op == "identity" || op == "reshape_like" || op == "expand_dims") {
       k << "  std::memcpy(y, x0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
+    } else if (op == "gather") {
+      const int64_t a = n.attrs.get_int("axis", 0), ax = a < 0 ? a + rank : a;
+      const size_t axs = static_cast<size_t>(ax);
+      k << "  return ig_gather(ctx, x0, x1, y, " << str(product(xd, 0, axs)) << ", " << str(xd[axs]) << ", "
+        << str(numel_of(n.inputs[1])) << ", " << str(product(xd, axs + 1)) << ", " << ax << ");\n";
     } else if (op == "transpose" && rank <= 1) {  // the same elements in the same order
       k << "  std::memcpy(y, x0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
     } else if (op == "transpose") {
@@ -1265,6 +1270,12 @@ bool is_native(const Graph& g, const Node& n) {
     return dt(n.inputs[0]) == dt(n.outputs[0]);
   if (op == "zeros_like") return true;
   if (op == "transpose") return rank(n.inputs[0]) <= 16 && dt(n.inputs[0]) == dt(n.outputs[0]);
+  if (op == "gather") {
+    const int64_t a = n.attrs.get_int("axis", 0);
+    const int r = rank(n.inputs[0]);
+    return r >= 1 && a >= -r && a < r && is_integral(dt(n.inputs[1])) && dt(n.inputs[1]) != DType::Bool &&
+           dt(n.inputs[0]) == dt(n.outputs[0]);
+  }
   // Contiguous blocks: a slice of leading rows (start >= 0, step 1, the row count known) and a
   // concat along axis 0 of inputs with the output's dtype.
   if (op == "slice") {

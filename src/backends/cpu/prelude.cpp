@@ -504,6 +504,30 @@ void ig_transpose(const T* __restrict x, T* __restrict y, int rank, const int64_
   }
 }
 
+// ---- gather along an axis: y[o, j, i] = x[o, idx[j], i] over [outer, size, inner] ----
+// Any element type (rows copied as bytes) and integer index type; a negative index counts from
+// the end, one out of range is an error with the reference's message. Rows across threads.
+template <class T, class I>
+int ig_gather(const ig_ctx* ctx, const T* __restrict x, const I* __restrict idx, T* __restrict y, int64_t outer,
+              int64_t size, int64_t nidx, int64_t inner, int axis) {
+  for (int64_t j = 0; j < nidx; ++j) {
+    const int64_t v = static_cast<int64_t>(idx[j]);
+    if (v < -size || v >= size) {
+      char msg[160];
+      std::snprintf(msg, sizeof msg, "gather: index %lld is out of range for axis %d of size %lld",
+                    static_cast<long long>(v), axis, static_cast<long long>(size));
+      return ig_fail(ctx, msg);
+    }
+  }
+  if (inner == 0) return 0;
+  #pragma omp parallel for if(ig_big(outer * nidx * inner) && outer * nidx > 1)
+  for (int64_t oj = 0; oj < outer * nidx; ++oj) {
+    const int64_t o = oj / nidx, v = static_cast<int64_t>(idx[oj % nidx]);
+    std::memcpy(y + oj * inner, x + (o * size + (v < 0 ? v + size : v)) * inner, static_cast<size_t>(inner) * sizeof(T));
+  }
+  return 0;
+}
+
 // ---- softmax / log_softmax along the middle axis of [outer, n, inner] (reference order) ----
 // The three passes over a row are `omp simd` loops; exp is ig_exp (the vectorized ig_vexp for
 // float compute, libm for double); the sum accumulates in double as the reference does.
