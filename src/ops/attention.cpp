@@ -153,6 +153,14 @@ struct MaskReader {
   Tensor scores;    // a float mask in float64
   Strides strides;  // over [lead..., Sq, Sk]
   Shape lead;
+  // The masked score: a bool mask replaces a hidden key's score by -inf (as where() and PyTorch
+  // do: an inf score there must not make inf + -inf = NaN; found by the program fuzzer, seed
+  // 95044), a float mask is added to it.
+  double apply(double s, int64_t b, int64_t i, int64_t j) const {
+    if (mask == nullptr) return s;
+    const double m = at(b, i, j);
+    return mask->dtype() == DType::Bool ? (m == 0.0 ? s : m) : s + m;
+  }
   double at(int64_t b, int64_t i, int64_t j) const {
     if (mask == nullptr) return 0.0;
     int64_t off = 0, rest = b;
@@ -191,7 +199,10 @@ void probabilities(const T* q, const T* k, const AttentionDims& a, const MaskRea
     double s = 0;
     for (int64_t e = 0; e < a.d; ++e)
       s += static_cast<double>(compute_t<T>(qi[e])) * static_cast<double>(compute_t<T>(kb[j * a.d + e]));
-    s = s * a.scale + m.at(b, i, j);
+    // The score as the op's type holds it (as attention written out in that type, and every
+    // kernel, does): a q k product past float32's range is inf there, not a finite double
+    // (found by the program fuzzer, seed 95044: the CPU kernel's inf where this was finite).
+    s = m.apply(static_cast<double>(static_cast<compute_t<T>>(s * a.scale)), b, i, j);
     if (a.causal && j > i + a.offset) s = -std::numeric_limits<double>::infinity();
     p[static_cast<size_t>(j)] = s;
     top = std::max(top, s);

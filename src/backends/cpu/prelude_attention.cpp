@@ -30,7 +30,8 @@ inline void ig_block_gemm(const ig_ctx*, bool tb, int64_t M, int64_t N, int64_t 
 // products run in a library's kernels (ig_block_gemm: one thread each; the units are the
 // parallelism). Blocks of 128 x 512 measured fastest of 64-256 x 256-1024 on float32 [8, 4, 512,
 // 64] (Sapphire Rapids, 2 threads): larger blocks pack fewer operands per multiply-add. Causal
-// units score no key past their last row's last visible one. A row that sees no key ends with
+// units score no key past their last row's last visible one (when every v is finite: see
+// skip_hidden). A row that sees no key ends with
 // l = 0 and divides 0 by 0: NaN, as the reference's softmax over nothing but -inf. kMask: 0 none,
 // 1 bool (nonzero = attend), 2 added to the scores; broadcast through mstride[0..nlead+1] over
 // [lead..., Sq, Sk]. T is float or double (halves run the reference).
@@ -46,6 +47,16 @@ int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k
   const int64_t group = hq / hk, qblocks = (sq + kQ - 1) / kQ;
   const T tscale = static_cast<T>(scale);
   int failed = 0;
+  // A hidden key still adds its probability (0) times its v row to the output, as the reference
+  // and attention written out do: 0 * inf or 0 * NaN is NaN. So the causal skip (which leaves
+  // such rows out) only runs when every v is finite (found by the program fuzzer, seed 90019).
+  bool v_finite = true;
+  if (causal) {
+    const int64_t nv = (batch / hq) * hk * sk * dv;
+    #pragma omp parallel for reduction(&&:v_finite) if(ig_big(nv))
+    for (int64_t i = 0; i < nv; ++i) v_finite = v_finite && std::isfinite(v[i]);
+  }
+  const bool skip_hidden = causal && v_finite;
   #pragma omp parallel if(ig_big(batch * sq * sk * (d + dv) / 16) && batch * qblocks > 1)
   {
     // Per thread: a block of scores (then probabilities), and the block's rows' m, l and output.
@@ -80,7 +91,7 @@ int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k
       for (int64_t e = 0; e < rows * dv; ++e) acc[e] = 0;
       for (int64_t j0 = 0; j0 < sk; j0 += kK) {
         // Causal: no key after the unit's last row's last visible key is scored.
-        const int64_t end = causal ? (i0 + rows + offset < sk ? i0 + rows + offset : sk) : sk;
+        const int64_t end = skip_hidden ? (i0 + rows + offset < sk ? i0 + rows + offset : sk) : sk;
         if (j0 >= end) break;
         const int64_t n = end - j0 < kK ? end - j0 : kK;
         ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, kK);
