@@ -62,6 +62,8 @@ TEST(CpuBackend, AFloatCastToAnIntegerAndBackHasNoNegativeZero) {
         const ValueId i = g.add_op("cast", {in[0]}, {{"dtype", std::string(integer)}});
         const ValueId f = g.add_op("cast", {i}, {{"dtype", std::string(back)}});
         g.set_output("reciprocal", g.add_op("div", {g.add_op("cast", {in[0]}, {{"dtype", std::string(back)}}), f}));
+        // an op that reads the integer as a float itself, with no cast back (seed 91044)
+        g.set_output("rsqrt", g.add_op("rsqrt", {g.add_op("cast", {in[0]}, {{"dtype", std::string(integer)}})}));
       });
       Tensor x = Tensor::from_vector<float>(
           {-0.2f, -0.99f, -0.5f, 0.3f, -1.5f, 2.7f, -0.0f, 0.0f, -3.9f, -0.7f, 0.7f, -0.01f, 1.0f, -1.0f, 5.5f, -0.6f, 0.1f, -0.4f},
@@ -71,6 +73,8 @@ TEST(CpuBackend, AFloatCastToAnIntegerAndBackHasNoNegativeZero) {
       const std::vector<Tensor> got = CpuBackend(cpu_options()).lower(g, {})->run(std::vector<Tensor>{x});
       EXPECT_EQ(got[0].astype(DType::Float64).to_vector<double>()[0], -std::numeric_limits<double>::infinity())
           << "-0.2 / +0";
+      EXPECT_EQ(got[1].astype(DType::Float64).to_vector<double>()[0], std::numeric_limits<double>::infinity())
+          << "rsqrt(+0)";
     }
   }
 }

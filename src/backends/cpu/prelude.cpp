@@ -110,7 +110,10 @@ inline To ig_cast(From x) {
     if (std::isnan(v)) return To(0);
     if (v <= static_cast<F>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
     if (v >= static_cast<F>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
-    return static_cast<To>(v);
+    // The barrier here too: an op reading the integer as a float (rsqrt of a cast to int64)
+    // converts it without ig_cast, and GCC fused that pair into the sign-keeping truncation
+    // (rsqrt(cast(-0.11, int64)) was -inf; the program fuzzer, seed 91044).
+    return ig_int_barrier(static_cast<To>(v));
   } else if constexpr (ig_is_float<To> && std::is_integral<F>::value) {
     // An integer has no -0. Given float -> int -> float, GCC under -fno-trapping-math emits one
     // truncation (vroundps), which keeps the sign of an x in (-1, 0): 1 / cast(cast(-0.2, int64),
