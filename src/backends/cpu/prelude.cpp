@@ -885,6 +885,13 @@ inline void ig_gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, co
 
 extern "C" int omp_get_max_threads();
 extern "C" void omp_set_num_threads(int);
+// C = alpha op(A) op(B) + beta C in the host's oneDNN sgemm; false where there is none, library
+// products are off, or it refused (the caller then computes it itself).
+inline bool ig_host_sgemm(const ig_ctx* ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  return ig_library_gemm && ctx->host->sgemm != nullptr &&
+         ctx->host->sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0;
+}
 // The generated matmuls: C = op(A) op(B), float32 through the host's oneDNN sgemm (on its own
 // OpenMP threads, `threads` of them when > 0) where it has one and library products are on:
 // 1.5-2.3x ig_gemm's OpenBLAS blocks on a transformer's [128, 768] x [768, 3072] here. Else, and
@@ -896,9 +903,9 @@ inline void ig_matmul(const ig_ctx* ctx, int threads, bool ta, bool tb, int64_t 
     if (ig_library_gemm && ctx->host->sgemm != nullptr && M > 0 && N > 0 && K > 0) {
       const int before = threads > 0 ? omp_get_max_threads() : 0;
       if (threads > 0) omp_set_num_threads(threads);
-      const int rc = ctx->host->sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+      const bool done = ig_host_sgemm(ctx, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
       if (threads > 0) omp_set_num_threads(before);
-      if (rc == 0) return;
+      if (done) return;
     }
   }
   ig_gemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);

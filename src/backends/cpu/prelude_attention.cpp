@@ -12,8 +12,7 @@ const char* const kAttentionPrelude = R"IGPRELUDE(
 // here) and library products are on, else ig_gemm_serial.
 inline void ig_block_gemm(const ig_ctx* ctx, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (ig_library_gemm && ctx->host->sgemm != nullptr && ctx->host->sgemm('N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0)
-    return;
+  if (ig_host_sgemm(ctx, false, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
   ig_gemm_serial(tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 inline void ig_block_gemm(const ig_ctx*, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
