@@ -37,6 +37,20 @@ fuzz::Variation add_becomes_sub() {
   return broken;
 }
 
+// At level none: `b` compiled right is no finding; with add compiled as sub it is one, named
+// (and the check judges rather than throws).
+void expect_right_and_a_planted_add_bug_caught(const fuzz::Batch& b) {
+  const fuzz::Variation none = fuzz::variation_named("level none");
+  const std::optional<fuzz::Finding> right = fuzz::check(b, none, cpu_test::cpu_options());
+  EXPECT_FALSE(right.has_value()) << right->str();
+  fuzz::Variation broken = add_becomes_sub();
+  broken.options.optimization_level = "none";
+  std::optional<fuzz::Finding> f;
+  EXPECT_NO_THROW(f = fuzz::check(b, broken, cpu_test::cpu_options()));
+  ASSERT_TRUE(f.has_value());
+  EXPECT_NE(f->str().find("add becomes sub"), std::string::npos) << f->str();
+}
+
 }  // namespace
 
 TEST(ProgramFuzz, SmokeBudgetFindsNothing) {
@@ -115,14 +129,7 @@ TEST(ProgramFuzz, AnOverflowOnSomeElementsDoesNotHideAMiscompilation) {
   }
   b.inputs = {{"x", Tensor::from_vector<float>(xs, {64})}, {"y", Tensor::from_vector<float>(ys, {64})}};
   b.special_inputs = b.inputs;
-  const fuzz::Variation none = fuzz::variation_named("level none");
-  const std::optional<fuzz::Finding> right = fuzz::check(b, none, cpu_test::cpu_options());
-  EXPECT_FALSE(right.has_value()) << right->str();
-  fuzz::Variation broken = add_becomes_sub();
-  broken.options.optimization_level = "none";
-  const std::optional<fuzz::Finding> f = fuzz::check(b, broken, cpu_test::cpu_options());
-  ASSERT_TRUE(f.has_value());
-  EXPECT_NE(f->str().find("add becomes sub"), std::string::npos) << f->str();
+  expect_right_and_a_planted_add_bug_caught(b);
 }
 
 // The float64 run of a program where float32 comes from integers (gelu of an argmax) and meets
@@ -143,15 +150,7 @@ TEST(ProgramFuzz, TheFloat64RunTypesIntegerDerivedFloats) {
   b.inputs = {{"x", ingot::testing::random_tensor({2, 3, 4}, 1)}, {"k", ingot::testing::random_tensor({2, 3, 1}, 2)},
               {"v", ingot::testing::random_tensor({2, 3, 1}, 3)}};
   b.special_inputs = b.inputs;
-  const fuzz::Variation none = fuzz::variation_named("level none");
-  const std::optional<fuzz::Finding> right = fuzz::check(b, none, cpu_test::cpu_options());
-  EXPECT_FALSE(right.has_value()) << right->str();
-  fuzz::Variation broken = add_becomes_sub();
-  broken.options.optimization_level = "none";
-  std::optional<fuzz::Finding> f;
-  EXPECT_NO_THROW(f = fuzz::check(b, broken, cpu_test::cpu_options()));
-  ASSERT_TRUE(f.has_value());
-  EXPECT_NE(f->str().find("add becomes sub"), std::string::npos) << f->str();
+  expect_right_and_a_planted_add_bug_caught(b);
 }
 
 // A non-float output that differs is forgiven only when float rounding explains it (the boundary
