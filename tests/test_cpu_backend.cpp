@@ -385,6 +385,43 @@ TEST(CpuBackend, ExampleMLPSymbolicBatch) {
   }
 }
 
+// An unknown dim broadcast against a size is 'that size or 1' until the run (the reference
+// broadcasts either way); compiled code reads it whole, so a run where it is 1 stops with a clear
+// error (before, [N, M] + [4] run with a [3, 1] input read it as [3, 4]: wrong values, past its
+// end). The same for attention's mask and matmul's batch dims.
+TEST(CpuBackend, AnUnknownDimThatBroadcastsAtRunTimeIsAnErrorNotAWrongResult) {
+  const Graph g = make_graph({{"a", {"N", "M"}}, {"b", {4}}, {"c", {"K"}}, {"q", {2, 3, 5}}, {"k", {2, 6, 5}},
+                              {"mask", {"P", "Q"}}, {"x", {"B", 3, 5}}, {"w", {2, 5, 4}}},
+                             [](Graph& g, std::vector<ValueId>& in) {
+                               g.set_output("sum", g.add_op("add", {in[0], in[1]}));
+                               g.set_output("wide", g.add_op("broadcast_to", {in[2]}, {{"shape", std::vector<int64_t>{2, 4}}}));
+                               g.set_output("att", g.add_op("scaled_dot_product_attention", {in[3], in[4], in[4], in[5]}));
+                               g.set_output("mm", g.add_op("matmul", {in[6], in[7]}));
+                             });
+  EXPECT_EQ(to_string(g.value(g.leaves()[0]).shape), "[N, M]");
+  const Tensor b = random_tensor({4}, 1), c = random_tensor({4}, 2), q = random_tensor({2, 3, 5}, 3),
+               k = random_tensor({2, 6, 5}, 4), mask = random_tensor({3, 6}, 5), x = random_tensor({2, 3, 5}, 6),
+               w = random_tensor({2, 5, 4}, 7);
+  // broadcast_to runs the reference's kernel (not native), which broadcasts a [1] too.
+  check(g, {{random_tensor({3, 4}, 8), b, c, q, k, mask, x, w}, {random_tensor({1, 4}, 9), b, c, q, k, mask, x, w},
+            {random_tensor({3, 4}, 8), b, random_tensor({1}, 11), q, k, mask, x, w}});
+  std::unique_ptr<Executable> ref = ReferenceBackend().lower(g, {});
+  std::unique_ptr<Executable> cpu = CpuBackend(cpu_options()).lower(g, {});
+  auto refused = [&](const std::string& what, const std::vector<Tensor>& feed) {
+    SCOPED_TRACE(what);
+    EXPECT_NO_THROW(ref->run(feed)) << "the reference broadcasts";
+    try {
+      cpu->run(feed);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("compiled as unknown is 1 at run time"), std::string::npos) << e.what();
+    }
+  };
+  refused("add", {random_tensor({3, 1}, 10), b, c, q, k, mask, x, w});
+  refused("mask", {random_tensor({3, 4}, 10), b, c, q, k, random_tensor({1, 6}, 12), x, w});
+  refused("matmul", {random_tensor({3, 4}, 10), b, c, q, k, mask, random_tensor({1, 3, 5}, 13), w});
+}
+
 TEST(CpuBackend, ExampleCNNSmallImages) {
   for (bool inference : {true, false}) {
     CompileOptions o;

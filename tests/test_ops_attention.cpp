@@ -151,6 +151,34 @@ TEST(AttentionOp, ShapeAndDtypeErrorsNameTheProblem) {
   fails({rnd({2, 4, 3}, 1), rnd({2, 5, 3}, 2), rnd({2, 5, 3}, 3), rnd({4, 5}, 4).astype(DType::Int32)}, "must be bool");
 }
 
+// Heads of unknown count: q's and k's stay two symbols (grouped-query attention lets k's divide
+// q's, so nothing is unified; before, they were taken as equal and a shapeless compile refused
+// q with 2 heads beside one k head: the program fuzzer, seed 96196); the kernels check at run
+// time that k's divide q's.
+TEST(AttentionOp, HeadsOfUnknownCountStayFreeAndAreCheckedAtRunTime) {
+  const Graph g = cpu_test::make_graph({{"q", {"B", "H", "S", 8}, DType::Float64},
+                                        {"k", {"B", "G", "T", 8}, DType::Float64},
+                                        {"v", {"B", "G", "T", 4}, DType::Float64}},
+                                       [](Graph& g, std::vector<ValueId>& in) {
+                                         g.set_output("y", g.add_op("scaled_dot_product_attention", in));
+                                       });
+  EXPECT_EQ(to_string(g.value(g.outputs()[0].second).shape), "[B, H, S, 4]");
+  EXPECT_EQ(to_string(g.value(g.leaves()[1]).shape), "[B, G, T, 8]");
+  auto feed = [](int64_t h, int64_t gk) {
+    return std::vector<Tensor>{rnd({2, h, 5, 8}, 1), rnd({2, gk, 7, 8}, 2), rnd({2, gk, 7, 4}, 3)};
+  };
+  cpu_test::check(g, {feed(2, 1), feed(4, 2), feed(3, 3)}, cpu_test::unfused, 1e-5, 1e-6);
+  for (bool reference : {true, false}) {
+    std::unique_ptr<Executable> e = reference ? ReferenceBackend().lower(g, {}) : CpuBackend(cpu_test::cpu_options()).lower(g, {});
+    try {
+      e->run(feed(3, 2));
+      ADD_FAILURE() << "no error for 2 key/value heads beside 3 query heads";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find("divide"), std::string::npos) << err.what();
+    }
+  }
+}
+
 TEST(AttentionOp, GradientsMatchFiniteDifferences) {
   const std::vector<AttentionCase> all = cases();
   for (size_t n = 0; n < all.size(); ++n) {

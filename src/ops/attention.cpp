@@ -46,7 +46,9 @@ void attention_operands(ShapeInfer& s, ValueId y, int mask_slot) {
       if (hq && hk && (*hk == 0 || *hq % *hk != 0))
         s.fail("scaled_dot_product_attention: q has " + std::to_string(*hq) + " heads (axis -3), k and v " +
                std::to_string(*hk) + ": the key/value heads must divide the query heads");
-      if (!hq || !hk) s.unify(s.dim(q, a), s.dim(k, a));
+      // With either unknown nothing is unified: divisibility is no equality (taking them equal
+      // refused q with 2 heads beside one k head in a shapeless compile: the program fuzzer,
+      // seed 96196); the kernels check it at run time.
     } else {
       s.unify(s.dim(q, a), s.dim(k, a));
     }
@@ -72,7 +74,9 @@ void attention_operands(ShapeInfer& s, ValueId y, int mask_slot) {
             "scaled_dot_product_attention: the mask's shape does not "
             "broadcast to [..., Sq, Sk] (axis " +
             std::to_string(a - rm) + ": " + std::to_string(*mv) + " against " + std::to_string(*wv) + ")");
-      if (!mv) s.unify(md, want);
+      // An unknown mask dim is 1 or the matching one, as in elementwise broadcasting: only the
+      // run tells (two unknown ones are assumed equal, and the assumption recorded).
+      if (!mv) s.broadcast(md, want, want);
     }
   }
 }

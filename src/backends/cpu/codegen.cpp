@@ -48,6 +48,25 @@ Mono product(const std::vector<Mono>& v, size_t from = 0, size_t to = SIZE_MAX) 
   return p;
 }
 
+// Compiled code broadcasts only the dims known to be 1 and reads every other one whole. Shape
+// inference leaves an unknown dim broadcast against a size as 'that size or 1', for the run to
+// tell (the reference broadcasts either way): for every operand dim (right-aligned to `target`)
+// that is neither known to be 1 nor the target's own, a check that it is the target's at run
+// time, so a run where it is 1 stops with an error instead of reading past the operand ([N, M] +
+// [4] run with M = 1 did: wrong values).
+std::string broadcast_guards(const std::vector<Mono>& operand, const std::vector<Mono>& target, const std::string& op) {
+  std::string s;
+  const size_t off = target.size() - std::min(target.size(), operand.size());
+  for (size_t k = 0; k < operand.size() && off + k < target.size(); ++k) {
+    const Mono &d = operand[k], &t = target[off + k];
+    if ((d.is_const() && d.c == 1) || d == t) continue;
+    s += "  if (" + str(d) + " != " + str(t) + ") return ig_fail(ctx, \"" + op +
+         ": an operand dimension compiled as unknown is 1 at run time where the result's is not; "
+         "this compiled program reads it whole (compile with that dimension given as 1, or with static shapes)\");\n";
+  }
+  return s;
+}
+
 // ---- the elementwise ops: how each computes, in the reference kernels' types ------------------
 enum class EwKind { UnaryFloat, UnarySame, Cast, Binary, Compare, Where, Identity };
 struct EwOp {
@@ -776,6 +795,7 @@ class Generator {
     for (size_t i = 0; i < stores.size(); ++i)
       k << ", " << storage_type(g_.value(stores[i]).dtype) << "*" << restrict_ << " q" << i;
     k << ") {\n" << dims_prologue();
+    for (ValueId v : reads) k << broadcast_guards(dims(v), dims(stores[0]), g_.node(nodes.back()).op);
     // Offsets: outer index o (dims 0..R-2), inner index i (dim R-1).
     auto offset = [&](size_t o, const std::string& base) {
       std::string s = base;
@@ -1002,6 +1022,9 @@ class Generator {
     for (size_t a = 0; a + 2 < r; ++a) lead += (lead.empty() ? "" : ", ") + str(qd[a]);
     if (kind != 0) {
       const std::vector<Mono> md = dims(n.inputs[3]);
+      std::vector<Mono> scores(qd.begin(), qd.end() - 1);  // [lead..., Sq, Sk]
+      scores.push_back(kd[r - 2]);
+      k << broadcast_guards(md, scores, n.op);
       for (size_t a = 0; a < r; ++a) {
         const size_t skip = r - md.size();
         const bool broadcast = a < skip || (md[a - skip].is_const() && md[a - skip].c == 1);
@@ -1062,6 +1085,7 @@ class Generator {
     k << "static int " << name << "(const ig_ctx* ctx";
     for (size_t i = 0; i < reads.size(); ++i) k << ", const " << storage_type(g_.value(reads[i]).dtype) << "* __restrict p" << i;
     k << ", " << ty << "* __restrict y) {\n" << dims_prologue();
+    for (ValueId v : reads) k << broadcast_guards(dims(v), xd, n.op);
     int a = 0, b = -1;
     reduce_block(n, rank, &a, &b);
     if (rank == 0) {
@@ -1122,6 +1146,9 @@ class Generator {
       return s;
     };
     const std::vector<Mono> sa = batch_strides(ad, ab), sb = batch_strides(bd, bb);
+    const std::vector<Mono> batch(yd.begin(), yd.begin() + static_cast<std::ptrdiff_t>(ob));
+    k << broadcast_guards(std::vector<Mono>(ad.begin(), ad.begin() + static_cast<std::ptrdiff_t>(ab)), batch, n.op)
+      << broadcast_guards(std::vector<Mono>(bd.begin(), bd.begin() + static_cast<std::ptrdiff_t>(bb)), batch, n.op);
     k << "  const int64_t batch = " << str(product(yd, 0, ob)) << ";\n"
       << "  for (int64_t bi = 0; bi < batch; ++bi) {\n    int64_t rest = bi, oa = 0, ob = 0;\n";
     for (size_t d = ob; d-- > 0;) {
