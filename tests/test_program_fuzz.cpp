@@ -110,6 +110,19 @@ TEST(ProgramFuzz, CatchesAMiscompilation) {
   EXPECT_GE(caught, 4) << "of 8";
 }
 
+// The relative error: NaN or infinity on one side only is the 1e30 mismatch; a finite difference
+// of 1e30 or more near float32's largest values is one unit in the last place, not a mismatch
+// (exp(88) one unit apart was read as one: seed 110081).
+TEST(ProgramFuzz, RelativeErrorTellsAMismatchFromAUnitNearTheLargestFloat) {
+  const Tensor big = Tensor::from_vector<float>({1.6516363e38f, 2.0f}, {2});
+  const Tensor next = Tensor::from_vector<float>({std::nextafter(1.6516363e38f, 3e38f), 2.0f}, {2});
+  EXPECT_LT(fuzz::relative_error(next, big), 1e-6);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(fuzz::relative_error(Tensor::from_vector<float>({inf, 2.0f}, {2}), big), 1e30);
+  EXPECT_EQ(fuzz::relative_error(Tensor::from_vector<float>({nan, 2.0f}, {2}), big), 1e30);
+  EXPECT_EQ(fuzz::relative_error(Tensor::from_vector<float>({inf, nan}, {2}), Tensor::from_vector<float>({inf, nan}, {2})), 0);
+}
+
 // exp(x + y) where a few x overflow float32's exp (not float64's): there the reference is as far
 // from the float64 run as anything can be, which once excused every element of the output, and the
 // output's scale (e^100) dwarfed the others. Judged on the elements where the reference holds, a
