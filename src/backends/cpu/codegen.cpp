@@ -10,6 +10,7 @@
 
 #include "backends/cpu/abi.h"
 #include "backends/cpu/codegen_conv.h"
+#include "backends/cpu/codegen_movement.h"
 #include "backends/cpu/codegen_reduce.h"
 #include "backends/cpu/prelude.h"
 #include "ingot/error.h"
@@ -255,6 +256,11 @@ class Generator {
     return r;
   }
   Mono numel_of(ValueId v) { return product(dims(v)); }
+  std::vector<std::string> dim_strings(ValueId v) {
+    std::vector<std::string> r;
+    for (const Mono& m : dims(v)) r.push_back(str(m));
+    return r;
+  }
 
   void index_leaves_and_symbols() {
     for (const Value& v : g_.values())
@@ -907,11 +913,11 @@ class Generator {
       k << "}, perm[] = {";
       for (int i = 0; i < rank; ++i) k << (i ? ", " : "") << (perm[static_cast<size_t>(i)] < 0 ? perm[static_cast<size_t>(i)] + rank : perm[static_cast<size_t>(i)]);
       k << "};\n  ig_transpose(x0, y, " << rank << ", dims, perm);\n";
-    } else if (op == "slice") {  // rows [start, start + y's rows) of x: one contiguous block
+    } else if (op == "slice" && leading_rows_slice(g_, n)) {  // rows [start, start + y's rows) of x
       const int64_t start = std::min(n.attrs.get_ints("starts").at(0), xd[0].c);
       k << "  std::memcpy(y, x0 + " << str(Mono{start, {}} * product(xd, 1)) << ", static_cast<size_t>("
         << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
-    } else if (op == "concat") {  // along axis 0: the inputs' blocks (static sizes) one after the other
+    } else if (op == "concat" && leading_blocks_concat(g_, n)) {  // axis 0: the blocks one after another
       int64_t at = 0;
       for (size_t i = 0; i < n.inputs.size(); ++i) {
         const int64_t part = numel_of(n.inputs[i]).c;
@@ -985,6 +991,10 @@ class Generator {
       k << "  ig_max_pool2d(x0, y, " << str(outer) << ", " << str(xd[2]) << ", " << str(xd[3]) << ", " << str(lanes)
         << ", " << str(yd[2]) << ", " << str(yd[3]) << ", " << kernel[0] << ", " << kernel[1] << ", " << stride[0]
         << ", " << stride[1] << ", " << pad[0] << ", " << pad[1] << ");\n";
+    } else if (movement_native(g_, n)) {
+      std::vector<std::vector<std::string>> in_dims;
+      for (ValueId v : n.inputs) in_dims.push_back(dim_strings(v));
+      k << movement_body(n, in_dims, dim_strings(y), ty);
     } else if (op == "scaled_dot_product_attention") {
       emit_attention(n, k);
     } else if (op == "matmul") {
@@ -1305,20 +1315,9 @@ bool is_native(const Graph& g, const Node& n) {
   }
   // Contiguous blocks: a slice of leading rows (start >= 0, step 1, the row count known) and a
   // concat along axis 0 of inputs with the output's dtype.
-  if (op == "slice") {
-    const std::vector<int64_t> axes = n.attrs.get_ints("axes", {0}), steps = n.attrs.get_ints("steps", {1});
-    const SymShape& xs = g.value(n.inputs[0]).shape;
-    return axes == std::vector<int64_t>{0} && steps == std::vector<int64_t>{1} && !xs.empty() && xs[0].known() &&
-           n.attrs.get_ints("starts").size() == 1 && n.attrs.get_ints("starts")[0] >= 0 &&
-           dt(n.inputs[0]) == dt(n.outputs[0]);
-  }
-  if (op == "concat") {
-    const int r = rank(n.outputs[0]);
-    const int64_t axis = n.attrs.get_int("axis", 0);
-    bool ok = r >= 1 && (axis == 0 || axis == -r);
-    for (ValueId v : n.inputs) ok = ok && dt(v) == dt(n.outputs[0]) && is_static(g.value(v).shape);
-    return ok;
-  }
+  if (op == "slice") return leading_rows_slice(g, n) || movement_native(g, n);
+  if (op == "concat") return leading_blocks_concat(g, n) || movement_native(g, n);
+  if (movement_native(g, n)) return true;  // slice_scatter, concat_part, take_along_axis, scatters
   if (op == "sum" || op == "mean" || op == "max" || op == "min")
     return rank(n.inputs[0]) <= 16 && reduced_axes(n, rank(n.inputs[0])).has_value();
   if (op == "global_avg_pool2d") return rank(n.inputs[0]) == 4 && is_floating(dt(n.inputs[0]));

@@ -970,6 +970,7 @@ std::string prelude(bool blas) {
   s += kConv;
   s += kReduceAxesPrelude;
   s += kAttentionPrelude;
+  s += kMovementPrelude;
   s += "\n}  // namespace\n";
   return s;
 }

@@ -14,5 +14,8 @@ std::string prelude(bool blas);
 extern const char* const kReduceAxesPrelude;
 // scaled_dot_product_attention (prelude_attention.cpp), part of prelude().
 extern const char* const kAttentionPrelude;
+// slice, slice_scatter, concat_part, take_along_axis, scatter_add, index_add
+// (prelude_movement.cpp), part of prelude().
+extern const char* const kMovementPrelude;
 
 }  // namespace ingot::cpu

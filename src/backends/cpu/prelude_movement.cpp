@@ -1,0 +1,134 @@
+// The prelude's index and slice movement kernels: slice and its gradients (slice_scatter,
+// concat_part) as strided copies, take_along_axis, and the scatters that are the gradients of
+// gather and take_along_axis (index_add, scatter_add). Each mirrors its reference kernel in
+// src/ops/movement.cpp: the same slice clamping, the same index checks and messages, and the
+// scatters' sums in double, in the updates' order, so the results are the reference's exactly.
+#include "backends/cpu/prelude.h"
+
+namespace ingot::cpu {
+
+const char* const kMovementPrelude = R"IGPRELUDE(
+// ---- slice / slice_scatter / concat_part ----
+// NumPy's [start:end:step] of a dim of size d: negative indices count from the end, both bounds
+// clamp (the reference's slice_range).
+inline void ig_slice_range(int64_t start, int64_t end, int64_t step, int64_t d, int64_t* first, int64_t* length) {
+  auto clamp = [d](int64_t i, int64_t lo, int64_t hi) { return std::clamp(i < 0 ? i + d : i, lo, hi); };
+  const int64_t s = step > 0 ? clamp(start, 0, d) : clamp(start, -1, d - 1);
+  const int64_t e = step > 0 ? clamp(end, 0, d) : clamp(end, -1, d - 1);
+  const int64_t span = step > 0 ? e - s : s - e, stride = step > 0 ? step : -step;
+  *first = span > 0 ? s : 0;
+  *length = span > 0 ? (span + stride - 1) / stride : 0;
+}
+
+// The view [start:end:step] per axis of a contiguous tensor of shape full[rank] (rank <= 16).
+// kMode 0 (slice, concat_part): y, contiguous in the view's shape, = the view of x. 1
+// (slice_scatter): y, of shape full, is zeros with x (the view's shape) written into the view.
+// 2 (concat, one input): x written into the view of y, the rest of y left as it is. Rows of the
+// innermost axis are the work units; a step-1 row is one memcpy.
+template <class T, int kMode>
+void ig_slice_copy(const T* __restrict x, T* __restrict y, int rank, const int64_t* full, const int64_t* start,
+                   const int64_t* end, const int64_t* step) {
+  int64_t shape[16], stride[16], base = 0, whole = 1, n = 1;
+  for (int a = rank; a-- > 0;) {
+    int64_t first = 0;
+    ig_slice_range(start[a], end[a], step[a], full[a], &first, &shape[a]);
+    base += first * whole;
+    stride[a] = whole * step[a];
+    whole *= full[a];
+    n *= shape[a];
+  }
+  constexpr bool kScatter = kMode != 0;
+  if (kMode == 1) std::memset(static_cast<void*>(y), 0, static_cast<size_t>(whole) * sizeof(T));
+  if (n == 0) return;
+  const int64_t inner = rank > 0 ? shape[rank - 1] : 1, rows = n / inner, is = rank > 0 ? stride[rank - 1] : 1;
+  #pragma omp parallel for if(ig_big(n) && rows > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t rest = r, off = base;
+    for (int a = rank - 1; a-- > 0;) {
+      off += rest % shape[a] * stride[a];
+      rest /= shape[a];
+    }
+    if (is == 1) {
+      if (kScatter) std::memcpy(static_cast<void*>(y + off), x + r * inner, static_cast<size_t>(inner) * sizeof(T));
+      else std::memcpy(static_cast<void*>(y + r * inner), x + off, static_cast<size_t>(inner) * sizeof(T));
+    } else {
+      for (int64_t k = 0; k < inner; ++k) {
+        if (kScatter) y[off + k * is] = x[r * inner + k];
+        else y[r * inner + k] = x[off + k * is];
+      }
+    }
+  }
+}
+
+// Checks indices against an axis of `size` (negative ones count from the end), with the
+// reference's message.
+template <class I>
+int ig_check_indices(const ig_ctx* ctx, const I* idx, int64_t n, int64_t size, int axis) {
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t v = static_cast<int64_t>(idx[j]);
+    if (v < -size || v >= size) {
+      char msg[160];
+      std::snprintf(msg, sizeof msg, "gather: index %lld is out of range for axis %d of size %lld",
+                    static_cast<long long>(v), axis, static_cast<long long>(size));
+      return ig_fail(ctx, msg);
+    }
+  }
+  return 0;
+}
+
+// ---- take_along_axis: y[o, j, k] = x[o, idx[o, j, k], k] over [outer, nx | ni, inner] ----
+template <class T, class I>
+int ig_take_along_axis(const ig_ctx* ctx, const T* __restrict x, const I* __restrict idx, T* __restrict y,
+                       int64_t outer, int64_t nx, int64_t ni, int64_t inner, int axis) {
+  const int64_t n = outer * ni * inner;
+  if (ig_check_indices(ctx, idx, n, nx, axis) != 0) return 1;
+  #pragma omp parallel for if(ig_big(n) && outer * ni > 1)
+  for (int64_t oj = 0; oj < outer * ni; ++oj) {
+    const int64_t o = oj / ni;
+    for (int64_t k = 0; k < inner; ++k) {
+      const int64_t v = static_cast<int64_t>(idx[oj * inner + k]);
+      y[oj * inner + k] = x[(o * nx + (v < 0 ? v + nx : v)) * inner + k];
+    }
+  }
+  return 0;
+}
+
+// ---- scatter_add / index_add: zeros of [outer, nx, inner] plus the updates [outer, ni, inner]
+// added at the rows their indices name (repeats add up). kIndexAdd 0: scatter_add, an index per
+// update element (idx [outer, ni, inner]); 1: index_add, one per update row (idx [ni]). Each
+// unit of `outer` sums in a per-thread double slab, in the updates' order, as the reference does.
+template <int kIndexAdd, class T, class I>
+int ig_scatter_add(const ig_ctx* ctx, const I* __restrict idx, const T* __restrict u, T* __restrict y,
+                   int64_t outer, int64_t nx, int64_t ni, int64_t inner, int axis) {
+  if (ig_check_indices(ctx, idx, kIndexAdd ? ni : outer * ni * inner, nx, axis) != 0) return 1;
+  const int64_t slab = nx * inner;
+  if (outer * slab == 0) return 0;
+  int failed = 0;
+  #pragma omp parallel if(ig_big(outer * (slab + ni * inner)) && outer > 1)
+  {
+    double* acc = static_cast<double*>(std::malloc(static_cast<size_t>(slab) * sizeof(double)));
+    if (acc == nullptr) {
+      #pragma omp atomic write
+      failed = 1;
+    }
+    #pragma omp for
+    for (int64_t o = 0; o < outer; ++o) {
+      if (acc == nullptr) continue;
+      std::fill(acc, acc + slab, 0.0);
+      const T* uo = u + o * ni * inner;
+      for (int64_t j = 0; j < ni; ++j) {
+        for (int64_t k = 0; k < inner; ++k) {
+          const int64_t v = static_cast<int64_t>(kIndexAdd ? idx[j] : idx[(o * ni + j) * inner + k]);
+          acc[(v < 0 ? v + nx : v) * inner + k] += static_cast<double>(uo[j * inner + k]);
+        }
+      }
+      T* yo = y + o * slab;
+      for (int64_t i = 0; i < slab; ++i) yo[i] = static_cast<T>(acc[i]);
+    }
+    std::free(acc);
+  }
+  return failed ? ig_fail(ctx, "scatter_add: out of memory for the kernel's scratch") : 0;
+}
+)IGPRELUDE";
+
+}  // namespace ingot::cpu
