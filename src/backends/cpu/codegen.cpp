@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -886,7 +887,10 @@ class Generator {
     k << "static int " << name << "(const ig_ctx* ctx";
     for (size_t i = 0; i < n.inputs.size(); ++i)
       k << ", const " << ctype(g_.value(n.inputs[i]).dtype) << "* __restrict x" << i;
-    k << ", " << ty << "* __restrict y) {\n" << dims_prologue();
+    k << ", " << ty << "* __restrict y";
+    for (size_t i = 1; i < n.outputs.size(); ++i)  // more outputs: y1, y2, ...
+      k << ", " << ctype(g_.value(n.outputs[i]).dtype) << "* __restrict y" << i;
+    k << ") {\n" << dims_prologue();
     auto split3 = [&](int a, int b) {  // [outer | a..b | inner]
       k << "  const int64_t outer = " << str(product(xd, 0, static_cast<size_t>(a)))
         << ", n = " << str(product(xd, static_cast<size_t>(a), static_cast<size_t>(b + 1)))
@@ -929,6 +933,27 @@ class Generator {
       for (const Mono& d : xd) sizes.push_back(str(d));
       k << reduce_axes_body(op == "sum" ? 0 : op == "mean" ? 1 : op == "max" ? 2 : 3, op, tx, ty, sizes,
                             *reduced_axes(n, rank));
+    } else if (op == "moments" && !contiguous_reduction(n, rank)) {
+      std::vector<std::string> sizes;
+      for (const Mono& d : xd) sizes.push_back(str(d));
+      k << moments_axes_body(sizes, *reduced_axes(n, rank));
+    } else if (op == "argmax") {
+      const int64_t a = n.attrs.get_int("axis"), ax = a < 0 ? a + rank : a;
+      split3(static_cast<int>(ax), static_cast<int>(ax));
+      k << "  if (n == 0 && outer * inner > 0) return ig_fail(ctx, \"argmax: the axis has size 0, so there is no maximum\");\n"
+        << "  if (n > 0) ig_argmax(x0, y, outer, n, inner);\n";
+    } else if (op == "numel") {
+      const std::vector<bool> counted = *reduced_axes(n, rank);
+      Mono count = kOne;
+      for (int i = 0; i < rank; ++i)
+        if (counted[static_cast<size_t>(i)]) count = count * xd[static_cast<size_t>(i)];
+      k << "  y[0] = ig_cast<" << ty << ">(static_cast<double>(" << str(count) << "));\n";
+    } else if (op == "moments") {
+      int a = 0, b = -1;
+      reduce_block(n, rank, &a, &b);
+      if (rank == 0) k << "  const int64_t outer = 1, n = 1, inner = 1;\n";
+      else split3(a, b);
+      k << "  ig_moments(x0, y, y1, outer, n, inner);\n";
     } else if (op == "sum" || op == "mean" || op == "max" || op == "min") {
       int a = 0, b = -1;
       reduce_block(n, rank, &a, &b);
@@ -980,6 +1005,15 @@ class Generator {
       k << "  ig_max_pool2d_grad(x0, x1, y, " << str(xd[0] * xd[1]) << ", " << str(xd[2]) << ", " << str(xd[3]) << ", "
         << str(yd[2]) << ", " << str(yd[3]) << ", " << kernel[0] << ", " << kernel[1] << ", " << stride[0] << ", "
         << stride[1] << ", " << pad[0] << ", " << pad[1] << ");\n";
+    } else if (op == "avg_pool2d" || op == "avg_pool2d_grad") {  // (x) -> y, or (dy, like x) -> dx
+      const bool grad = op == "avg_pool2d_grad";
+      const std::vector<Mono> xs = grad ? dims(n.inputs[1]) : xd, ys = grad ? xd : dims(y);
+      const std::vector<int64_t> kernel = n.attrs.get_ints("kernel"), stride = n.attrs.get_ints("stride", kernel),
+                                 pad = n.attrs.get_ints("padding", {0, 0});
+      k << "  " << (grad ? "return ig_avg_pool2d_grad(ctx, " : "ig_avg_pool2d(") << "x0, y, " << str(xs[0] * xs[1]) << ", "
+        << str(xs[2]) << ", " << str(xs[3]) << ", " << str(ys[2]) << ", " << str(ys[3]) << ", " << kernel[0] << ", "
+        << kernel[1] << ", " << stride[0] << ", " << stride[1] << ", " << pad[0] << ", " << pad[1] << ", "
+        << n.attrs.get_int("count_include_pad", 1) << ");\n";
     } else if (op == "max_pool2d") {
       // [outer, H, W, lanes] in the buffers' layout (ig_max_pool2d); y shares x's (check_layouts)
       const std::vector<Mono> yd = dims(y);
@@ -995,7 +1029,7 @@ class Generator {
       std::vector<std::vector<std::string>> in_dims;
       for (ValueId v : n.inputs) in_dims.push_back(dim_strings(v));
       k << movement_body(n, in_dims, dim_strings(y), ty);
-    } else if (op == "scaled_dot_product_attention") {
+    } else if (op == "scaled_dot_product_attention" || op == "scaled_dot_product_attention_grad") {
       emit_attention(n, k);
     } else if (op == "matmul") {
       emit_matmul(n, k);
@@ -1019,19 +1053,23 @@ class Generator {
     kernels_ << k.str();
     call << "  if (" << name << "(ctx";
     for (ValueId v : n.inputs) call << ", " << ptr(stored(v));
-    call << ", " << ptr(y) << ") != 0) return 1;\n";
+    for (ValueId v : n.outputs) call << ", " << ptr(v);
+    call << ") != 0) return 1;\n";
   }
 
-  // scaled_dot_product_attention: the prelude's flash-style ig_attention, the mask read through
-  // its broadcast strides over [lead..., Sq, Sk] (0 along the axes it broadcasts).
+  // scaled_dot_product_attention and its gradient: the prelude's flash-style ig_attention and
+  // ig_attention_grad, the mask read through its broadcast strides over [lead..., Sq, Sk] (0 along
+  // the axes it broadcasts).
   void emit_attention(const Node& n, std::ostream& k) {
     const std::vector<Mono> qd = dims(n.inputs[0]), kd = dims(n.inputs[1]), vd = dims(n.inputs[2]);
     const size_t r = qd.size();
-    const int kind = n.inputs.size() < 4 ? 0 : g_.value(n.inputs[3]).dtype == DType::Bool ? 1 : 2;
+    const bool grad = n.op == "scaled_dot_product_attention_grad";  // (q, k, v, dy, [mask])
+    const size_t mask_at = grad ? 4 : 3;
+    const int kind = n.inputs.size() <= mask_at ? 0 : g_.value(n.inputs[mask_at]).dtype == DType::Bool ? 1 : 2;
     std::string lead, strides;
     for (size_t a = 0; a + 2 < r; ++a) lead += (lead.empty() ? "" : ", ") + str(qd[a]);
     if (kind != 0) {
-      const std::vector<Mono> md = dims(n.inputs[3]);
+      const std::vector<Mono> md = dims(n.inputs[mask_at]);
       std::vector<Mono> scores(qd.begin(), qd.end() - 1);  // [lead..., Sq, Sk]
       scores.push_back(kd[r - 2]);
       k << broadcast_guards(md, scores, n.op);
@@ -1047,8 +1085,18 @@ class Generator {
       << "  const int64_t mstride[] = {" << (strides.empty() ? "0" : strides) << "};\n"
       << "  const int64_t d = " << str(qd[r - 1]) << ";\n"
       << "  const double scale = " << scale << " != 0.0 ? " << scale
-      << " : (d > 0 ? 1.0 / std::sqrt(static_cast<double>(d)) : 1.0);\n"
-      << "  return ig_attention<" << ctype(g_.value(n.inputs[0]).dtype) << ", " << kind << ">(ctx, x0, x1, x2, "
+      << " : (d > 0 ? 1.0 / std::sqrt(static_cast<double>(d)) : 1.0);\n";
+    const std::string mask_arg = kind ? "x" + std::to_string(mask_at) : std::string("nullptr");
+    if (grad) {
+      k << "  return ig_attention_grad<" << ctype(g_.value(n.inputs[0]).dtype) << ", " << kind
+        << ">(ctx, x0, x1, x2, x3, " << mask_arg << ", y, y1, y2, y3, " << (kind ? str(numel_of(n.inputs[mask_at])) : "0")
+        << ", " << str(product(qd, 0, r - 2)) << ", " << (r >= 3 ? str(qd[r - 3]) : "1") << ", "
+        << (r >= 3 ? str(kd[r - 3]) : "1") << ", " << str(qd[r - 2]) << ", " << str(kd[r - 2]) << ", d, "
+        << str(vd[r - 1]) << ", scale, " << (n.attrs.get_int("causal", 0) != 0 ? 1 : 0) << ", "
+        << n.attrs.get_int("causal_offset", 0) << ", " << r - 2 << ", lead, mstride);\n";
+      return;
+    }
+    k << "  return ig_attention<" << ctype(g_.value(n.inputs[0]).dtype) << ", " << kind << ">(ctx, x0, x1, x2, "
       << (kind ? "x3" : "nullptr") << ", y, " << str(product(qd, 0, r - 2)) << ", "
       << (r >= 3 ? str(qd[r - 3]) : "1") << ", " << (r >= 3 ? str(kd[r - 3]) : "1") << ", " << str(qd[r - 2]) << ", "
       << str(kd[r - 2]) << ", d, " << str(vd[r - 1]) << ", scale, " << (n.attrs.get_int("causal", 0) != 0 ? 1 : 0)
@@ -1320,6 +1368,16 @@ bool is_native(const Graph& g, const Node& n) {
   if (movement_native(g, n)) return true;  // slice_scatter, concat_part, take_along_axis, scatters
   if (op == "sum" || op == "mean" || op == "max" || op == "min")
     return rank(n.inputs[0]) <= 16 && reduced_axes(n, rank(n.inputs[0])).has_value();
+  if (op == "moments")  // mean and variance, float32 / float64
+    return is_float_dtype(dt(n.inputs[0])) && dt(n.outputs[0]) == dt(n.inputs[0]) && rank(n.inputs[0]) <= 16 &&
+           reduced_axes(n, rank(n.inputs[0])).has_value();
+  if (op == "argmax") {  // float32 / float64 / integers (halves: the reference)
+    const int r = rank(n.inputs[0]);
+    const int64_t a = n.attrs.get_int("axis", std::numeric_limits<int64_t>::max());
+    return r >= 1 && a >= -r && a < r && !is_half(dt(n.inputs[0])) && dt(n.outputs[0]) == DType::Int64;
+  }
+  if (op == "numel")  // a count of the given axes' sizes, as a number
+    return reduced_axes(n, rank(n.inputs[0])).has_value() && dt(n.outputs[0]) != DType::Bool && !is_half(dt(n.outputs[0]));
   if (op == "global_avg_pool2d") return rank(n.inputs[0]) == 4 && is_floating(dt(n.inputs[0]));
   if (op == "softmax" || op == "log_softmax") {
     const int64_t a = n.attrs.get_int("axis", -1);
@@ -1332,6 +1390,13 @@ bool is_native(const Graph& g, const Node& n) {
     return r >= 1 && a >= -r && a < r;
   }
   if (op == "batch_norm") return rank(n.inputs[0]) >= 2;
+  if (op == "avg_pool2d" || op == "avg_pool2d_grad") {  // float32 / float64 NCHW, [h, w] attributes
+    bool ok = rank(n.inputs[0]) == 4 && is_float_dtype(dt(n.inputs[0])) && dt(n.outputs[0]) == dt(n.inputs[0]) &&
+              n.attrs.has("kernel") && n.attrs.get_int("count_include_pad", 1) >= 0 && n.attrs.get_int("count_include_pad", 1) <= 1;
+    for (const char* key : {"kernel", "stride", "padding"})
+      ok = ok && (!n.attrs.has(key) || n.attrs.get_ints(key).size() == 2);
+    return ok;
+  }
   if (op == "max_pool2d" || op == "max_pool2d_grad") {  // kernel / stride / padding as [h, w] (or absent)
     bool ok = rank(n.inputs[0]) == 4 && dt(n.inputs[0]) != DType::Bool && n.attrs.has("kernel");
     if (op == "max_pool2d_grad")  // (x, dy) -> dx, float or double throughout (added up in place)
@@ -1340,8 +1405,14 @@ bool is_native(const Graph& g, const Node& n) {
       ok = ok && (!n.attrs.has(key) || n.attrs.get_ints(key).size() == 2);
     return ok;
   }
-  if (op == "scaled_dot_product_attention")  // float32 / float64 (half types: the reference kernel)
-    return dt(n.inputs[0]) == DType::Float32 || dt(n.inputs[0]) == DType::Float64;
+  if (op == "scaled_dot_product_attention" || op == "scaled_dot_product_attention_grad") {
+    // float32 / float64, every operand but a bool mask of that type (half types: the reference kernel)
+    const DType t = dt(n.inputs[0]);
+    bool ok = t == DType::Float32 || t == DType::Float64;
+    for (ValueId v : n.inputs) ok = ok && (dt(v) == t || dt(v) == DType::Bool);
+    for (ValueId v : n.outputs) ok = ok && dt(v) == t;
+    return ok;
+  }
   if (op == "matmul" || op == "conv2d") {
     const DType t = dt(n.outputs[0]);
     if (!is_float_dtype(t)) return false;

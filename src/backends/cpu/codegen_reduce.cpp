@@ -16,9 +16,12 @@ std::optional<std::vector<bool>> reduced_axes(const Node& n, int rank) {
   return reduced;
 }
 
-std::string reduce_axes_body(int kind, const std::string& op, const std::string& tx, const std::string& ty,
-                             const std::vector<std::string>& dims, const std::vector<bool>& reduced) {
-  // Blocks: size-1 dims dropped, neighbours of one kind merged (fewer, longer runs).
+namespace {
+
+// The input's dims as blocks for the prelude's *_axes kernels: size-1 dims dropped, neighbours of
+// one kind (reduced or kept) merged (fewer, longer runs); declares count, outputs, size[] and
+// reduced[] in the kernel body.
+std::string blocks(const std::vector<std::string>& dims, const std::vector<bool>& reduced, size_t* nb) {
   std::vector<std::string> sizes;
   std::vector<bool> kinds;
   std::string count = "1", outputs = "1";
@@ -34,16 +37,35 @@ std::string reduce_axes_body(int kind, const std::string& op, const std::string&
   }
   std::ostringstream k;
   k << "  const int64_t count = " << count << ", outputs = " << outputs << ";\n";
-  if (kind >= 2)
-    k << "  if (count == 0 && outputs > 0) return ig_fail(ctx, \"" << op
-      << ": cannot reduce over a zero-size dimension (no identity)\");\n";
   k << "  const int64_t size[] = {";
   for (size_t b = 0; b < sizes.size(); ++b) k << (b ? ", " : "") << "(" << sizes[b] << ")";
   k << (sizes.empty() ? "0" : "") << "};\n  const bool reduced[] = {";
   for (size_t b = 0; b < kinds.size(); ++b) k << (b ? ", " : "") << (kinds[b] ? "true" : "false");
   k << (kinds.empty() ? "false" : "") << "};\n";
-  k << "  if (outputs > 0) ig_reduce_axes<" << kind << ", " << tx << ", " << ty << ">(x0, y, " << sizes.size()
+  *nb = sizes.size();
+  return k.str();
+}
+
+}  // namespace
+
+std::string reduce_axes_body(int kind, const std::string& op, const std::string& tx, const std::string& ty,
+                             const std::vector<std::string>& dims, const std::vector<bool>& reduced) {
+  size_t nb = 0;
+  std::ostringstream k;
+  k << blocks(dims, reduced, &nb);
+  if (kind >= 2)
+    k << "  if (count == 0 && outputs > 0) return ig_fail(ctx, \"" << op
+      << ": cannot reduce over a zero-size dimension (no identity)\");\n";
+  k << "  if (outputs > 0) ig_reduce_axes<" << kind << ", " << tx << ", " << ty << ">(x0, y, " << nb
     << ", size, reduced, count);\n";
+  return k.str();
+}
+
+std::string moments_axes_body(const std::vector<std::string>& dims, const std::vector<bool>& reduced) {
+  size_t nb = 0;
+  std::ostringstream k;
+  k << blocks(dims, reduced, &nb);
+  k << "  if (outputs > 0) ig_moments_axes(x0, y, y1, " << nb << ", size, reduced, count);\n";
   return k.str();
 }
 

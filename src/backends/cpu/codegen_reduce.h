@@ -20,4 +20,8 @@ std::optional<std::vector<bool>> reduced_axes(const Node& n, int rank);
 std::string reduce_axes_body(int kind, const std::string& op, const std::string& tx, const std::string& ty,
                              const std::vector<std::string>& dims, const std::vector<bool>& reduced);
 
+// Kernel body statements computing moments' mean (y) and variance (y1) from x0 over any set of
+// axes with ig_moments_axes.
+std::string moments_axes_body(const std::vector<std::string>& dims, const std::vector<bool>& reduced);
+
 }  // namespace ingot::cpu

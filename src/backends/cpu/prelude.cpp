@@ -971,6 +971,7 @@ std::string prelude(bool blas) {
   s += kReduceAxesPrelude;
   s += kAttentionPrelude;
   s += kMovementPrelude;
+  s += kPoolPrelude;
   s += "\n}  // namespace\n";
   return s;
 }

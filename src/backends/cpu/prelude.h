@@ -17,5 +17,7 @@ extern const char* const kAttentionPrelude;
 // slice, slice_scatter, concat_part, take_along_axis, scatter_add, index_add
 // (prelude_movement.cpp), part of prelude().
 extern const char* const kMovementPrelude;
+// avg_pool2d and avg_pool2d_grad (prelude_pool.cpp), part of prelude().
+extern const char* const kPoolPrelude;
 
 }  // namespace ingot::cpu

@@ -20,6 +20,73 @@ inline void ig_block_gemm(const ig_ctx*, bool tb, int64_t M, int64_t N, int64_t 
   ig_gemm_serial(tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+// Where unit b's mask starts: its leading index through the mask's broadcast strides.
+inline int64_t ig_mask_base(int64_t b, int nlead, const int64_t* lead, const int64_t* mstride) {
+  int64_t base = 0;
+  for (int a = nlead - 1; a >= 0; --a) {
+    base += (b % lead[a]) * mstride[a];
+    b /= lead[a];
+  }
+  return base;
+}
+
+// Block scores s[r * ld + jj] of query rows i0 + r and keys j0 + jj, masked: a bool mask's hidden
+// keys (and, causal, the keys past row i's i + offset) become -inf; a float mask is added.
+template <class T, int kMask>
+void ig_mask_scores(T* s, int64_t ld, int64_t rows, int64_t n, int64_t i0, int64_t j0, const void* mask,
+                    int64_t mbase, int nlead, const int64_t* mstride, int causal, int64_t offset) {
+  constexpr T kHidden = -std::numeric_limits<T>::infinity();
+  const int64_t ms = kMask != 0 ? mstride[nlead + 1] : 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r;
+    T* sr = s + r * ld;
+    if (kMask == 1) {
+      const unsigned char* mr = static_cast<const unsigned char*>(mask) + mbase + i * mstride[nlead];
+      for (int64_t jj = 0; jj < n; ++jj)
+        if (mr[(j0 + jj) * ms] == 0) sr[jj] = kHidden;
+    } else if (kMask == 2) {
+      const T* mr = static_cast<const T*>(mask) + mbase + i * mstride[nlead];
+      for (int64_t jj = 0; jj < n; ++jj) sr[jj] += mr[(j0 + jj) * ms];
+    }
+    if (causal)
+      for (int64_t jj = i + offset - j0 + 1 > 0 ? i + offset - j0 + 1 : 0; jj < n; ++jj) sr[jj] = kHidden;
+  }
+}
+
+// One block of the online softmax over rows' masked scores s (ld kK): folds the block into each
+// row's running max m and sum l, rescales the row's output so far (acc, [rows, dv]) and leaves
+// the block's unnormalized probabilities in s.
+template <class T>
+void ig_softmax_block(T* s, int64_t ld, int64_t rows, int64_t n, T* m, T* l, T* acc, int64_t dv) {
+  constexpr T kHidden = -std::numeric_limits<T>::infinity();
+  for (int64_t r = 0; r < rows; ++r) {
+    T* sr = s + r * ld;
+    T top = kHidden;
+    #pragma omp simd reduction(max:top)
+    for (int64_t jj = 0; jj < n; ++jj) top = sr[jj] > top ? sr[jj] : top;
+    const T mnew = top > m[r] ? top : m[r];
+    if (mnew == kHidden) {  // nothing seen yet: this block adds nothing to the row
+      #pragma omp simd
+      for (int64_t jj = 0; jj < n; ++jj) sr[jj] = 0;
+      continue;
+    }
+    const T alpha = m[r] == kHidden ? T(0) : ig_exp<T>(m[r] - mnew);
+    T sum = 0;
+    #pragma omp simd reduction(+:sum)
+    for (int64_t jj = 0; jj < n; ++jj) {
+      sr[jj] = ig_exp<T>(sr[jj] - mnew);
+      sum += sr[jj];
+    }
+    l[r] = l[r] * alpha + sum;
+    m[r] = mnew;
+    if (alpha != T(1)) {
+      T* ar = acc + r * dv;
+      #pragma omp simd
+      for (int64_t e = 0; e < dv; ++e) ar[e] *= alpha;
+    }
+  }
+}
+
 // Work units: (leading index b, block of kQ query rows), run in parallel. A unit walks the keys
 // in blocks of kK; per block, one GEMM scores its rows (S = scale Q K^T, [rows, n], in the
 // thread's scratch: 256 KB for float32, which stays in L2), a pass over each row masks the scores
@@ -75,14 +142,7 @@ int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k
       const T* qb = q + (b * sq + i0) * d;
       const T* kb = k + kvb * sk * d;
       const T* vb = v + kvb * sk * dv;
-      int64_t mbase = 0;
-      if (kMask != 0) {
-        int64_t rest = b;
-        for (int a = nlead - 1; a >= 0; --a) {
-          mbase += (rest % lead[a]) * mstride[a];
-          rest /= lead[a];
-        }
-      }
+      const int64_t mbase = kMask != 0 ? ig_mask_base(b, nlead, lead, mstride) : 0;
       for (int64_t r = 0; r < rows; ++r) {
         m[r] = kHidden;
         l[r] = 0;
@@ -94,45 +154,8 @@ int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k
         if (j0 >= end) break;
         const int64_t n = end - j0 < kK ? end - j0 : kK;
         ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, kK);
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t i = i0 + r;
-          T* sr = s + r * kK;
-          if (kMask == 1) {
-            const unsigned char* mr = static_cast<const unsigned char*>(mask) + mbase + i * mstride[nlead];
-            const int64_t ms = mstride[nlead + 1];
-            for (int64_t jj = 0; jj < n; ++jj)
-              if (mr[(j0 + jj) * ms] == 0) sr[jj] = kHidden;
-          } else if (kMask == 2) {
-            const T* mr = static_cast<const T*>(mask) + mbase + i * mstride[nlead];
-            const int64_t ms = mstride[nlead + 1];
-            for (int64_t jj = 0; jj < n; ++jj) sr[jj] += mr[(j0 + jj) * ms];
-          }
-          if (causal)
-            for (int64_t jj = i + offset - j0 + 1 > 0 ? i + offset - j0 + 1 : 0; jj < n; ++jj) sr[jj] = kHidden;
-          T top = kHidden;
-          #pragma omp simd reduction(max:top)
-          for (int64_t jj = 0; jj < n; ++jj) top = sr[jj] > top ? sr[jj] : top;
-          const T mnew = top > m[r] ? top : m[r];
-          if (mnew == kHidden) {  // nothing seen yet: this block adds nothing to the row
-            #pragma omp simd
-            for (int64_t jj = 0; jj < n; ++jj) sr[jj] = 0;
-            continue;
-          }
-          const T alpha = m[r] == kHidden ? T(0) : ig_exp<T>(m[r] - mnew);
-          T sum = 0;
-          #pragma omp simd reduction(+:sum)
-          for (int64_t jj = 0; jj < n; ++jj) {
-            sr[jj] = ig_exp<T>(sr[jj] - mnew);
-            sum += sr[jj];
-          }
-          l[r] = l[r] * alpha + sum;
-          m[r] = mnew;
-          if (alpha != T(1)) {
-            T* ar = acc + r * dv;
-            #pragma omp simd
-            for (int64_t e = 0; e < dv; ++e) ar[e] *= alpha;
-          }
-        }
+        ig_mask_scores<T, kMask>(s, kK, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
+        ig_softmax_block(s, kK, rows, n, m, l, acc, dv);
         ig_block_gemm(ctx, false, rows, dv, n, T(1), s, kK, vb + j0 * dv, dv, T(1), acc, dv);
       }
       for (int64_t r = 0; r < rows; ++r) {
@@ -145,6 +168,140 @@ int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k
     std::free(s);
   }
   if (failed) return ig_fail(ctx, "scaled_dot_product_attention: out of memory for the kernel's scratch");
+  return 0;
+}
+
+// ---- scaled_dot_product_attention_grad: (q, k, v, dy, [mask]) -> (dq, dk, dv, dmask) ----
+// Flash-style too: nothing [Sq, Sk] is stored. Work units are the key/value heads (leading index
+// over the query heads' groups), so each unit owns its dk and dv rows and no two threads add to
+// one. Per query head of the unit and block of kQ rows: a forward pass over the key blocks gives
+// the rows' softmax max m, sum l and output O (as ig_attention); D_i = <dy_i, O_i>; then per key
+// block the scores are made again, P = exp(S - m) / l, dP = dy V^T, dS = P (dP - D), and
+// dq += scale dS K, dk += scale dS^T q, dv += P^T dy (the transposed blocks written out, so every
+// product is ig_block_gemm's). A float mask's gradient is dS summed where the mask broadcasts
+// (atomic adds: units share mask elements); a bool mask's is zeros. Causal units skip the keys past
+// their last visible one when every q, k, v and dy is finite (0 * inf is NaN otherwise, as in the
+// reference).
+template <class T>
+bool ig_all_finite(const T* x, int64_t n) {
+  bool finite = true;
+  #pragma omp parallel for reduction(&&:finite) if(ig_big(n))
+  for (int64_t i = 0; i < n; ++i) finite = finite && std::isfinite(x[i]);
+  return finite;
+}
+
+template <class T, int kMask>
+int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k, const T* __restrict v,
+                      const T* __restrict dy, const void* mask, T* __restrict dq, T* __restrict dk, T* __restrict dv,
+                      T* __restrict dmask, int64_t mask_numel, int64_t batch, int64_t hq, int64_t hk, int64_t sq,
+                      int64_t sk, int64_t d, int64_t dvn, double scale, int causal, int64_t offset, int nlead,
+                      const int64_t* lead, const int64_t* mstride) {
+  constexpr int64_t kQ = 128, kK = 512;
+  constexpr T kHidden = -std::numeric_limits<T>::infinity();
+  if (kMask != 0) std::memset(static_cast<void*>(dmask), 0, static_cast<size_t>(mask_numel) * sizeof(T));
+  if (batch == 0) return 0;
+  if (hk <= 0 || hq % hk != 0) return ig_fail(ctx, "scaled_dot_product_attention: key/value heads must divide the query heads");
+  const int64_t group = hq / hk, units = batch / hq * hk;
+  std::memset(static_cast<void*>(dq), 0, static_cast<size_t>(batch * sq * d) * sizeof(T));
+  std::memset(static_cast<void*>(dk), 0, static_cast<size_t>(units * sk * d) * sizeof(T));
+  std::memset(static_cast<void*>(dv), 0, static_cast<size_t>(units * sk * dvn) * sizeof(T));
+  if (sq == 0 || sk == 0) return 0;
+  const T tscale = static_cast<T>(scale);
+  const bool skip_hidden = causal && ig_all_finite(q, batch * sq * d) && ig_all_finite(k, units * sk * d) &&
+                           ig_all_finite(v, units * sk * dvn) && ig_all_finite(dy, batch * sq * dvn);
+  int failed = 0;
+  #pragma omp parallel if(ig_big(batch * sq * sk * (d + dvn) / 4) && units > 1)
+  {
+    // Per thread: scores / probabilities, dP / dS, a transposed block, and the rows' m, l, D, O.
+    T* s = static_cast<T*>(std::malloc(sizeof(T) * static_cast<size_t>(3 * kQ * kK + 3 * kQ + kQ * dvn)));
+    if (s == nullptr) {
+      #pragma omp atomic write
+      failed = 1;
+    }
+    T* ds = s + kQ * kK;
+    T* t = ds + kQ * kK;
+    T* m = t + kQ * kK;
+    T* l = m + kQ;
+    T* dd = l + kQ;
+    T* acc = dd + kQ;
+    #pragma omp for schedule(dynamic)
+    for (int64_t unit = 0; unit < units; ++unit) {
+      if (s == nullptr) continue;
+      const int64_t o = unit / hk, kh = unit % hk;
+      const T* kb = k + unit * sk * d;
+      const T* vb = v + unit * sk * dvn;
+      T* dkb = dk + unit * sk * d;
+      T* dvb = dv + unit * sk * dvn;
+      for (int64_t h = kh * group; h < (kh + 1) * group; ++h) {
+        const int64_t b = o * hq + h;
+        const int64_t mbase = kMask != 0 ? ig_mask_base(b, nlead, lead, mstride) : 0;
+        for (int64_t i0 = 0; i0 < sq; i0 += kQ) {
+          const int64_t rows = sq - i0 < kQ ? sq - i0 : kQ;
+          const T* qb = q + (b * sq + i0) * d;
+          const T* dyb = dy + (b * sq + i0) * dvn;
+          T* dqb = dq + (b * sq + i0) * d;
+          const int64_t end = skip_hidden ? (i0 + rows + offset < sk ? (i0 + rows + offset > 0 ? i0 + rows + offset : 0) : sk) : sk;
+          for (int64_t r = 0; r < rows; ++r) {
+            m[r] = kHidden;
+            l[r] = 0;
+          }
+          for (int64_t e = 0; e < rows * dvn; ++e) acc[e] = 0;
+          for (int64_t j0 = 0; j0 < end; j0 += kK) {  // the rows' m, l and output
+            const int64_t n = end - j0 < kK ? end - j0 : kK;
+            ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, kK);
+            ig_mask_scores<T, kMask>(s, kK, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
+            ig_softmax_block(s, kK, rows, n, m, l, acc, dvn);
+            ig_block_gemm(ctx, false, rows, dvn, n, T(1), s, kK, vb + j0 * dvn, dvn, T(1), acc, dvn);
+          }
+          // A row that sees no key has NaN probabilities, which reach every key's gradients (as in
+          // the reference): then no key is skipped.
+          int64_t end2 = end;
+          for (int64_t r = 0; r < rows; ++r)
+            if (l[r] == T(0)) end2 = sk;
+          for (int64_t r = 0; r < rows; ++r) {  // D = <dy, O>, O = acc / l (l = 0: NaN, as the forward)
+            double dot = 0;
+            for (int64_t e = 0; e < dvn; ++e)
+              dot += static_cast<double>(dyb[r * dvn + e]) * static_cast<double>(acc[r * dvn + e] / l[r]);
+            dd[r] = static_cast<T>(dot);
+          }
+          for (int64_t j0 = 0; j0 < end2; j0 += kK) {
+            const int64_t n = end2 - j0 < kK ? end2 - j0 : kK;
+            ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, kK);
+            ig_mask_scores<T, kMask>(s, kK, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
+            ig_block_gemm(ctx, true, rows, n, dvn, T(1), dyb, dvn, vb + j0 * dvn, dvn, T(0), ds, kK);
+            for (int64_t r = 0; r < rows; ++r) {
+              T* sr = s + r * kK;
+              T* dr = ds + r * kK;
+              const T mr = m[r], inv = T(1) / l[r], dr0 = dd[r];
+              for (int64_t jj = 0; jj < n; ++jj) {
+                sr[jj] = ig_exp<T>(sr[jj] - mr) * inv;  // P
+                dr[jj] = sr[jj] * (dr[jj] - dr0);      // dS
+              }
+              if (kMask == 2) {
+                const int64_t i = i0 + r;
+                T* mrow = dmask + mbase + i * mstride[nlead];
+                const int64_t ms = mstride[nlead + 1];
+                for (int64_t jj = 0; jj < n; ++jj) {
+                  if (causal && j0 + jj > i + offset) continue;
+                  #pragma omp atomic
+                  mrow[(j0 + jj) * ms] += dr[jj];
+                }
+              }
+            }
+            ig_block_gemm(ctx, false, rows, d, n, tscale, ds, kK, kb + j0 * d, d, T(1), dqb, d);
+            for (int64_t r = 0; r < rows; ++r)
+              for (int64_t jj = 0; jj < n; ++jj) t[jj * kQ + r] = s[r * kK + jj];
+            ig_block_gemm(ctx, false, n, dvn, rows, T(1), t, kQ, dyb, dvn, T(1), dvb + j0 * dvn, dvn);
+            for (int64_t r = 0; r < rows; ++r)
+              for (int64_t jj = 0; jj < n; ++jj) t[jj * kQ + r] = ds[r * kK + jj];
+            ig_block_gemm(ctx, false, n, d, rows, tscale, t, kQ, qb, d, T(1), dkb + j0 * d, d);
+          }
+        }
+      }
+    }
+    std::free(s);
+  }
+  if (failed) return ig_fail(ctx, "scaled_dot_product_attention_grad: out of memory for the kernel's scratch");
   return 0;
 }
 )IGPRELUDE";

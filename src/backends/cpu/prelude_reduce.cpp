@@ -1,6 +1,7 @@
 // The prelude's reductions over any set of axes (the contiguous case is ig_reduce in prelude.cpp):
 // what gradient rules produce most, summing a broadcast operand's gradient back to its shape
-// (bias gradients: [N, C, H, W] -> [C] over axes 0, 2, 3; [N, F] -> [F] over axis 0).
+// (bias gradients: [N, C, H, W] -> [C] over axes 0, 2, 3; [N, F] -> [F] over axis 0). And moments
+// (mean and variance: layer_norm's gradient and a training batch norm read them).
 #include "backends/cpu/prelude.h"
 
 namespace ingot::cpu {
@@ -72,6 +73,97 @@ void ig_reduce_axes(const T* __restrict x, O* __restrict y, int nb, const int64_
     }
   }
   std::free(acc);
+}
+
+// ---- moments: mean and biased variance along the middle axis of [outer, n, inner] ----
+// In double and in two passes, the second around the mean, as the reference (n = 0: NaN).
+template <class T>
+void ig_moments(const T* __restrict x, T* __restrict mean, T* __restrict var, int64_t outer, int64_t n, int64_t inner) {
+  #pragma omp parallel for if(ig_big(outer * n * inner) && outer * inner > 1)
+  for (int64_t oi = 0; oi < outer * inner; ++oi) {
+    const T* xr = x + (oi / inner) * n * inner + oi % inner;
+    double sum = 0;
+    #pragma omp simd reduction(+:sum)
+    for (int64_t k = 0; k < n; ++k) sum += static_cast<double>(xr[k * inner]);
+    const double mu = sum / static_cast<double>(n);
+    double m2 = 0;
+    #pragma omp simd reduction(+:m2)
+    for (int64_t k = 0; k < n; ++k) {
+      const double e = static_cast<double>(xr[k * inner]) - mu;
+      m2 += e * e;
+    }
+    mean[oi] = static_cast<T>(mu);
+    var[oi] = static_cast<T>(m2 / static_cast<double>(n));
+  }
+}
+
+// ---- argmax along the middle axis of [outer, n, inner]: the first maximum; NaN counts as one ----
+template <class T>
+void ig_argmax(const T* __restrict x, int64_t* __restrict y, int64_t outer, int64_t n, int64_t inner) {
+  #pragma omp parallel for if(ig_big(outer * n * inner) && outer * inner > 1)
+  for (int64_t oi = 0; oi < outer * inner; ++oi) {
+    const T* xr = x + (oi / inner) * n * inner + oi % inner;
+    T best = xr[0];
+    int64_t at = 0;
+    for (int64_t k = 1; k < n; ++k) {
+      const T v = xr[k * inner];
+      bool better = v > best;  // strict: the first maximum wins
+      if constexpr (std::is_floating_point<T>::value) better = better || (std::isnan(v) && !std::isnan(best));
+      if (better) {
+        best = v;
+        at = k;
+      }
+    }
+    y[oi] = at;
+  }
+}
+
+// The same over any set of axes, given as ig_reduce_axes's blocks: each output's elements visited
+// in memory order, a reduced innermost block as one contiguous run.
+template <class T>
+void ig_moments_axes(const T* __restrict x, T* __restrict mean, T* __restrict var, int nb, const int64_t* size,
+                     const bool* reduced, int64_t count) {
+  int64_t stride[16];
+  int64_t outputs = 1, total = 1;
+  for (int b = nb; b-- > 0;) {
+    stride[b] = total;
+    total *= size[b];
+    if (!reduced[b]) outputs *= size[b];
+  }
+  const bool inner_reduced = nb > 0 && reduced[nb - 1];
+  const int64_t len = inner_reduced ? size[nb - 1] : 1, runs = len > 0 ? count / len : 0;
+  const int top = inner_reduced ? nb - 1 : nb;  // the blocks an offset walks
+  auto offset = [&](int64_t i, bool r) {
+    int64_t off = 0;
+    for (int b = top; b-- > 0;)
+      if (reduced[b] == r) {
+        off += (i % size[b]) * stride[b];
+        i /= size[b];
+      }
+    return off;
+  };
+  #pragma omp parallel for if(ig_big(total) && outputs > 1)
+  for (int64_t u = 0; u < outputs; ++u) {
+    const T* base = x + offset(u, false);
+    double sum = 0;
+    for (int64_t c = 0; c < runs; ++c) {
+      const T* run = base + offset(c, true);
+      #pragma omp simd reduction(+:sum)
+      for (int64_t j = 0; j < len; ++j) sum += static_cast<double>(run[j]);
+    }
+    const double mu = sum / static_cast<double>(count);
+    double m2 = 0;
+    for (int64_t c = 0; c < runs; ++c) {
+      const T* run = base + offset(c, true);
+      #pragma omp simd reduction(+:m2)
+      for (int64_t j = 0; j < len; ++j) {
+        const double e = static_cast<double>(run[j]) - mu;
+        m2 += e * e;
+      }
+    }
+    mean[u] = static_cast<T>(mu);
+    var[u] = static_cast<T>(m2 / static_cast<double>(count));
+  }
 }
 )IGPRELUDE";
 
