@@ -7,16 +7,20 @@
 #   2. installs ingot into build/python-venv (scripts/python-test.sh makes it) and runs the script
 #      there with the benchmark environment's packages on the path (both are this python3's).
 #
-#   ./scripts/bench_attention.sh [--quick] [--no-install]
+#   ./scripts/bench_attention.sh [--quick] [--no-install] [--train]
+# --train: bench/attention_train.py instead (forward and backward at S 512 to 8192 against
+# PyTorch's sdpa and PyTorch written out, with peak memory) -> bench/results/attention_train.json
+# (README "Attention").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2
-install=1 args=()
+install=1 args=() script=bench/attention.py
 for a in "$@"; do
   case "$a" in
     --quick) args+=(--quick --runs 1 --reps 3) ;;
     --no-install) install=0 ;;
-    *) echo "usage: scripts/bench_attention.sh [--quick] [--no-install]" >&2; exit 2 ;;
+    --train) script=bench/attention_train.py ;;
+    *) echo "usage: scripts/bench_attention.sh [--quick] [--no-install] [--train]" >&2; exit 2 ;;
   esac
 done
 venv="${INGOT_BENCH_VENV:-$HOME/.cache/ingot-bench-venv}"
@@ -29,4 +33,4 @@ build/python-venv/bin/python -m pip install -q --disable-pip-version-check --no-
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 # PYTHONPATH comes before the venv's own packages: the peers' numpy is the one imported (ingot does not
 # link against NumPy, so any 1.x or 2.x does)
-PYTHONPATH="$site" build/python-venv/bin/python bench/attention.py "${args[@]}"
+PYTHONPATH="$site" build/python-venv/bin/python "$script" "${args[@]}"

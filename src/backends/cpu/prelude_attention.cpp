@@ -87,6 +87,18 @@ void ig_softmax_block(T* s, int64_t ld, int64_t rows, int64_t n, T* m, T* l, T* 
   }
 }
 
+// C = alpha A^T B + beta C for the backward's blocks, A stored [K, M] (row stride lda): the host's
+// sgemm reads it transposed in place; otherwise A^T is written into `scratch` ([M, K]) first.
+template <class T>
+inline void ig_block_gemm_at(const ig_ctx* ctx, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+                             const T* B, int64_t ldb, T beta, T* C, int64_t ldc, T* scratch) {
+  if constexpr (std::is_same<T, float>::value)
+    if (ig_host_sgemm(ctx, true, false, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t i = 0; i < M; ++i) scratch[i * K + k] = A[k * lda + i];
+  ig_block_gemm(ctx, false, M, N, K, alpha, scratch, K, B, ldb, beta, C, ldc);
+}
+
 // Work units: (leading index b, block of kQ query rows), run in parallel. A unit walks the keys
 // in blocks of kK; per block, one GEMM scores its rows (S = scale Q K^T, [rows, n], in the
 // thread's scratch: 256 KB for float32, which stays in L2), a pass over each row masks the scores
@@ -177,11 +189,13 @@ int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k
 // one. Per query head of the unit and block of kQ rows: a forward pass over the key blocks gives
 // the rows' softmax max m, sum l and output O (as ig_attention); D_i = <dy_i, O_i>; then per key
 // block the scores are made again, P = exp(S - m) / l, dP = dy V^T, dS = P (dP - D), and
-// dq += scale dS K, dk += scale dS^T q, dv += P^T dy (the transposed blocks written out, so every
-// product is ig_block_gemm's). A float mask's gradient is dS summed where the mask broadcasts
-// (atomic adds: units share mask elements); a bool mask's is zeros. Causal units skip the keys past
+// dq += scale dS K, dk += scale dS^T q, dv += P^T dy (the host's sgemm reads P and dS transposed
+// in place; other products write the transposed block out first). A float mask's gradient is dS
+// summed where the mask broadcasts (atomic adds: units share mask elements); a bool mask's is zeros. Causal units skip the keys past
 // their last visible one when every q, k, v and dy is finite (0 * inf is NaN otherwise, as in the
 // reference).
+extern "C" int omp_get_max_threads();
+
 template <class T>
 bool ig_all_finite(const T* x, int64_t n) {
   bool finite = true;
@@ -209,8 +223,19 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
   const T tscale = static_cast<T>(scale);
   const bool skip_hidden = causal && ig_all_finite(q, batch * sq * d) && ig_all_finite(k, units * sk * d) &&
                            ig_all_finite(v, units * sk * dvn) && ig_all_finite(dy, batch * sq * dvn);
+  // Fewer key/value heads than threads (one long sequence): each head's query blocks split into
+  // `parts`, each adding into a dk / dv slab of its own, summed at the end.
+  const int64_t qblocks = (sq + kQ - 1) / kQ, pairs = group * qblocks;
+  const int threads = omp_get_max_threads();
+  int64_t parts = units >= threads ? 1 : std::min<int64_t>(pairs, (threads + units - 1) / units);
+  T* partial = nullptr;
+  if (parts > 1) {
+    partial = static_cast<T*>(std::malloc(sizeof(T) * static_cast<size_t>(units * parts * sk * (d + dvn))));
+    if (partial == nullptr) parts = 1;
+  }
+  const int64_t items = units * parts;
   int failed = 0;
-  #pragma omp parallel if(ig_big(batch * sq * sk * (d + dvn) / 4) && units > 1)
+  #pragma omp parallel if(ig_big(batch * sq * sk * (d + dvn) / 4) && items > 1)
   {
     // Per thread: scores / probabilities, dP / dS, a transposed block, and the rows' m, l, D, O.
     T* s = static_cast<T*>(std::malloc(sizeof(T) * static_cast<size_t>(3 * kQ * kK + 3 * kQ + kQ * dvn)));
@@ -225,17 +250,20 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
     T* dd = l + kQ;
     T* acc = dd + kQ;
     #pragma omp for schedule(dynamic)
-    for (int64_t unit = 0; unit < units; ++unit) {
+    for (int64_t item = 0; item < items; ++item) {
       if (s == nullptr) continue;
+      const int64_t unit = item / parts, part = item % parts;
       const int64_t o = unit / hk, kh = unit % hk;
       const T* kb = k + unit * sk * d;
       const T* vb = v + unit * sk * dvn;
-      T* dkb = dk + unit * sk * d;
-      T* dvb = dv + unit * sk * dvn;
-      for (int64_t h = kh * group; h < (kh + 1) * group; ++h) {
-        const int64_t b = o * hq + h;
+      T* dkb = parts > 1 ? partial + item * sk * (d + dvn) : dk + unit * sk * d;
+      T* dvb = parts > 1 ? dkb + sk * d : dv + unit * sk * dvn;
+      if (parts > 1) std::fill(dkb, dkb + sk * (d + dvn), T(0));
+      for (int64_t pair = part; pair < pairs; pair += parts) {
+        const int64_t b = o * hq + kh * group + pair / qblocks;
         const int64_t mbase = kMask != 0 ? ig_mask_base(b, nlead, lead, mstride) : 0;
-        for (int64_t i0 = 0; i0 < sq; i0 += kQ) {
+        {
+          const int64_t i0 = (pair % qblocks) * kQ;
           const int64_t rows = sq - i0 < kQ ? sq - i0 : kQ;
           const T* qb = q + (b * sq + i0) * d;
           const T* dyb = dy + (b * sq + i0) * dvn;
@@ -273,6 +301,7 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
               T* sr = s + r * kK;
               T* dr = ds + r * kK;
               const T mr = m[r], inv = T(1) / l[r], dr0 = dd[r];
+              #pragma omp simd
               for (int64_t jj = 0; jj < n; ++jj) {
                 sr[jj] = ig_exp<T>(sr[jj] - mr) * inv;  // P
                 dr[jj] = sr[jj] * (dr[jj] - dr0);      // dS
@@ -289,17 +318,25 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
               }
             }
             ig_block_gemm(ctx, false, rows, d, n, tscale, ds, kK, kb + j0 * d, d, T(1), dqb, d);
-            for (int64_t r = 0; r < rows; ++r)
-              for (int64_t jj = 0; jj < n; ++jj) t[jj * kQ + r] = s[r * kK + jj];
-            ig_block_gemm(ctx, false, n, dvn, rows, T(1), t, kQ, dyb, dvn, T(1), dvb + j0 * dvn, dvn);
-            for (int64_t r = 0; r < rows; ++r)
-              for (int64_t jj = 0; jj < n; ++jj) t[jj * kQ + r] = ds[r * kK + jj];
-            ig_block_gemm(ctx, false, n, d, rows, tscale, t, kQ, qb, d, T(1), dkb + j0 * d, d);
+            ig_block_gemm_at(ctx, n, dvn, rows, T(1), s, kK, dyb, dvn, T(1), dvb + j0 * dvn, dvn, t);
+            ig_block_gemm_at(ctx, n, d, rows, tscale, ds, kK, qb, d, T(1), dkb + j0 * d, d, t);
           }
         }
       }
     }
     std::free(s);
+  }
+  if (parts > 1) {  // each head's slabs summed into dk and dv
+    const int64_t slab = sk * (d + dvn);
+    #pragma omp parallel for if(ig_big(units * parts * slab))
+    for (int64_t e = 0; e < units * slab; ++e) {
+      const int64_t unit = e / slab, at = e % slab;
+      T sum = 0;
+      for (int64_t p = 0; p < parts; ++p) sum += partial[(unit * parts + p) * slab + at];
+      if (at < sk * d) dk[unit * sk * d + at] = sum;
+      else dv[unit * sk * dvn + at - sk * d] = sum;
+    }
+    std::free(partial);
   }
   if (failed) return ig_fail(ctx, "scaled_dot_product_attention_grad: out of memory for the kernel's scratch");
   return 0;
