@@ -314,32 +314,45 @@ bool explained_by_float_rounding(const Graph& g, size_t output, const Variation&
   return redone.dtype() == cpu_output.dtype() && redone.shape() == cpu_output.shape() && equal(redone, cpu_output);
 }
 
-// Whether a float output off by more than the tolerance is explained by the conditioning of the
-// op that made it: pow(a, b) with a near 0 turns an `a` a few float32 units off (batch_norm's
+// Whether a float output off by more than the tolerance is explained by the conditioning of an
+// op on its path: pow(a, b) with a near 0 turns an `a` a few float32 units off (batch_norm's
 // x - mean, which the reference rounds once from double) into a result 3.3e-4 off where the
-// reference is 3.7e-5 off (found by the fuzzer, seed 70025: a = 1.04e-4, b = -1.25). The program
-// runs again with that op's operands as extra outputs; it is explained when the output is what the
-// first run gave (exposing values changed nothing), every operand agrees with the reference within
-// float tolerance, and the op run in float64 on the CPU's own operands gives the CPU's output
-// within `tol`: the op itself is right, its input was rounded as float32 allows. A wrong kernel
-// fails the last test; a wrong op before it, the operand test.
+// reference is 3.7e-5 off (found by the fuzzer, seed 70025: a = 1.04e-4, b = -1.25); floor,
+// fmod or a division by a value near 0 after an op that sums in float32 what the reference sums
+// in double (the attention backward's dmask, whose terms cancel to 0) does it one or two ops
+// before the output (seeds 140014, 140037, 150027). The program runs again with every value of
+// the output's cone as an extra output, on both backends; the amplifying op is the first (in
+// order) whose operands agree with the reference within float tolerance but whose result does
+// not. It is explained when the output is what the first run gave (exposing values changed
+// nothing), that op run in float64 on the CPU's own operands gives the CPU's result within `tol`
+// (the op itself is right, its input was rounded as float32 allows), and the ops after it, run
+// by the reference on the CPU's values, give the CPU's output within `tol`. A wrong kernel fails
+// the second test if it is the amplifier, the first comparison if it comes before, the last if
+// it comes after.
 bool explained_by_conditioning(const Graph& g, size_t output, const Variation& v, const std::map<std::string, Tensor>& inputs,
                                const CpuBackend::CpuOptions& cpu, const Tensor& first_run, double tol) {
-  const ValueId result = g.outputs()[output].second;
-  const NodeId p = g.value(result).producer;
-  if (p < 0) return false;
-  const Node& n = g.node(p);
-  Graph probe = g;
-  for (ValueId in : n.inputs) probe.set_output("probe_" + std::to_string(in), in);
-  // Where each operand is among the outputs, looked up by name: an op reading one value twice
-  // (add(x, x)) sets one output, not two (found by ASan: the indices ran past the outputs).
-  std::vector<size_t> at;
-  for (ValueId in : n.inputs) {
-    const std::string name = "probe_" + std::to_string(in);
-    const auto& outs = probe.outputs();
-    at.push_back(static_cast<size_t>(std::find_if(outs.begin(), outs.end(), [&](const auto& o) { return o.first == name; }) -
-                                     outs.begin()));
+  std::set<NodeId> cone;
+  std::vector<ValueId> stack = {g.outputs()[output].second};
+  while (!stack.empty()) {
+    const NodeId p = g.value(stack.back()).producer;
+    stack.pop_back();
+    if (p < 0 || !cone.insert(p).second) continue;
+    for (ValueId in : g.node(p).inputs) stack.push_back(in);
   }
+  if (cone.empty()) return false;
+  Graph probe = g;
+  std::map<ValueId, size_t> probed;  // value -> its output index in the probe, looked up by name
+  for (NodeId p : cone)
+    for (ValueId x : g.node(p).outputs) probe.set_output("probe_" + std::to_string(x), x);
+  for (const NodeId p : cone)
+    for (ValueId x : g.node(p).outputs) {
+      const auto& outs = probe.outputs();
+      const std::string name = "probe_" + std::to_string(x);
+      probed[x] = static_cast<size_t>(
+          std::find_if(outs.begin(), outs.end(), [&](const auto& o) { return o.first == name; }) - outs.begin());
+      if (probed[x] == outs.size()) probed[x] = static_cast<size_t>(  // an output already: its first name
+          std::find_if(outs.begin(), outs.end(), [&](const auto& o) { return o.second == x; }) - outs.begin());
+    }
   Graph opt = probe;
   optimize(opt, v.options);
   std::vector<Tensor> ins = leaf_inputs(opt, inputs);
@@ -349,17 +362,73 @@ bool explained_by_conditioning(const Graph& g, size_t output, const Variation& v
   const std::vector<Tensor> want = run_reference(probe, inputs);
   if (got[output].dtype() != first_run.dtype() || got[output].shape() != first_run.shape() || !equal(got[output], first_run))
     return false;
-  std::vector<Tensor> operands;
-  for (size_t k = 0; k < n.inputs.size(); ++k) {
-    const Tensor &a = got[at[k]], &r = want[at[k]];
+  auto agrees = [&](ValueId x) {
+    const Tensor &a = got[probed.at(x)], &r = want[probed.at(x)];
     if (a.dtype() != r.dtype() || a.shape() != r.shape()) return false;
-    if (is_floating(r.dtype()) ? relative_error(a.astype(DType::Float64), r.astype(DType::Float64)) > 1e-4 : !equal(a, r))
-      return false;
-    operands.push_back(is_floating(a.dtype()) ? a.astype(DType::Float64) : a);
+    return is_floating(r.dtype()) ? relative_error(a.astype(DType::Float64), r.astype(DType::Float64)) <= 1e-4 : equal(a, r);
+  };
+  NodeId amplifier = -1;
+  for (NodeId p : cone) {  // ascending ids: the graph's order
+    const Node& n = g.node(p);
+    bool operands = true, results = true;
+    for (ValueId in : n.inputs) operands = operands && (g.value(in).producer < 0 || agrees(in));
+    for (ValueId x : n.outputs) results = results && agrees(x);
+    if (!operands) return false;  // a departure no earlier op explains
+    if (!results) {
+      amplifier = p;
+      break;
+    }
   }
-  const size_t index = static_cast<size_t>(std::find(n.outputs.begin(), n.outputs.end(), result) - n.outputs.begin());
-  const Tensor exact = reference_op(n.op, n.attrs, static_cast<int>(n.outputs.size()), static_cast<int>(index), operands);
-  return exact.shape() == first_run.shape() && relative_error(first_run.astype(DType::Float64), exact.astype(DType::Float64)) <= tol;
+  if (amplifier < 0) return false;
+  // The amplifier in float64 on the CPU's operands.
+  const Node& a = g.node(amplifier);
+  std::vector<Tensor> operands;
+  for (ValueId in : a.inputs) {
+    const Value& val = g.value(in);
+    const Tensor t = val.producer >= 0 ? got[probed.at(in)]
+                     : val.kind == ValueKind::Constant ? val.constant
+                                                       : inputs.at(val.name).astype(val.dtype);
+    operands.push_back(is_floating(t.dtype()) ? t.astype(DType::Float64) : t);
+  }
+  for (size_t k = 0; k < a.outputs.size(); ++k) {
+    const Tensor exact = reference_op(a.op, a.attrs, static_cast<int>(a.outputs.size()), static_cast<int>(k), operands);
+    const Tensor& mine = got[probed.at(a.outputs[k])];
+    if (exact.shape() != mine.shape()) return false;
+    if (is_floating(mine.dtype()) ? relative_error(mine.astype(DType::Float64), exact.astype(DType::Float64)) > tol
+                                  : !equal(mine, exact.astype(mine.dtype())))
+      return false;
+  }
+  // The ops after it, by the reference on the CPU's values.
+  Graph tail;
+  std::map<ValueId, ValueId> to_tail;
+  std::vector<ShapeConstraint> cs;
+  std::vector<Tensor> feed;
+  auto leaf = [&](ValueId x) {
+    if (to_tail.count(x)) return to_tail.at(x);
+    const Value& val = g.value(x);
+    if (val.kind == ValueKind::Constant) return to_tail[x] = tail.add_constant(val.name, val.constant);
+    const ValueId id = tail.add_input("v" + std::to_string(x));
+    const Tensor t = val.producer >= 0 ? got[probed.at(x)] : inputs.at(val.name).astype(val.dtype);
+    tail.value(id).dtype = t.dtype();
+    cs.push_back({id, ShapeTemplate(t.shape().begin(), t.shape().end()), "", "fuzz conditioning"});
+    feed.push_back(t);
+    return to_tail[x] = id;
+  };
+  for (NodeId p : cone) {
+    if (p <= amplifier) continue;
+    const Node& n = g.node(p);
+    std::vector<ValueId> ops;
+    for (ValueId in : n.inputs) ops.push_back(to_tail.count(in) ? to_tail.at(in) : leaf(in));
+    const std::vector<ValueId> outs = tail.add_node(n.op, ops, n.attrs, static_cast<int>(n.outputs.size()));
+    for (size_t k = 0; k < outs.size(); ++k) to_tail[n.outputs[k]] = outs[k];
+  }
+  const ValueId final_value = g.outputs()[output].second;
+  tail.set_output("result", to_tail.count(final_value) ? to_tail.at(final_value) : leaf(final_value));
+  infer_shapes(tail, cs);
+  infer_types(tail);
+  const Tensor redone = ReferenceBackend().lower(tail, {})->run(feed).at(0);
+  return redone.dtype() == first_run.dtype() && redone.shape() == first_run.shape() &&
+         relative_error(first_run.astype(DType::Float64), redone.astype(DType::Float64)) <= tol;
 }
 
 // max(1, the largest finite magnitude of `t`): what relative_error measures against.
