@@ -52,6 +52,20 @@ def test_symbolic_batch_runs_any_size(rng):
         assert pm.evaluate(p, {"input": rng.normal(size=(n, 3)).astype(np.float32)})["output"].shape == (n, 2)
 
 
+def test_a_symbolic_dim_that_broadcasts_at_run_time(rng):
+    """[N, M] + [4]: M is 4 or 1 until the run tells. The reference broadcasts either way; the CPU
+    backend's kernel reads M whole, so a run with M = 1 is a clear error (before, wrong values)."""
+    right = rng.normal(size=4).astype(np.float32)
+    ref = ml.compile(ml.Add(), ml.ReferenceBackend(), shapes={"left": ["N", "M"], "right": [4]})
+    fast = ml.compile(ml.Add(), cpu(), shapes={"left": ["N", "M"], "right": [4]})
+    full = rng.normal(size=(3, 4)).astype(np.float32)
+    np.testing.assert_allclose(fast.evaluate({}, {"left": full, "right": right})["output"], full + right, rtol=1e-6)
+    column = rng.normal(size=(3, 1)).astype(np.float32)
+    np.testing.assert_allclose(ref.evaluate({}, {"left": column, "right": right})["output"], column + right, rtol=1e-6)
+    with pytest.raises(ml.IngotError, match="compiled as unknown is 1 at run time"):
+        fast.evaluate({}, {"left": column, "right": right})
+
+
 def test_iokey_shape_dtype_value_expose():
     m = ml.Model()
     m |= ml.Add()(left=ml.IOKey("x", shape=[2, 3], dtype="float64"), right=ml.IOKey("c", value=np.ones((3,))),
