@@ -296,5 +296,40 @@ TEST(AttentionOp, CpuBackwardKernelMatchesTheReference) {
   }
 }
 
+// An inf or NaN in dy or v: the backward's row sums D are the reference's sum_j P_ij dP_ij, not
+// <dy, O> (the same number only when everything is finite), so the gradients are non-finite where
+// the reference's are, and the same kind (the program fuzzer, seed 170036: an infinite dy gave
+// NaN where the reference had inf).
+TEST(AttentionOp, CpuBackwardKernelKeepsTheReferencesNonFiniteValues) {
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "not causal");
+    Tensor q = rnd({2, 3, 5, 4}, 1, -2, 2), k = rnd({2, 3, 6, 4}, 2, -2, 2), v = rnd({2, 3, 6, 3}, 3, -2, 2),
+           dy = rnd({2, 3, 5, 3}, 4, -1, 1);
+    const double inf = std::numeric_limits<double>::infinity();
+    dy.data<double>()[7] = inf;
+    dy.data<double>()[20] = -inf;
+    dy.data<double>()[33] = std::numeric_limits<double>::quiet_NaN();
+    v.data<double>()[50] = inf;
+    AttentionCase c;
+    if (causal) c.attrs = {{"causal", int64_t{1}}};
+    for (DType t : {DType::Float32, DType::Float64}) {
+      const std::vector<Tensor> feed = {q.astype(t), k.astype(t), v.astype(t), dy.astype(t)};
+      Graph g;
+      std::vector<ValueId> in;
+      std::vector<ShapeConstraint> cs;
+      for (size_t i = 0; i < feed.size(); ++i) {
+        in.push_back(g.add_input("x" + std::to_string(i)));
+        g.value(in.back()).dtype = t;
+        cs.push_back({in.back(), template_of(feed[i].shape()), "", "test"});
+      }
+      const std::vector<ValueId> grads = g.add_node("scaled_dot_product_attention_grad", in, c.attrs, 4);
+      for (size_t i = 0; i < 3; ++i) g.set_output("d" + std::to_string(i), grads[i]);
+      infer_shapes(g, cs);
+      infer_types(g);
+      cpu_test::check(g, {feed}, cpu_test::unfused, 2e-5, 2e-5);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ingot::testing

@@ -221,8 +221,8 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
   std::memset(static_cast<void*>(dv), 0, static_cast<size_t>(units * sk * dvn) * sizeof(T));
   if (sq == 0 || sk == 0) return 0;
   const T tscale = static_cast<T>(scale);
-  const bool skip_hidden = causal && ig_all_finite(q, batch * sq * d) && ig_all_finite(k, units * sk * d) &&
-                           ig_all_finite(v, units * sk * dvn) && ig_all_finite(dy, batch * sq * dvn);
+  const bool dyv_finite = ig_all_finite(v, units * sk * dvn) && ig_all_finite(dy, batch * sq * dvn);
+  const bool skip_hidden = causal && dyv_finite && ig_all_finite(q, batch * sq * d) && ig_all_finite(k, units * sk * d);
   // Fewer key/value heads than threads (one long sequence): each head's query blocks split into
   // `parts`, each adding into a dk / dv slab of its own, summed at the end.
   const int64_t qblocks = (sq + kQ - 1) / kQ, pairs = group * qblocks;
@@ -286,11 +286,29 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
           int64_t end2 = end;
           for (int64_t r = 0; r < rows; ++r)
             if (l[r] == T(0)) end2 = sk;
-          for (int64_t r = 0; r < rows; ++r) {  // D = <dy, O>, O = acc / l (l = 0: NaN, as the forward)
-            double dot = 0;
-            for (int64_t e = 0; e < dvn; ++e)
-              dot += static_cast<double>(dyb[r * dvn + e]) * static_cast<double>(acc[r * dvn + e] / l[r]);
-            dd[r] = static_cast<T>(dot);
+          if (dyv_finite) {
+            for (int64_t r = 0; r < rows; ++r) {  // D = <dy, O>, O = acc / l (l = 0: NaN, as the forward)
+              double dot = 0;
+              for (int64_t e = 0; e < dvn; ++e)
+                dot += static_cast<double>(dyb[r * dvn + e]) * static_cast<double>(acc[r * dvn + e] / l[r]);
+              dd[r] = static_cast<T>(dot);
+            }
+          } else {
+            // An inf or NaN in dy or v: D as the reference sums it, sum_j P_ij dP_ij (<dy, O> is the
+            // same number only when everything is finite; an infinite dy made NaN where the reference
+            // had inf: the program fuzzer, seed 170036).
+            double dsum[kQ];
+            for (int64_t r = 0; r < rows; ++r) dsum[r] = 0;
+            for (int64_t j0 = 0; j0 < end2; j0 += kK) {
+              const int64_t n = end2 - j0 < kK ? end2 - j0 : kK;
+              ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, kK);
+              ig_mask_scores<T, kMask>(s, kK, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
+              ig_block_gemm(ctx, true, rows, n, dvn, T(1), dyb, dvn, vb + j0 * dvn, dvn, T(0), ds, kK);
+              for (int64_t r = 0; r < rows; ++r)
+                for (int64_t jj = 0; jj < n; ++jj)
+                  dsum[r] += static_cast<double>(ig_exp<T>(s[r * kK + jj] - m[r]) / l[r]) * static_cast<double>(ds[r * kK + jj]);
+            }
+            for (int64_t r = 0; r < rows; ++r) dd[r] = static_cast<T>(dsum[r]);
           }
           for (int64_t j0 = 0; j0 < end2; j0 += kK) {
             const int64_t n = end2 - j0 < kK ? end2 - j0 : kK;
