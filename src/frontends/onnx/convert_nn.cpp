@@ -334,6 +334,10 @@ Outs hardmax(NodeContext& c) {
 // The normalized axes from `axis` to the last (negative, so the rank need not be known).
 std::vector<int64_t> trailing_axes(NodeContext& c, int64_t axis) {
   std::vector<int64_t> axes;
+  if (const std::optional<Shape> s = c.static_shape(0); s && (axis < -static_cast<int64_t>(s->size()) || axis >= static_cast<int64_t>(s->size())))
+    c.fail("axis " + std::to_string(axis) + " is out of range for an input of rank " + std::to_string(s->size()));
+  if (axis < -64)  // no rank is that large: an axis from a file must not size the loop below
+    c.fail("axis " + std::to_string(axis) + " is out of range");
   if (axis < 0) {
     for (int64_t a = axis; a < 0; ++a) axes.push_back(a);
     return axes;
@@ -430,6 +434,10 @@ void register_nn_conversions() {
       const std::optional<Shape> s = c.static_shape(0);
       if (!s) c.fail("its mean and inverse deviation outputs need the input's rank while importing");
       const int64_t r = static_cast<int64_t>(s->size());
+      // Checked first: an axis of -9e18 from a file made this loop run until memory ran out
+      // (found by fuzz_onnx).
+      if (axis < -r || axis >= r)
+        c.fail("axis " + std::to_string(axis) + " is out of range for an input of rank " + std::to_string(r));
       std::vector<int64_t> axes;
       for (int64_t a = axis < 0 ? axis + r : axis; a < r; ++a) axes.push_back(a);
       const std::vector<Connection> mv = c.op_n("moments", {c.in(0)}, 2, {{"axes", axes}, {"keepdims", int64_t{1}}});
