@@ -314,8 +314,8 @@ bool explained_by_float_rounding(const Graph& g, size_t output, const Variation&
   return redone.dtype() == cpu_output.dtype() && redone.shape() == cpu_output.shape() && equal(redone, cpu_output);
 }
 
-// Whether a float output off by more than the tolerance is explained by the conditioning of an
-// op on its path: pow(a, b) with a near 0 turns an `a` a few float32 units off (batch_norm's
+// Whether an output off by more than the tolerance (a float one; or a non-float one, exactly equal
+// after the amplifier) is explained by the conditioning of an op on its path: pow(a, b) with a near 0 turns an `a` a few float32 units off (batch_norm's
 // x - mean, which the reference rounds once from double) into a result 3.3e-4 off where the
 // reference is 3.7e-5 off (found by the fuzzer, seed 70025: a = 1.04e-4, b = -1.25); floor,
 // fmod or a division by a value near 0 after an op that sums in float32 what the reference sums
@@ -427,8 +427,10 @@ bool explained_by_conditioning(const Graph& g, size_t output, const Variation& v
   infer_shapes(tail, cs);
   infer_types(tail);
   const Tensor redone = ReferenceBackend().lower(tail, {})->run(feed).at(0);
-  return redone.dtype() == first_run.dtype() && redone.shape() == first_run.shape() &&
-         relative_error(first_run.astype(DType::Float64), redone.astype(DType::Float64)) <= tol;
+  if (redone.dtype() != first_run.dtype() || redone.shape() != first_run.shape()) return false;
+  return is_floating(first_run.dtype())
+             ? relative_error(first_run.astype(DType::Float64), redone.astype(DType::Float64)) <= tol
+             : equal(redone, first_run);
 }
 
 // max(1, the largest finite magnitude of `t`): what relative_error measures against.
@@ -514,7 +516,9 @@ std::optional<Finding> differential(uint64_t seed, const Variation& v, const Gra
     if (!is_floating(want[i].dtype())) {
       if (equal(got[i], want[i])) continue;
       // (When the reference ran another graph there is no operand to compare with.)
-      if (same_program(i) && explained_by_float_rounding(g, i, v, inputs, cpu)) continue;
+      if (same_program(i) && (explained_by_float_rounding(g, i, v, inputs, cpu) ||
+                              explained_by_conditioning(g, i, v, inputs, cpu, got[i], 1e-4)))
+        continue;
       return Finding{seed, v.name, name, print_graph(g), 1e30, 0};
     }
     // An output rounded to a half type can land one of its units apart after float32 math that
@@ -691,7 +695,18 @@ std::optional<Finding> check(const Batch& batch, const Variation& v, const CpuBa
       ++(s ? stats.shapeless : stats.not_shapeless);
     }
     if (!s) return std::nullopt;
-    return differential(batch.seed, v, *s, batch.graph, batch.inputs, cpu);
+    try {
+      return differential(batch.seed, v, *s, batch.graph, batch.inputs, cpu);
+    } catch (const Error& e) {
+      // A dim inference cannot size (a slice of a symbolic dim) that is 1 at run time and
+      // broadcasts: the kernels refuse it (the documented limit of symbolic compiles: an error,
+      // never a wrong value; seed 180071), like a program that rests on an assumption.
+      if (std::string(e.what()).find("compiled as unknown is 1 at run time") == std::string::npos) throw;
+      std::lock_guard<std::mutex> lock(stats_mu);
+      --stats.shapeless;
+      ++stats.not_shapeless;
+      return std::nullopt;
+    }
   }
   return differential(batch.seed, v, batch.graph, reference_graph(batch.graph, v),
                       v.special_values ? batch.special_inputs : batch.inputs, cpu);
