@@ -274,29 +274,24 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
             l[r] = 0;
           }
           for (int64_t e = 0; e < rows * dvn; ++e) acc[e] = 0;
-          for (int64_t j0 = 0; j0 < end; j0 += kK) {  // the rows' m, l and output
+          for (int64_t j0 = 0; j0 < end; j0 += kK) {  // the rows' softmax max m and sum l
             const int64_t n = end - j0 < kK ? end - j0 : kK;
             ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, kK);
             ig_mask_scores<T, kMask>(s, kK, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
-            ig_softmax_block(s, kK, rows, n, m, l, acc, dvn);
-            ig_block_gemm(ctx, false, rows, dvn, n, T(1), s, kK, vb + j0 * dvn, dvn, T(1), acc, dvn);
+            ig_softmax_block(s, kK, rows, n, m, l, acc, 0);
           }
           // A row that sees no key has NaN probabilities, which reach every key's gradients (as in
           // the reference): then no key is skipped.
           int64_t end2 = end;
           for (int64_t r = 0; r < rows; ++r)
             if (l[r] == T(0)) end2 = sk;
-          if (dyv_finite) {
-            for (int64_t r = 0; r < rows; ++r) {  // D = <dy, O>, O = acc / l (l = 0: NaN, as the forward)
-              double dot = 0;
-              for (int64_t e = 0; e < dvn; ++e)
-                dot += static_cast<double>(dyb[r * dvn + e]) * static_cast<double>(acc[r * dvn + e] / l[r]);
-              dd[r] = static_cast<T>(dot);
-            }
-          } else {
-            // An inf or NaN in dy or v: D as the reference sums it, sum_j P_ij dP_ij (<dy, O> is the
-            // same number only when everything is finite; an infinite dy made NaN where the reference
-            // had inf: the program fuzzer, seed 170036).
+          {
+            // D_i = sum_j P_ij dP_ij from the very dP values dS uses below, as the reference sums
+            // it: FlashAttention-2's <dy_i, O_i> is the same number in exact arithmetic but not in
+            // float32, where dP and O round apart: on a saturated softmax (scores near 5e4) dS =
+            // P (dP - D) kept 0.15 of dq's scale of 1.3 that the reference cancels to 0 (the
+            // program fuzzer, seed 200090), and an infinite dy gave NaN where the reference had
+            // inf (seed 170036). It costs a pass of two block products per key block.
             double dsum[kQ];
             for (int64_t r = 0; r < rows; ++r) dsum[r] = 0;
             for (int64_t j0 = 0; j0 < end2; j0 += kK) {
