@@ -507,13 +507,11 @@ void ig_transpose(const T* __restrict x, T* __restrict y, int rank, const int64_
   }
 }
 
-// ---- gather along an axis: y[o, j, i] = x[o, idx[j], i] over [outer, size, inner] ----
-// Any element type (rows copied as bytes) and integer index type; a negative index counts from
-// the end, one out of range is an error with the reference's message. Rows across threads.
-template <class T, class I>
-int ig_gather(const ig_ctx* ctx, const T* __restrict x, const I* __restrict idx, T* __restrict y, int64_t outer,
-              int64_t size, int64_t nidx, int64_t inner, int axis) {
-  for (int64_t j = 0; j < nidx; ++j) {
+// Checks n indices against an axis of `size` (negative ones count from the end), with the
+// reference's message: gather's, and the movement kernels' (prelude_movement.cpp).
+template <class I>
+int ig_check_indices(const ig_ctx* ctx, const I* idx, int64_t n, int64_t size, int axis) {
+  for (int64_t j = 0; j < n; ++j) {
     const int64_t v = static_cast<int64_t>(idx[j]);
     if (v < -size || v >= size) {
       char msg[160];
@@ -522,6 +520,16 @@ int ig_gather(const ig_ctx* ctx, const T* __restrict x, const I* __restrict idx,
       return ig_fail(ctx, msg);
     }
   }
+  return 0;
+}
+
+// ---- gather along an axis: y[o, j, i] = x[o, idx[j], i] over [outer, size, inner] ----
+// Any element type (rows copied as bytes) and integer index type; a negative index counts from
+// the end, one out of range is an error with the reference's message. Rows across threads.
+template <class T, class I>
+int ig_gather(const ig_ctx* ctx, const T* __restrict x, const I* __restrict idx, T* __restrict y, int64_t outer,
+              int64_t size, int64_t nidx, int64_t inner, int axis) {
+  if (ig_check_indices(ctx, idx, nidx, size, axis) != 0) return 1;
   if (inner == 0) return 0;
   #pragma omp parallel for if(ig_big(outer * nidx * inner) && outer * nidx > 1)
   for (int64_t oj = 0; oj < outer * nidx; ++oj) {

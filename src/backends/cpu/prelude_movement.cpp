@@ -60,22 +60,6 @@ void ig_slice_copy(const T* __restrict x, T* __restrict y, int rank, const int64
   }
 }
 
-// Checks indices against an axis of `size` (negative ones count from the end), with the
-// reference's message.
-template <class I>
-int ig_check_indices(const ig_ctx* ctx, const I* idx, int64_t n, int64_t size, int axis) {
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t v = static_cast<int64_t>(idx[j]);
-    if (v < -size || v >= size) {
-      char msg[160];
-      std::snprintf(msg, sizeof msg, "gather: index %lld is out of range for axis %d of size %lld",
-                    static_cast<long long>(v), axis, static_cast<long long>(size));
-      return ig_fail(ctx, msg);
-    }
-  }
-  return 0;
-}
-
 // ---- take_along_axis: y[o, j, k] = x[o, idx[o, j, k], k] over [outer, nx | ni, inner] ----
 template <class T, class I>
 int ig_take_along_axis(const ig_ctx* ctx, const T* __restrict x, const I* __restrict idx, T* __restrict y,
