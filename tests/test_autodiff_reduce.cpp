@@ -61,6 +61,16 @@ TEST(AutodiffReduce, LayerNormWithAndWithoutAffine) {
                      {{"axis", int64_t{0}}, {"eps", 1e-3}});
 }
 
+TEST(AutodiffReduce, RmsNormWithAndWithoutWeight) {
+  check_op_gradients("rms_norm", {rnd({3, 5}, 40)});
+  check_op_gradients("rms_norm", {rnd({2, 3, 4}, 41), rnd({4}, 42, 0.5, 1.5)});
+  check_op_gradients("rms_norm", {rnd({2, 3, 4}, 43), rnd({3, 4}, 44, 0.5, 1.5)}, {{"axis", int64_t{1}}});
+  check_op_gradients("rms_norm", {rnd({2, 3}, 45), rnd({2, 3}, 46)}, {{"axis", int64_t{0}}, {"eps", 1e-3}});
+  GradCheckOptions o;
+  o.shapes = {{"N", "D"}, {"D"}};
+  check_op_gradients("rms_norm", {rnd({2, 4}, 47), rnd({4}, 48, 0.5, 1.5)}, {}, o);
+}
+
 TEST(AutodiffReduce, BatchNormInInputsAndParameters) {
   // Inference form: mean and variance are inputs with their own gradients.
   check_op_gradients("batch_norm", {rnd({2, 3, 2, 2}, 14), rnd({3}, 15, 0.5, 1.5), rnd({3}, 16),

@@ -213,6 +213,8 @@ TEST(CpuBackend, RowKernels) {
                          g.set_output("log_softmax", g.add_op("log_softmax", {in[0]}));
                          g.set_output("ln", g.add_op("layer_norm", {in[0], in[1], in[2]}));
                          g.set_output("ln2", g.add_op("layer_norm", {in[0]}, {{"axis", int64_t{1}}}));
+                         g.set_output("rms", g.add_op("rms_norm", {in[0], in[1]}));
+                         g.set_output("rms2", g.add_op("rms_norm", {in[0]}, {{"axis", int64_t{1}}, {"eps", 0.25}}));
                          g.set_output("bn", g.add_op("batch_norm", {in[0], in[3], in[3], in[3], in[4]}));
                          // row kernel + epilogue
                          ValueId s = g.add_op("softmax", {in[0]});

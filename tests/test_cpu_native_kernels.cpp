@@ -322,7 +322,7 @@ TEST(CpuNativeCoverage, ATransformerTrainingGraphHasNoReferenceCallback) {
 }
 
 // Training steps of the zoo's networks (forward, backward and SGD update in one graph): no
-// reference callback either.
+// reference callback either, the transformer layers' included (rms_norm, attention).
 TEST(CpuNativeCoverage, ZooTrainingStepsHaveNoReferenceCallback) {
   Model cnn;
   cnn += Conv2d(8, 3, 1, 1);
@@ -333,8 +333,25 @@ TEST(CpuNativeCoverage, ZooTrainingStepsHaveNoReferenceCallback) {
   cnn += AvgPool2d(2);
   cnn += Flatten();
   cnn += Linear(10);
-  const std::vector<std::pair<Model, Shape>> models = {
-      {ExampleMLP(), {8, 784}}, {ExampleCNN(), {4, 3, 32, 32}}, {cnn, {4, 3, 16, 16}}};
+  TransformerEncoderLayerOptions layer;  // LLaMA-like: pre-norm RMSNorm, grouped-query causal attention
+  layer.d_model = 16;
+  layer.num_heads = 4;
+  layer.num_kv_heads = 2;
+  layer.ffn_dim = 32;
+  layer.norm_first = layer.rms_norm = layer.causal = true;
+  Model transformer;
+  transformer += TransformerEncoderLayer(layer);
+  TransformerEncoderLayerOptions bert;  // post-norm LayerNorm
+  bert.d_model = 16;
+  bert.num_heads = 2;
+  bert.ffn_dim = 24;
+  transformer += TransformerEncoderLayer(bert);
+  transformer += Flatten();
+  transformer += Linear(10);
+  const std::vector<std::pair<Model, Shape>> models = {{ExampleMLP(), {8, 784}},
+                                                       {ExampleCNN(), {4, 3, 32, 32}},
+                                                       {cnn, {4, 3, 16, 16}},
+                                                       {transformer, {4, 6, 16}}};
   for (const auto& [model, shape] : models) {
     TrainModel tm(model);
     tm.add_loss(CrossEntropyLoss(), {{"input", "output"}, {"target", "target"}});

@@ -121,14 +121,16 @@ std::vector<double> ref_softmax(const Tensor& x, int axis, bool log) {
 TEST(ReduceOps, RegisteredWithFusionClassesAndDocs) {
   for (const char* name : {"sum", "mean", "max", "min", "argmax", "moments"})
     EXPECT_EQ(get_op(name).fusion, FusionClass::Reduction) << name;
-  for (const char* name : {"softmax", "log_softmax", "layer_norm", "batch_norm"})
+  for (const char* name : {"softmax", "log_softmax", "layer_norm", "rms_norm", "batch_norm"})
     EXPECT_EQ(get_op(name).fusion, FusionClass::RowKernel) << name;
   for (const char* name : {"sum", "mean", "max", "min", "argmax", "moments", "softmax",
-                           "log_softmax", "layer_norm", "batch_norm"})
+                           "log_softmax", "layer_norm", "rms_norm", "batch_norm"})
     EXPECT_FALSE(get_op(name).doc.empty()) << name;
   EXPECT_EQ(get_op("moments").num_outputs, 2);
   EXPECT_EQ(get_op("layer_norm").min_inputs, 1);
   EXPECT_EQ(get_op("layer_norm").max_inputs, 3);
+  EXPECT_EQ(get_op("rms_norm").min_inputs, 1);
+  EXPECT_EQ(get_op("rms_norm").max_inputs, 2);
   EXPECT_EQ(get_op("batch_norm").min_inputs, 5);
 }
 
@@ -499,6 +501,52 @@ TEST(NormOps, LayerNormDtypes) {
       },
       "weight must be floating point");
   expect_error([] { eval_outputs("layer_norm", {tensor<uint8_t>({1}, {1})}); }, "layer_norm");
+}
+
+// rms_norm: x / sqrt(mean(x^2) + eps) over the trailing `len` elements of each row, times w.
+std::vector<double> ref_rms_norm(const Tensor& x, int64_t len, const std::vector<double>& w, double eps) {
+  std::vector<double> v = x.to_vector<double>(), y(v.size());
+  const auto n = static_cast<size_t>(len);
+  for (size_t r = 0; r * n < v.size(); ++r) {
+    double ms = 0;
+    for (size_t k = 0; k < n; ++k) ms += v[r * n + k] * v[r * n + k];
+    const double scale = 1 / std::sqrt(ms / static_cast<double>(n) + eps);
+    for (size_t k = 0; k < n; ++k) y[r * n + k] = v[r * n + k] * scale * (w.empty() ? 1 : w[k]);
+  }
+  return y;
+}
+
+TEST(NormOps, RmsNormValuesDtypesAndErrors) {
+  Tensor x = random_tensor({3, 2, 5}, 51, -3, 3);
+  Tensor w = random_tensor({5}, 52, 0.5, 1.5);
+  expect_values(run_op("rms_norm", {x, w}), ref_rms_norm(x, 5, w.to_vector<double>(), 1e-5), 1e-5, 1e-5);
+  expect_values(run_op("rms_norm", {x}), ref_rms_norm(x, 5, {}, 1e-5), 1e-5, 1e-5);
+  // axis = -2 normalizes over the last two dims; eps is honored (a large one shows).
+  Tensor w2 = random_tensor({2, 5}, 53);
+  expect_values(run_op("rms_norm", {x, w2}, {{"axis", int64_t{-2}}, {"eps", 0.5}}),
+                ref_rms_norm(x, 10, w2.to_vector<double>(), 0.5), 1e-5, 1e-5);
+  expect_values(run_op("rms_norm", {x}, {{"axis", int64_t{0}}}), ref_rms_norm(x, 30, {}, 1e-5), 1e-5, 1e-5);
+  // Unlike layer_norm, a constant row is not zero: it normalizes to +-1.
+  expect_values(run_op("rms_norm", {Tensor::full(DType::Float32, {2, 4}, -3.0)}, {{"eps", 0.0}}),
+                std::vector<double>(8, -1.0), 1e-6, 1e-6);
+  Tensor d = random_tensor({4, 8}, 54, -2, 2, DType::Float64);
+  Tensor dy = run_op("rms_norm", {d});
+  EXPECT_EQ(dy.dtype(), DType::Float64);
+  expect_values(dy, ref_rms_norm(d, 8, {}, 1e-5), 1e-12, 1e-12);
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    Tensor h = d.astype(dt);
+    Tensor hy = run_op("rms_norm", {h, Tensor::full(DType::Float32, {8}, 2.0)});
+    EXPECT_EQ(hy.dtype(), dt);
+    expect_values(hy, ref_rms_norm(h, 8, std::vector<double>(8, 2.0), 1e-5), dt == DType::Float16 ? 2e-3 : 1e-2,
+                  1e-2);
+  }
+  expect_error([] { run_op("rms_norm", {tensor<int32_t>({1, 2}, {2})}); },
+               "rms_norm: input must be floating point, got int32");
+  expect_error([] { run_op("rms_norm", {tensor<float>({1, 2}, {2}), tensor<float>({1, 2, 3}, {3})}); },
+               "must also be 2");
+  expect_error([] { run_op("rms_norm", {tensor<float>({1, 2}, {2})}, {{"axis", int64_t{1}}}); },
+               "rms_norm: axis 1 out of range");
+  expect_error([] { infer_op_shape("rms_norm", {{"N", 4}, {5}}); }, "must also be");
 }
 
 TEST(NormOps, LayerNormShapeRuleFlowsToWeights) {

@@ -139,6 +139,10 @@ std::pair<Array, Array> moments(const Array& x, std::vector<int64_t> axes, bool 
 Array softmax(const Array& x, int64_t axis = -1);
 Array log_softmax(const Array& x, int64_t axis = -1);
 Array layer_norm(const Array& x, const Array& weight, const Array& bias, int64_t axis = -1, double eps = 1e-5);
+// x / sqrt(mean(x^2) + eps) over dims axis..end, times weight (the shape of those dims) when
+// given: RMSNorm (LLaMA, T5), one row kernel on the CPU backend.
+Array rms_norm(const Array& x, const std::optional<Array>& weight = std::nullopt, int64_t axis = -1,
+               double eps = 1e-5);
 // softmax(q k^T * scale + mask) v over q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv] as one op
 // (no [Sq, Sk] matrix in memory on the CPU backend). scale 0: 1/sqrt(D). mask: bool (true =
 // attend) or float (added), broadcast to [..., Sq, Sk]; causal hides keys j > i + causal_offset.

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "ingot/model.h"
@@ -46,6 +47,9 @@ Model BatchNorm2d(double eps = 1e-5, double momentum = 0.1);
 // Normalizes over the last `normalized_dims` dims; weight (ones) / bias (zeros) of that shape
 // when affine.
 Model LayerNorm(int normalized_dims = 1, double eps = 1e-5, bool affine = true);
+// x / sqrt(mean(x^2) + eps) over the last `normalized_dims` dims (the rms_norm op: one row
+// kernel), times weight (ones) of that shape when affine. No centering and no bias (LLaMA, T5).
+Model RMSNorm(int normalized_dims = 1, double eps = 1e-5, bool affine = true);
 
 Model Relu();
 Model Gelu(bool tanh_approximation = false);
@@ -93,6 +97,40 @@ Model BCEWithLogitsLoss(const std::string& reduction = "mean");
 // Metric: "input" logits [N, C], "target" integer classes [N] -> "output" float32 scalar, the
 // fraction of rows whose argmax is the target (for TrainModel::add_metric).
 Model ClassAccuracy();
+
+// Transformer blocks. Attention is the scaled_dot_product_attention op (the CPU backend's fused
+// kernel, forward and backward: no [S, S] scores in memory).
+struct MultiHeadAttentionOptions {
+  int64_t embed_dim = 0;
+  int64_t num_heads = 1;
+  std::optional<int64_t> num_kv_heads;  // fewer key/value heads, dividing num_heads (grouped-query)
+  bool causal = false;                  // query i sees keys 0..i
+  bool masked = false;                  // adds a "mask" terminal: bool (true = attend) or float (added),
+                                        // broadcast to [B, heads, S, S]
+  bool use_bias = true;
+};
+// Self-attention over "input" [B, S, embed_dim] -> "output" [B, S, embed_dim]: Linear
+// projections q_proj, k_proj, v_proj, heads of embed_dim / num_heads, softmax(q k^T /
+// sqrt(head_dim) [+ mask]) v, then out_proj.
+Model MultiHeadAttention(const MultiHeadAttentionOptions& options);
+Model MultiHeadAttention(int64_t embed_dim, int64_t num_heads, bool causal = false);
+
+struct TransformerEncoderLayerOptions {
+  int64_t d_model = 0;
+  int64_t num_heads = 1;
+  int64_t ffn_dim = 0;
+  std::optional<int64_t> num_kv_heads;
+  bool causal = false;
+  bool masked = false;               // a "mask" terminal, passed to the attention
+  bool norm_first = false;           // pre-norm (GPT-2, LLaMA) instead of post-norm (BERT)
+  bool rms_norm = false;             // RMSNorm instead of LayerNorm
+  std::string activation = "gelu";  // "gelu" (erf), "gelu_tanh" or "relu"
+  double eps = 1e-5;
+};
+// One encoder layer on [B, S, d_model]: self-attention ("self_attn") and a feed-forward
+// linear1 -> activation -> linear2, each with a residual add and a norm ("norm1", "norm2");
+// post-norm: norm(x + f(x)); pre-norm: x + f(norm(x)). No dropout.
+Model TransformerEncoderLayer(const TransformerEncoderLayerOptions& options);
 
 // Vision networks: torchvision's architectures (NCHW float32 images, batch norm without conv
 // biases). Sub-blocks carry torchvision's module names ("conv1", "layer1.0.bn2",

@@ -132,6 +132,12 @@ void bind_array_ops(nb::module_& m) {
     return layer_norm(operand(x, "x"), operand(weight, "weight"), operand(bias, "bias"), axis, eps);
   }, nb::arg("x"), nb::arg("weight"), nb::arg("bias"), nb::arg("axis") = -1, nb::arg("eps") = 1e-5,
         "(x - mean) / sqrt(var + eps) * weight + bias along `axis`.");
+  m.def("rms_norm", [](nb::handle x, nb::handle weight, int64_t axis, double eps) {
+    std::optional<Array> w;
+    if (!weight.is_none()) w = operand(weight, "weight");
+    return rms_norm(operand(x, "x"), w, axis, eps);
+  }, nb::arg("x"), nb::arg("weight").none() = nb::none(), nb::arg("axis") = -1, nb::arg("eps") = 1e-5,
+        "x / sqrt(mean(x**2) + eps) * weight over dims `axis`..end (RMSNorm).");
   m.def("scaled_dot_product_attention", [](nb::handle q, nb::handle k, nb::handle v, nb::handle mask, double scale,
                                            bool is_causal, int64_t causal_offset) {
     std::optional<Array> m;

@@ -23,13 +23,16 @@
 //   argmax {axis: int, keepdims: 0|1} -> int64                                 (Reduction)
 //   moments(input) {axes, keepdims: 0|1} -> (mean, variance) biased, 2 outputs (Reduction)
 //   softmax log_softmax {axis: int = -1}                                       (RowKernel)
-//   layer_norm(input, [weight], [bias]) {axis: int = -1, eps: 1e-5}: normalizes over
-//       dims axis..end; weight/bias have the shape of those dims                (RowKernel)
-//   batch_norm(input, weight, bias, mean, variance) {eps: 1e-5}: per-channel (dim 1)
-//       (x - mean) / sqrt(variance + eps) * weight + bias; all four are [C]     (RowKernel)
 //   (grad) sum_to_like(x, like): x summed over the dims NumPy broadcasting expanded from like's
 //       shape (float; the inverse of a broadcast)                               (Opaque)
 //   (grad) numel(x) {axes: ints (empty = all), dtype}: scalar element count of x over axes (Opaque)
+// normalization.cpp (RowKernel; statistics in double)
+//   layer_norm(input, [weight], [bias]) {axis: int = -1, eps: 1e-5}: normalizes over
+//       dims axis..end; weight/bias have the shape of those dims
+//   rms_norm(input, [weight]) {axis: int = -1, eps: 1e-5}: x / sqrt(mean(x^2) + eps) over
+//       dims axis..end (no centering, no bias), times weight of those dims' shape
+//   batch_norm(input, weight, bias, mean, variance) {eps: 1e-5}: per-channel (dim 1)
+//       (x - mean) / sqrt(variance + eps) * weight + bias; all four are [C]
 // linalg.cpp
 //   matmul(a, b): NumPy matmul (1-D operands promoted and squeezed, batch dims broadcast)
 //   conv2d(input, weight, [bias]) {stride: [sh, sw] = [1,1], padding: [ph, pw] = [0,0],
@@ -85,6 +88,7 @@ namespace ingot::ops {
 
 void register_elementwise_ops();
 void register_reduce_ops();
+void register_normalization_ops();
 void register_linalg_ops();
 void register_movement_ops();
 void register_random_ops();
@@ -93,6 +97,7 @@ void register_attention_ops();
 inline void register_all_families() {
   register_elementwise_ops();
   register_reduce_ops();
+  register_normalization_ops();
   register_linalg_ops();
   register_movement_ops();
   register_random_ops();

@@ -223,6 +223,11 @@ Array scaled_dot_product_attention(const Array& q, const Array& k, const Array& 
 Array layer_norm(const Array& x, const Array& weight, const Array& bias, int64_t axis, double eps) {
   return op("layer_norm", {x, weight, bias}, {{"axis", axis}, {"eps", eps}});
 }
+Array rms_norm(const Array& x, const std::optional<Array>& weight, int64_t axis, double eps) {
+  std::vector<Array> operands = {x};
+  if (weight) operands.push_back(*weight);
+  return op("rms_norm", operands, {{"axis", axis}, {"eps", eps}});
+}
 
 // ---- linear algebra
 

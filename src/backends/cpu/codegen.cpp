@@ -977,7 +977,7 @@ class Generator {
       split3(a, a);
       k << "  ig_softmax<" << (op == "log_softmax" ? "true" : "false") << ", " << tx << ", " << ty
         << ">(x0, y, outer, n, inner);\n";
-    } else if (op == "layer_norm") {
+    } else if (op == "layer_norm" || op == "rms_norm") {
       const int a = norm_axis(n.attrs.get_int("axis", -1), rank);
       k << "  const int64_t len = " << str(product(xd, static_cast<size_t>(a))) << ", total = "
         << str(product(xd)) << ";\n  const int64_t rows = len == 0 ? 0 : total / len;\n";
@@ -985,7 +985,8 @@ class Generator {
       std::string bb = n.inputs.size() > 2 ? "x2" : "static_cast<const float*>(nullptr)";
       char eps[64];
       std::snprintf(eps, sizeof eps, "%a", n.attrs.get_float("eps", 1e-5));
-      k << "  ig_layer_norm(x0, " << w << ", " << bb << ", y, rows, len, " << eps << ");\n";
+      k << "  ig_trailing_norm<" << (op == "layer_norm" ? "true" : "false") << ">(x0, " << w << ", " << bb
+        << ", y, rows, len, " << eps << ");\n";
     } else if (op == "batch_norm") {
       char eps[64];
       std::snprintf(eps, sizeof eps, "%a", n.attrs.get_float("eps", 1e-5));
@@ -1384,7 +1385,7 @@ bool is_native(const Graph& g, const Node& n) {
     const int r = rank(n.inputs[0]);
     return r >= 1 && a >= -r && a < r;
   }
-  if (op == "layer_norm") {
+  if (op == "layer_norm" || op == "rms_norm") {
     const int64_t a = n.attrs.get_int("axis", -1);
     const int r = rank(n.inputs[0]);
     return r >= 1 && a >= -r && a < r;

@@ -568,22 +568,24 @@ void ig_softmax(const TI* __restrict x, TO* __restrict y, int64_t outer, int64_t
   }
 }
 
-// ---- layer_norm over rows of `len`; weight/bias may be null ----
+// ---- layer_norm (kCenter) / rms_norm over rows of `len`; weight/bias may be null ----
 // In double, as the reference, but each pass an `omp simd` loop (the sums reordered into vector
 // lanes: a difference in double's last bits): the scalar double loops took 0.1 ms for a
-// transformer's [128, 256], a sixth of its block.
-template <class T, class W, class B>
-void ig_layer_norm(const T* __restrict x, const W* w, const B* b, T* __restrict y, int64_t rows,
-                   int64_t len, double eps) {
+// transformer's [128, 256], a sixth of its block. rms_norm takes the mean as 0.
+template <bool kCenter, class T, class W, class B>
+void ig_trailing_norm(const T* __restrict x, const W* w, const B* b, T* __restrict y, int64_t rows,
+                      int64_t len, double eps) {
   using C = ig_c<T>;
   #pragma omp parallel for if(ig_big(rows * len) && rows > 1)
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * len;
     T* yr = y + r * len;
     double mean = 0, var = 0;
-    #pragma omp simd reduction(+:mean)
-    for (int64_t k = 0; k < len; ++k) mean += static_cast<double>(static_cast<C>(xr[k]));
-    mean /= static_cast<double>(len);
+    if (kCenter) {
+      #pragma omp simd reduction(+:mean)
+      for (int64_t k = 0; k < len; ++k) mean += static_cast<double>(static_cast<C>(xr[k]));
+      mean /= static_cast<double>(len);
+    }
     #pragma omp simd reduction(+:var)
     for (int64_t k = 0; k < len; ++k) {
       const double d = static_cast<double>(static_cast<C>(xr[k])) - mean;
