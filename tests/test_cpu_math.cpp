@@ -18,6 +18,7 @@
 #include <functional>
 #include <set>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include "backends/cpu/toolchain.h"
@@ -404,4 +405,51 @@ TEST(CpuMath, HalfAndBFloat16ConversionsAreExact) {
         ADD_FAILURE() << g.outputs()[k].first << " element " << i << " differs";
     EXPECT_EQ(bad, 0) << g.outputs()[k].first;
   }
+}
+
+// Each op of a fused elementwise kernel rounds its result before the next op reads it, as the
+// reference does: no product is contracted into the following add. Contracted, a * b - a * b was
+// the product's rounding error instead of 0, a * b + (-inf) stayed -inf where the overflowing
+// product should have made it NaN, and log(x) - exp(log(x)) at x = +inf was +inf instead of NaN
+// (program fuzzer, seed 270069). Products and sums bit-exact against the reference; log and exp
+// within their few ulp, with the same special values.
+TEST(CpuMath, EachOpRoundsItsResultBeforeTheNextOpReadsIt) {
+  const int64_t n = 67;
+  std::vector<float> a(n), b(n), c(n), x(n);
+  for (int64_t i = 0; i < n; ++i) {
+    a[i] = 1.0f + 0.123456789f * static_cast<float>(i);
+    b[i] = 3.0f - 0.0987654321f * static_cast<float>(i);
+    c[i] = i % 3 == 0 ? -std::numeric_limits<float>::infinity() : 1.5f;
+    x[i] = i % 4 == 0 ? std::numeric_limits<float>::infinity() : 0.75f * static_cast<float>(i);
+  }
+  for (int64_t i = 0; i < n; i += 5) a[i] = b[i] = 3e20f;  // a * b overflows
+  Graph g;
+  auto input = [&](const char* name) {
+    const ValueId v = g.add_input(name);
+    g.value(v).dtype = DType::Float32;
+    return v;
+  };
+  const ValueId va = input("a"), vb = input("b"), vc = input("c"), vx = input("x");
+  const ValueId ab = g.add_op("mul", {va, vb});
+  g.set_output("cancel", g.add_op("sub", {ab, g.add_op("mul", {va, vb})}));
+  g.set_output("overflow_plus_c", g.add_op("add", {ab, vc}));
+  const ValueId lx = g.add_op("log", {vx});
+  g.set_output("log_minus_exp", g.add_op("sub", {lx, g.add_op("exp", {lx})}));
+  std::vector<ShapeConstraint> cs;
+  for (ValueId v : {va, vb, vc, vx}) cs.push_back({v, {n}, "", "test"});
+  infer_shapes(g, cs);
+  infer_types(g);
+  const std::vector<Tensor> in = {Tensor::from_vector<float>(a, {n}), Tensor::from_vector<float>(b, {n}),
+                                  Tensor::from_vector<float>(c, {n}), Tensor::from_vector<float>(x, {n})};
+  const std::vector<Tensor> got = CpuBackend(cpu_options()).lower(g, {})->run(in);
+  const std::vector<Tensor> ref = ReferenceBackend().lower(g, {})->run(in);
+  for (size_t k = 0; k < got.size(); ++k)
+    for (int64_t i = 0; i < n; ++i) {
+      const float y = got[k].data<float>()[i], r = ref[k].data<float>()[i];
+      const bool transcendental = g.outputs()[k].first == "log_minus_exp";
+      EXPECT_TRUE(std::isnan(r)                         ? std::isnan(y)
+                  : transcendental && std::isfinite(r) ? std::fabs(y - r) <= 4e-7 * std::fabs(r)
+                                                       : y == r)
+          << g.outputs()[k].first << " element " << i << ": got " << y << ", reference " << r;
+    }
 }

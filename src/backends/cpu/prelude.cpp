@@ -135,6 +135,16 @@ struct ig_minus { template <class U> U operator()(U a, U b) const { return a - b
 struct ig_times { template <class U> U operator()(U a, U b) const { return a * b; } };
 
 // ---- vectorized float math ----
+// Generated code compiles with -ffp-contract=off: each IR op rounds its result, as the reference
+// does (contracting one op's product into the next op's add skipped the product's rounding:
+// log(x) - exp(log(x)) at x = +inf gave +inf, not NaN, because exp's overflowing product never
+// became inf; program fuzzer, seed 270069). Inside an op, multiply-adds that the polynomials
+// below are measured with are written as IG_FMA: one fused instruction where the host has FMA.
+#if defined(__FMA__)
+#define IG_FMA(a, b, c) __builtin_fmaf((a), (b), (c))
+#else
+#define IG_FMA(a, b, c) ((a) * (b) + (c))
+#endif
 // float32 (and float16/bfloat16, which compute in float) exp, log, tanh, sigmoid, erf and gelu
 // without libm: branch-free polynomials, bit casts, selects, so `#pragma omp simd` loops that use
 // them vectorize. Special values follow libm: NaN -> NaN; exp overflows to +inf past ln(FLT_MAX)
@@ -150,19 +160,19 @@ struct ig_times { template <class U> U operator()(U a, U b) const { return a * b
 // ig_vexp_reduced returns e^r and sets n; ig_vexp_normal is exp for arguments whose result is a
 // normal float (one scale factor, no clamps: erf's tail uses it).
 IG_VMATH float ig_vexp_reduced(float x, int32_t& ni) {
-  const float t = x * 1.44269504088896341f + 12582912.0f;  // round(x / ln2) + 1.5 * 2^23
+  const float t = IG_FMA(x, 1.44269504088896341f, 12582912.0f);  // round(x / ln2) + 1.5 * 2^23
   const float n = t - 12582912.0f;
   ni = static_cast<int32_t>(ig_fbits(t) - 0x4b400000u);
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
+  float r = IG_FMA(-n, 0.693359375f, x);
+  r = IG_FMA(n, 2.12194440e-4f, r);
   const float z = r * r;
   float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  return p * z + r + 1.0f;
+  p = IG_FMA(p, r, 1.3981999507e-3f);
+  p = IG_FMA(p, r, 8.3334519073e-3f);
+  p = IG_FMA(p, r, 4.1665795894e-2f);
+  p = IG_FMA(p, r, 1.6666665459e-1f);
+  p = IG_FMA(p, r, 5.0000001201e-1f);
+  return IG_FMA(p, z, r) + 1.0f;
 }
 IG_VMATH float ig_vexp_normal(float x) {
   int32_t ni;
@@ -194,19 +204,19 @@ IG_VMATH float ig_vlog(float x) {
   const float fe = lo ? e - 1.0f : e;
   const float z = f * f;
   float p = 7.0376836292e-2f;
-  p = p * f - 1.1514610310e-1f;
-  p = p * f + 1.1676998740e-1f;
-  p = p * f - 1.2420140846e-1f;
-  p = p * f + 1.4249322787e-1f;
-  p = p * f - 1.6668057665e-1f;
-  p = p * f + 2.0000714765e-1f;
-  p = p * f - 2.4999993993e-1f;
-  p = p * f + 3.3333331174e-1f;
+  p = IG_FMA(p, f, -1.1514610310e-1f);
+  p = IG_FMA(p, f, 1.1676998740e-1f);
+  p = IG_FMA(p, f, -1.2420140846e-1f);
+  p = IG_FMA(p, f, 1.4249322787e-1f);
+  p = IG_FMA(p, f, -1.6668057665e-1f);
+  p = IG_FMA(p, f, 2.0000714765e-1f);
+  p = IG_FMA(p, f, -2.4999993993e-1f);
+  p = IG_FMA(p, f, 3.3333331174e-1f);
   float y = f * z * p;
-  y = y + fe * -2.12194440e-4f;
-  y = y - 0.5f * z;
+  y = IG_FMA(fe, -2.12194440e-4f, y);
+  y = IG_FMA(-0.5f, z, y);
   float res = f + y;
-  res = res + fe * 0.693359375f;
+  res = IG_FMA(fe, 0.693359375f, res);
   res = x == std::numeric_limits<float>::infinity() ? x : res;
   res = x == 0.0f ? -std::numeric_limits<float>::infinity() : res;
   res = x < 0.0f ? std::numeric_limits<float>::quiet_NaN() : res;
@@ -220,11 +230,11 @@ IG_VMATH float ig_vtanh(float x) {
   const float a = ig_bitsf(ig_fbits(x) & 0x7fffffffu);
   const float z = a * a;
   float p = -5.70498872745e-3f;
-  p = p * z + 2.06390887954e-2f;
-  p = p * z - 5.37397155531e-2f;
-  p = p * z + 1.33314422036e-1f;
-  p = p * z - 3.33332819422e-1f;
-  const float small = p * z * a + a;
+  p = IG_FMA(p, z, 2.06390887954e-2f);
+  p = IG_FMA(p, z, -5.37397155531e-2f);
+  p = IG_FMA(p, z, 1.33314422036e-1f);
+  p = IG_FMA(p, z, -3.33332819422e-1f);
+  const float small = IG_FMA(p * z, a, a);
   const float large = 1.0f - 2.0f / (ig_vexp(a + a) + 1.0f);
   const float res = a < 0.625f ? small : large;
   return ig_bitsf(ig_fbits(res) | sign);
@@ -245,19 +255,19 @@ IG_VMATH float ig_verf(float x) {
   t = t > 4.0f ? 4.0f : t;
   const float s = t * t;
   float q = -5.96761703e-4f;
-  q = q * s + 4.99119423e-3f;
-  q = q * s - 2.67681349e-2f;
-  q = q * s + 1.12819925e-1f;
-  q = q * s - 3.76125336e-1f;
-  q = q * s + 1.28379166e-1f;
-  const float small = q * t + t;
-  float r = -1.72853470e-5f * t + 3.83197126e-4f;
-  const float u = -3.88396438e-3f * t + 2.42546219e-2f;
-  r = r * s + u;
-  r = r * t - 1.06777877e-1f;
-  r = r * t - 6.34846687e-1f;
-  r = r * t - 1.28717512e-1f;
-  r = r * t - t;
+  q = IG_FMA(q, s, 4.99119423e-3f);
+  q = IG_FMA(q, s, -2.67681349e-2f);
+  q = IG_FMA(q, s, 1.12819925e-1f);
+  q = IG_FMA(q, s, -3.76125336e-1f);
+  q = IG_FMA(q, s, 1.28379166e-1f);
+  const float small = IG_FMA(q, t, t);
+  float r = IG_FMA(-1.72853470e-5f, t, 3.83197126e-4f);
+  const float u = IG_FMA(-3.88396438e-3f, t, 2.42546219e-2f);
+  r = IG_FMA(r, s, u);
+  r = IG_FMA(r, t, -1.06777877e-1f);
+  r = IG_FMA(r, t, -6.34846687e-1f);
+  r = IG_FMA(r, t, -1.28717512e-1f);
+  r = IG_FMA(r, t, -t);
   const float large = 1.0f - ig_vexp_normal(r);  // r = log(erfc(t)) in about [-18, -1.7]: e^r is normal
   const float res = t > 0.927734375f ? large : small;
   return ig_bitsf(ig_fbits(res) | sign);
@@ -269,7 +279,7 @@ IG_VMATH float ig_verf(float x) {
 IG_VMATH float ig_vgelu(float x) { return 0.5f * x * (1.0f + ig_verf(x * 0.707106781186547524f)); }
 IG_VMATH float ig_vgelu_tanh(float x) {
   const float k = 1.41421356237309504880f * 0.564189583547756286948f;
-  return 0.5f * x * (1.0f + ig_vtanh(k * (x + 0.044715f * x * x * x)));
+  return 0.5f * x * (1.0f + ig_vtanh(k * IG_FMA(0.044715f * x * x, x, x)));
 }
 // ---- end vectorized float math ----
 

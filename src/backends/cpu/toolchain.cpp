@@ -209,7 +209,10 @@ std::vector<std::string> compile_flags(const std::vector<std::string>& extra) {
   // -fno-trapping-math: without it GCC will not if-convert the float selects (clamps, special
   // cases) of the prelude's vector math, and every exp/erf/tanh loop stays scalar. Generated code
   // never reads the floating-point exception flags, so nothing observable changes.
-  std::vector<std::string> f = {"-O3", "-march=native", "-ffp-contract=fast", "-fno-trapping-math",
+  // -ffp-contract=off: every IR op rounds its result as the reference does; a product contracted
+  // into the next op's add kept an overflow from becoming inf (the prelude's own multiply-adds are
+  // explicit IG_FMA).
+  std::vector<std::string> f = {"-O3", "-march=native", "-ffp-contract=off", "-fno-trapping-math",
                                 "-fopenmp", "-shared", "-fPIC", "-std=c++17"};
   f.insert(f.end(), extra.begin(), extra.end());
   return f;

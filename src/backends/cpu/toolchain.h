@@ -22,7 +22,7 @@ struct Toolchain {
 // skips running `--version` (2.5 ms of a 10 ms warm load) until the compiler file changes.
 Toolchain find_toolchain(const std::string& requested, const std::string& memo_dir = "");
 
-// -O3 -march=native -ffp-contract=fast -fno-trapping-math -fopenmp -shared -fPIC -std=c++17, then `extra`.
+// -O3 -march=native -ffp-contract=off -fno-trapping-math -fopenmp -shared -fPIC -std=c++17, then `extra`.
 std::vector<std::string> compile_flags(const std::vector<std::string>& extra);
 
 // The full command line that builds `source_path` into `library_path`.
