@@ -108,6 +108,28 @@ TEST(OnnxExport, NormalizationsAndLossesRoundTrip) {
   expect_round_trip(m, o, {{"x", ingot::testing::random_tensor({4, 10}, 3)}, {"t", Tensor::from_vector<int64_t>({0, 5, 2, 1}, {4})}});
 }
 
+// The zoo's transformer layers: rms_norm and the attention op have no opset-17 form and are
+// written out; read back, the attention pattern pass makes the attention one op again.
+TEST(OnnxExport, TransformerLayersRoundTrip) {
+  TransformerEncoderLayerOptions llama;
+  llama.d_model = 16;
+  llama.num_heads = 4;
+  llama.num_kv_heads = 2;
+  llama.ffn_dim = 32;
+  llama.norm_first = llama.rms_norm = llama.causal = true;
+  TransformerEncoderLayerOptions bert = llama;
+  bert.num_kv_heads.reset();
+  bert.norm_first = bert.rms_norm = bert.causal = false;
+  Model m;
+  m += TransformerEncoderLayer(llama)({{"input", "x"}});
+  m += TransformerEncoderLayer(bert);
+  m += RMSNorm(1, 1e-6, false)({{"output", IOKey("y").expose()}});
+  CompileOptions o;
+  o.shapes = {{"x", {2, 7, 16}}};
+  o.inference = true;
+  expect_round_trip(m, o, {{"x", ingot::testing::random_tensor({2, 7, 16}, 4)}}, 1e-4);
+}
+
 // Random programs from the differential fuzzer's generator (fuzz/programs.h): every op it
 // draws, with every dtype, exported and read back; the reference interpreter runs both.
 TEST(OnnxExport, RandomProgramsRoundTrip) {

@@ -331,5 +331,50 @@ TEST(AttentionOp, CpuBackwardKernelKeepsTheReferencesNonFiniteValues) {
   }
 }
 
+// A float32 probability that rounds to 0 (a key scored 305 below its row's best) times an inf in
+// v: the reference, in double, keeps the tiny probability and gives inf where float32 would give
+// 0 * inf = NaN, so float32 attention with a non-finite v (or dy) runs in double, forward and
+// backward, with or without a float mask (the program fuzzer, seed 280044).
+TEST(AttentionOp, CpuKernelWithANonFiniteVMatchesTheReferencesDoublePrecision) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor q = Tensor::from_vector<double>({-1.85, -292.07, 0.5, 3.0}, {1, 2, 2, 1});
+  const Tensor k = Tensor::from_vector<double>({1.1177, -0.9715, 0.25, -2.0}, {1, 2, 2, 1});
+  Tensor v = rnd({1, 2, 2, 5}, 5, -2, 2);
+  v.data<double>()[2] = v.data<double>()[3] = inf;
+  v.data<double>()[16] = -inf;
+  const Tensor dy = rnd({1, 2, 2, 5}, 6, -1, 1), mask = rnd({2, 2}, 7, -1, 1);
+  for (bool masked : {false, true}) {
+    SCOPED_TRACE(masked ? "float mask" : "no mask");
+    std::vector<Tensor> feed = {q.astype(DType::Float32), k.astype(DType::Float32), v.astype(DType::Float32)};
+    if (masked) feed.push_back(mask.astype(DType::Float32));
+    const Attrs attrs = {{"scale", 0.5}};
+    for (bool grad : {false, true}) {
+      std::vector<Tensor> in = feed;
+      if (grad) in.insert(in.begin() + 3, dy.astype(DType::Float32));
+      Graph g;
+      std::vector<ValueId> ids;
+      std::vector<ShapeConstraint> cs;
+      for (size_t i = 0; i < in.size(); ++i) {
+        ids.push_back(g.add_input("x" + std::to_string(i)));
+        g.value(ids.back()).dtype = DType::Float32;
+        cs.push_back({ids.back(), template_of(in[i].shape()), "", "test"});
+      }
+      if (grad) {
+        const std::vector<ValueId> grads = g.add_node("scaled_dot_product_attention_grad", ids, attrs, 4);
+        for (size_t i = 0; i < (masked ? 4u : 3u); ++i) g.set_output("d" + std::to_string(i), grads[i]);
+      } else {
+        g.set_output("y", g.add_op("scaled_dot_product_attention", ids, attrs));
+      }
+      infer_shapes(g, cs);
+      infer_types(g);
+      const std::vector<Tensor> want = ReferenceBackend().lower(g, {})->run(in);
+      if (!grad) {
+        ASSERT_TRUE(std::isinf(want[0].data<float>()[7])) << "the case needs the reference's inf";
+      }
+      cpu_test::check(g, {in}, cpu_test::unfused, 2e-5, 2e-5);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ingot::testing

@@ -249,6 +249,24 @@ def BatchNorm2d(eps: float = 1e-05, momentum: float = 0.1) -> Model:
 def LayerNorm(normalized_dims: int = 1, eps: float = 1e-05, affine: bool = True) -> Model:
     """Normalizes over the last `normalized_dims` dims."""
 
+def RMSNorm(normalized_dims: int = 1, eps: float = 1e-05, affine: bool = True) -> Model:
+    """
+    x / sqrt(mean(x**2) + eps) * weight over the last `normalized_dims` dims (no centering, no bias).
+    """
+
+def MultiHeadAttention(embed_dim: int, num_heads: int, *, num_kv_heads: int | None = None, causal: bool = False, masked: bool = False, use_bias: bool = True) -> Model:
+    """
+    Self-attention on [B, S, embed_dim]: q_proj / k_proj / v_proj, the fused attention op, out_proj.
+    num_kv_heads < num_heads: grouped-query attention; masked adds a 'mask' terminal (bool: True
+    attends; float: added to the scores).
+    """
+
+def TransformerEncoderLayer(d_model: int, num_heads: int, ffn_dim: int, *, num_kv_heads: int | None = None, causal: bool = False, masked: bool = False, norm_first: bool = False, rms_norm: bool = False, activation: str = 'gelu', eps: float = 1e-05) -> Model:
+    """
+    Self-attention and a feed-forward block (linear1, activation, linear2), each with a residual
+    add and a norm: post-norm (BERT) or norm_first (GPT-2, LLaMA); rms_norm picks RMSNorm.
+    """
+
 def Relu() -> Model:
     """max(x, 0)."""
 
@@ -791,6 +809,9 @@ def log_softmax(x: object, axis: int = -1) -> array:
 
 def layer_norm(x: object, weight: object, bias: object, axis: int = -1, eps: float = 1e-05) -> array:
     """(x - mean) / sqrt(var + eps) * weight + bias along `axis`."""
+
+def rms_norm(x: object, weight: object | None = None, axis: int = -1, eps: float = 1e-05) -> array:
+    """x / sqrt(mean(x**2) + eps) * weight over dims `axis`..end (RMSNorm)."""
 
 def scaled_dot_product_attention(q: object, k: object, v: object, mask: object | None = None, scale: float = 0.0, is_causal: bool = False, causal_offset: int = 0) -> array:
     """

@@ -238,6 +238,47 @@ void bind_model(nb::module_& m) {
         "Per-channel normalization of [N, C, H, W]; running statistics with compile(inference=True).");
   m.def("LayerNorm", &LayerNorm, nb::arg("normalized_dims") = 1, nb::arg("eps") = 1e-5, nb::arg("affine") = true,
         "Normalizes over the last `normalized_dims` dims.");
+  m.def("RMSNorm", &RMSNorm, nb::arg("normalized_dims") = 1, nb::arg("eps") = 1e-5, nb::arg("affine") = true,
+        "x / sqrt(mean(x**2) + eps) * weight over the last `normalized_dims` dims (no centering, no bias).");
+  m.def("MultiHeadAttention",
+        [](int64_t embed_dim, int64_t num_heads, std::optional<int64_t> num_kv_heads, bool causal, bool masked,
+           bool use_bias) {
+          MultiHeadAttentionOptions o;
+          o.embed_dim = embed_dim;
+          o.num_heads = num_heads;
+          o.num_kv_heads = num_kv_heads;
+          o.causal = causal;
+          o.masked = masked;
+          o.use_bias = use_bias;
+          return MultiHeadAttention(o);
+        },
+        nb::arg("embed_dim"), nb::arg("num_heads"), nb::kw_only(), nb::arg("num_kv_heads").none() = nb::none(),
+        nb::arg("causal") = false, nb::arg("masked") = false, nb::arg("use_bias") = true,
+        "Self-attention on [B, S, embed_dim]: q_proj / k_proj / v_proj, the fused attention op, out_proj.\n"
+        "num_kv_heads < num_heads: grouped-query attention; masked adds a 'mask' terminal (bool: True\n"
+        "attends; float: added to the scores).");
+  m.def("TransformerEncoderLayer",
+        [](int64_t d_model, int64_t num_heads, int64_t ffn_dim, std::optional<int64_t> num_kv_heads, bool causal,
+           bool masked, bool norm_first, bool rms_norm, const std::string& activation, double eps) {
+          TransformerEncoderLayerOptions o;
+          o.d_model = d_model;
+          o.num_heads = num_heads;
+          o.ffn_dim = ffn_dim;
+          o.num_kv_heads = num_kv_heads;
+          o.causal = causal;
+          o.masked = masked;
+          o.norm_first = norm_first;
+          o.rms_norm = rms_norm;
+          o.activation = activation;
+          o.eps = eps;
+          return TransformerEncoderLayer(o);
+        },
+        nb::arg("d_model"), nb::arg("num_heads"), nb::arg("ffn_dim"), nb::kw_only(),
+        nb::arg("num_kv_heads").none() = nb::none(), nb::arg("causal") = false, nb::arg("masked") = false,
+        nb::arg("norm_first") = false, nb::arg("rms_norm") = false, nb::arg("activation") = "gelu",
+        nb::arg("eps") = 1e-5,
+        "Self-attention and a feed-forward block (linear1, activation, linear2), each with a residual\n"
+        "add and a norm: post-norm (BERT) or norm_first (GPT-2, LLaMA); rms_norm picks RMSNorm.");
   m.def("Relu", &Relu, "max(x, 0).");
   m.def("Gelu", &Gelu, nb::arg("tanh_approximation") = false, "GELU, erf form or tanh approximation.");
   m.def("Sigmoid", &Sigmoid, "1 / (1 + exp(-x)).");

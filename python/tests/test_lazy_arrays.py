@@ -237,6 +237,10 @@ def test_moments_softmax_log_softmax_layer_norm(rng):
     w, b = rand(rng, 5), rand(rng, 5)
     norm = (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + 1e-5)
     assert_close(ml.layer_norm(ml.array(a), w, b), norm * w + b)
+    rms = a / np.sqrt((a * a).mean(-1, keepdims=True) + 1e-5)
+    assert_close(ml.rms_norm(ml.array(a), w), rms * w)
+    # axis=0: over dims 0..end, the whole array
+    assert_close(ml.rms_norm(a, axis=0, eps=0.25), a / np.sqrt((a * a).mean() + 0.25))
 
 
 def test_matmul_batched(rng):

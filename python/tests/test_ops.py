@@ -118,6 +118,8 @@ def test_row_kernels(name, rng):
     cv = rng.uniform(0.5, 2, size=3).astype(np.float32)
     specs = [("softmax", ["x"], "softmax", {"axis": 1}), ("log_softmax", ["x"], "log_softmax", {}),
              ("layer_norm", ["x", "w", "b"], "layer_norm", {"eps": 1e-5}),
+             ("rms_norm", ["x", "w"], "rms_norm", {"eps": 1e-5}),
+             ("rms_norm", ["x"], "rms_norm_2d", {"axis": -2, "eps": 0.5}),
              ("batch_norm", ["img", "cw", "cb", "cm", "cv"], "batch_norm", {"eps": 1e-3})]
     e = np.exp(x - x.max(1, keepdims=True))
     mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
@@ -125,6 +127,8 @@ def test_row_kernels(name, rng):
     expected = {"softmax": e / e.sum(1, keepdims=True),
                 "log_softmax": x - x.max(-1, keepdims=True) - np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)),
                 "layer_norm": (x - mu) / np.sqrt(var + 1e-5) * w + b,
+                "rms_norm": x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5) * w,
+                "rms_norm_2d": x / np.sqrt((x * x).mean((1, 2), keepdims=True) + 0.5),
                 "batch_norm": (img - r(cm)) / np.sqrt(r(cv) + 1e-3) * r(cw) + r(cb)}
     check_family(name, specs, {"x": x, "w": w, "b": b, "img": img, "cw": cw, "cb": cb, "cm": cm, "cv": cv}, expected)
 

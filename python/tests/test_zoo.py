@@ -25,6 +25,36 @@ def _pool(x, k, s, fn):
     return fn(np.stack([x[:, :, i:i + s * (oh - 1) + 1:s, j:j + s * (ow - 1) + 1:s] for i in range(k) for j in range(k)]), axis=0)
 
 
+def _linear(x, p, name):
+    return x @ p[name + ".weight"] + p[name + ".bias"]
+
+
+def _rms_norm(x, w, eps=1e-5):
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+
+def _attention(x, p, heads, kv_heads, causal, prefix=""):
+    """Self-attention of x [B, S, E] in NumPy: projections, grouped-query heads, causal mask."""
+    b, s, e = x.shape
+    d = e // heads
+    q = _linear(x, p, prefix + "q_proj").reshape(b, s, heads, d).transpose(0, 2, 1, 3)
+    k = _linear(x, p, prefix + "k_proj").reshape(b, s, kv_heads, d).transpose(0, 2, 1, 3)
+    v = _linear(x, p, prefix + "v_proj").reshape(b, s, kv_heads, d).transpose(0, 2, 1, 3)
+    k, v = np.repeat(k, heads // kv_heads, axis=1), np.repeat(v, heads // kv_heads, axis=1)
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d)
+    if causal:
+        scores = np.where(np.tril(np.ones((s, s), dtype=bool)), scores, -np.inf)
+    o = _softmax(scores) @ v
+    return _linear(o.transpose(0, 2, 1, 3).reshape(b, s, e), p, prefix + "out_proj")
+
+
+def _llama_layer(x, p):
+    """TransformerEncoderLayer(8, 2, 16, num_kv_heads=1, causal, norm_first, rms_norm, relu)."""
+    h = x + _attention(_rms_norm(x, p["norm1.weight"]), p, 2, 1, True, "self_attn.")
+    f = np.maximum(_linear(_rms_norm(h, p["norm2.weight"]), p, "linear1"), 0)
+    return h + _linear(f, p, "linear2")
+
+
 # name -> (block factory, input shapes {terminal: shape} (integers: int64 indices), NumPy of (inputs, params))
 CASES = {
     "Linear": (lambda: ml.Linear(dimension=5), {"input": (3, 4)},
@@ -43,6 +73,13 @@ CASES = {
     "LayerNorm": (lambda: ml.LayerNorm(normalized_dims=2), {"input": (2, 3, 4)},
                   lambda i, p: (i["input"] - i["input"].mean((1, 2), keepdims=True))
                   / np.sqrt(i["input"].var((1, 2), keepdims=True) + 1e-5) * p["weight"] + p["bias"]),
+    "RMSNorm": (lambda: ml.RMSNorm(normalized_dims=2), {"input": (2, 3, 4)},
+                lambda i, p: i["input"] / np.sqrt((i["input"] ** 2).mean((1, 2), keepdims=True) + 1e-5) * p["weight"]),
+    "MultiHeadAttention": (lambda: ml.MultiHeadAttention(8, 4, num_kv_heads=2, causal=True), {"input": (2, 5, 8)},
+                           lambda i, p: _attention(i["input"], p, 4, 2, True)),
+    "TransformerEncoderLayer": (lambda: ml.TransformerEncoderLayer(8, 2, 16, num_kv_heads=1, causal=True, norm_first=True,
+                                                                   rms_norm=True, activation="relu"),
+                                {"input": (2, 5, 8)}, lambda i, p: _llama_layer(i["input"], p)),
     "Relu": (ml.Relu, {"input": (3, 5)}, lambda i, p: np.maximum(i["input"], 0)),
     "Gelu": (ml.Gelu, {"input": (3, 5)}, lambda i, p: 0.5 * i["input"] * (1 + _erf(i["input"] / math.sqrt(2)))),
     "Gelu_tanh": (lambda: ml.Gelu(tanh_approximation=True), {"input": (3, 5)},

@@ -189,6 +189,12 @@ class ArrayOps:
             y = y + bias
         return y
 
+    def rms_norm(self, x, weight=None, axis=-1, eps=1e-5):
+        x = self._float(x)
+        axes = tuple(range(axis % x.ndim, x.ndim))
+        y = x / self.xp.sqrt(self.xp.mean(x * x, axis=axes, keepdims=True) + eps)
+        return y if weight is None else y * weight
+
     def batch_norm(self, x, weight, bias, mean, variance, eps=1e-5):
         shape = (1, -1) + (1,) * (x.ndim - 2)
         r = lambda v: self.xp.reshape(v, shape)  # noqa: E731

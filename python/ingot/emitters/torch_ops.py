@@ -143,6 +143,13 @@ def layer_norm(x, weight=None, bias=None, axis=-1, eps=1e-5):
     return F.layer_norm(x, tuple(x.shape[axis % x.dim():]), weight, bias, eps)
 
 
+def rms_norm(x, weight=None, axis=-1, eps=1e-5):
+    x = _float(x)
+    dims = tuple(range(axis % x.dim(), x.dim()))
+    y = x * torch.rsqrt(torch.mean(x * x, dim=dims, keepdim=True) + eps)
+    return y if weight is None else y * weight
+
+
 def batch_norm(x, weight, bias, mean, variance, eps=1e-5):
     shape = (1, -1) + (1,) * (x.dim() - 2)
     return (x - mean.reshape(shape)) / torch.sqrt(variance.reshape(shape) + eps) * weight.reshape(shape) + bias.reshape(shape)

@@ -113,6 +113,35 @@ inline void ig_block_gemm_at(const ig_ctx* ctx, int64_t M, int64_t N, int64_t K,
 // l = 0 and divides 0 by 0: NaN, as the reference's softmax over nothing but -inf. kMask: 0 none,
 // 1 bool (nonzero = attend), 2 added to the scores; broadcast through mstride[0..nlead+1] over
 // [lead..., Sq, Sk]. T is float or double (halves run the reference).
+template <class T>
+bool ig_all_finite(const T* x, int64_t n) {
+  bool finite = true;
+  #pragma omp parallel for reduction(&&:finite) if(ig_big(n))
+  for (int64_t i = 0; i < n; ++i) finite = finite && std::isfinite(x[i]);
+  return finite;
+}
+
+// float32 attention whose v (or, backward, dy) holds an inf or NaN runs in double, as the
+// reference does: a probability that float32 rounds to 0 (a key scored 305 below the row's
+// best) times an inf in v is NaN, where the reference's double probability (1e-133) times inf is
+// inf (program fuzzer, seed 280044). Finite inputs, the common case, never take this path.
+// A float32 buffer widened to a new double one (nullptr when out of memory; n may be 0).
+inline double* ig_widened(const float* x, int64_t n) {
+  double* w = static_cast<double*>(std::malloc(sizeof(double) * static_cast<size_t>(n > 0 ? n : 1)));
+  if (w != nullptr)
+    for (int64_t i = 0; i < n; ++i) w[i] = x[i];
+  return w;
+}
+inline void ig_narrow(const double* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i]);
+}
+// Elements a mask read through broadcast strides over [lead..., Sq, Sk] can reach.
+inline int64_t ig_mask_extent(int nlead, const int64_t* lead, int64_t sq, int64_t sk, const int64_t* mstride) {
+  int64_t last = (sq - 1) * mstride[nlead] + (sk - 1) * mstride[nlead + 1];
+  for (int a = 0; a < nlead; ++a) last += (lead[a] - 1) * mstride[a];
+  return last + 1;
+}
+
 template <class T, int kMask>
 int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k, const T* __restrict v,
                  const void* mask, T* __restrict y, int64_t batch, int64_t hq, int64_t hk, int64_t sq, int64_t sk,
@@ -125,15 +154,30 @@ int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k
   const int64_t group = hq / hk, qblocks = (sq + kQ - 1) / kQ;
   const T tscale = static_cast<T>(scale);
   int failed = 0;
+  const int64_t nv = batch / hq * hk * sk * dv;
+  const bool v_finite = ig_all_finite(v, nv);
+  if constexpr (std::is_same<T, float>::value) {
+    if (!v_finite) {  // in double (see ig_widened)
+      const int64_t nq = batch * sq * d, nk = batch / hq * hk * sk * d;
+      const int64_t nm = kMask == 2 ? ig_mask_extent(nlead, lead, sq, sk, mstride) : 0;
+      double *wq = ig_widened(q, nq), *wk = ig_widened(k, nk), *wv = ig_widened(v, nv);
+      double* wm = kMask == 2 ? ig_widened(static_cast<const float*>(mask), nm) : nullptr;
+      double* wy = static_cast<double*>(std::malloc(sizeof(double) * static_cast<size_t>(batch * sq * dv)));
+      int rc = 1;
+      if (wq && wk && wv && wy && (kMask != 2 || wm)) {
+        rc = ig_attention<double, kMask>(ctx, wq, wk, wv, kMask == 2 ? wm : mask, wy, batch, hq, hk, sq, sk, d, dv, scale,
+                                         causal, offset, nlead, lead, mstride);
+        if (rc == 0) ig_narrow(wy, y, batch * sq * dv);
+      } else {
+        ig_fail(ctx, "scaled_dot_product_attention: out of memory for the kernel's scratch");
+      }
+      for (double* p : {wq, wk, wv, wm, wy}) std::free(p);
+      return rc;
+    }
+  }
   // A hidden key still adds its probability (0) times its v row to the output, as the reference
   // and attention written out do: 0 * inf or 0 * NaN is NaN. So the causal skip (which leaves
   // such rows out) only runs when every v is finite (found by the program fuzzer, seed 90019).
-  bool v_finite = true;
-  if (causal) {
-    const int64_t nv = (batch / hq) * hk * sk * dv;
-    #pragma omp parallel for reduction(&&:v_finite) if(ig_big(nv))
-    for (int64_t i = 0; i < nv; ++i) v_finite = v_finite && std::isfinite(v[i]);
-  }
   const bool skip_hidden = causal && v_finite;
   #pragma omp parallel if(ig_big(batch * sq * sk * (d + dv) / 16) && batch * qblocks > 1)
   {
@@ -196,14 +240,6 @@ int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k
 // reference).
 extern "C" int omp_get_max_threads();
 
-template <class T>
-bool ig_all_finite(const T* x, int64_t n) {
-  bool finite = true;
-  #pragma omp parallel for reduction(&&:finite) if(ig_big(n))
-  for (int64_t i = 0; i < n; ++i) finite = finite && std::isfinite(x[i]);
-  return finite;
-}
-
 template <class T, int kMask>
 int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k, const T* __restrict v,
                       const T* __restrict dy, const void* mask, T* __restrict dq, T* __restrict dk, T* __restrict dv,
@@ -222,6 +258,31 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
   if (sq == 0 || sk == 0) return 0;
   const T tscale = static_cast<T>(scale);
   const bool dyv_finite = ig_all_finite(v, units * sk * dvn) && ig_all_finite(dy, batch * sq * dvn);
+  if constexpr (std::is_same<T, float>::value) {
+    if (!dyv_finite) {  // in double (see ig_widened)
+      const int64_t nq = batch * sq * d, nk = units * sk * d, nv = units * sk * dvn, ny = batch * sq * dvn;
+      const int64_t nm = kMask != 0 ? mask_numel : 0;
+      double *wq = ig_widened(q, nq), *wk = ig_widened(k, nk), *wv = ig_widened(v, nv), *wdy = ig_widened(dy, ny);
+      double* wm = kMask == 2 ? ig_widened(static_cast<const float*>(mask), nm) : nullptr;
+      double* out = static_cast<double*>(std::malloc(sizeof(double) * static_cast<size_t>(nq + nk + nv + nm + 1)));
+      int rc = 1;
+      if (wq && wk && wv && wdy && out && (kMask != 2 || wm)) {
+        rc = ig_attention_grad<double, kMask>(ctx, wq, wk, wv, wdy, kMask == 2 ? wm : mask, out, out + nq, out + nq + nk,
+                                              out + nq + nk + nv, mask_numel, batch, hq, hk, sq, sk, d, dvn, scale,
+                                              causal, offset, nlead, lead, mstride);
+        if (rc == 0) {
+          ig_narrow(out, dq, nq);
+          ig_narrow(out + nq, dk, nk);
+          ig_narrow(out + nq + nk, dv, nv);
+          if (kMask != 0) ig_narrow(out + nq + nk + nv, dmask, nm);
+        }
+      } else {
+        ig_fail(ctx, "scaled_dot_product_attention: out of memory for the kernel's scratch");
+      }
+      for (double* p : {wq, wk, wv, wdy, wm, out}) std::free(p);
+      return rc;
+    }
+  }
   const bool skip_hidden = causal && dyv_finite && ig_all_finite(q, batch * sq * d) && ig_all_finite(k, units * sk * d);
   // Fewer key/value heads than threads (one long sequence): each head's query blocks split into
   // `parts`, each adding into a dk / dv slab of its own, summed at the end.

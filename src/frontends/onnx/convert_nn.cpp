@@ -349,13 +349,20 @@ std::vector<int64_t> trailing_axes(NodeContext& c, int64_t axis) {
 }
 
 // RMSNormalization: x / sqrt(mean(x^2 over axis..end) + epsilon) * scale, in float32 at least
-// (stash_type 1), back in the input's type.
+// (stash_type 1), back in the input's type. A scale of the normalized dims' shape (the usual
+// case) makes it the rms_norm op (one row kernel, statistics in double); a scale that only
+// broadcasts to them, or unknown shapes, write it out.
 Outs rms_norm(NodeContext& c) {
   if (c.attr_int("stash_type", 1) != 1) c.fail("stash_type other than float32 is not supported");
-  const std::vector<int64_t> axes = trailing_axes(c, c.attr_int("axis", -1));
+  const int64_t axis = c.attr_int("axis", -1);
+  const std::vector<int64_t> axes = trailing_axes(c, axis);
   const double eps = c.attr_float("epsilon", 1e-5f);
   const std::optional<DType> dt = c.dtype(0);
   if (!dt) c.fail("the element type of its input is unknown");
+  const std::optional<Shape> xs = c.static_shape(0), ws = c.static_shape(1);
+  if (xs && ws && c.dtype(1) == dt &&
+      *ws == Shape(xs->end() - static_cast<std::ptrdiff_t>(axes.size()), xs->end()))
+    return {c.op("rms_norm", {c.in(0), c.in(1)}, {{"axis", axis}, {"eps", eps}})};
   const bool widen = *dt == DType::Float16 || *dt == DType::BFloat16;
   Connection x = widen ? c.in(0).cast(DType::Float32) : c.in(0);
   const Connection ms = c.op("mean", {x * x}, {{"axes", axes}, {"keepdims", int64_t{1}}});

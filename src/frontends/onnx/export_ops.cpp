@@ -57,6 +57,19 @@ void compare(std::map<std::string, Emitter>& t, const char* op, const char* onnx
   };
 }
 
+// ReduceMean of v over the node's trailing dims {axis = -1}..end, keeping them (layer_norm's and
+// rms_norm's statistics written out).
+std::string trailing_mean(EmitContext& c, const std::string& v) {
+  const int64_t r = static_cast<int64_t>(c.g.value(c.node.inputs[0]).shape.size());
+  const int64_t axis = c.node.attrs.get_int("axis", -1);
+  std::vector<int64_t> axes;
+  for (int64_t a = axis < 0 ? axis + r : axis; a < r; ++a) axes.push_back(a);
+  return c.add("ReduceMean", {v}, {}, [&](NP& n) {
+    set_attr(n, "axes", axes);
+    set_attr(n, "keepdims", int64_t{1});
+  });
+}
+
 // Reductions: ReduceSum takes its axes as an input (opset 13), the others as an attribute
 // (until opset 18); no axes reduces everything in both.
 void reduction(std::map<std::string, Emitter>& t, const char* op, const char* onnx_op) {
@@ -219,19 +232,17 @@ std::map<std::string, Emitter> make_table() {
       return;
     }
     // No scale (ONNX requires one): (x - mean) / sqrt(var + eps) over axis..end, written out.
-    const Value& x = c.g.value(c.node.inputs[0]);
-    const int64_t r = static_cast<int64_t>(x.shape.size());
-    std::vector<int64_t> axes;
-    for (int64_t a = axis < 0 ? axis + r : axis; a < r; ++a) axes.push_back(a);
-    auto mean = [&](const std::string& v) {
-      return c.add("ReduceMean", {v}, {}, [&](NP& n) {
-        set_attr(n, "axes", axes);
-        set_attr(n, "keepdims", int64_t{1});
-      });
-    };
-    const std::string d = c.add("Sub", {c.in(0), mean(c.in(0))});
-    const std::string var = mean(c.add("Mul", {d, d}));
+    const std::string d = c.add("Sub", {c.in(0), trailing_mean(c, c.in(0))});
+    const std::string var = trailing_mean(c, c.add("Mul", {d, d}));
     c.add("Div", {d, c.add("Sqrt", {c.add("Add", {var, c.scalar(eps, c.out_dtype())})})}, {c.out()});
+  };
+  // RMSNormalization arrives in opset 23: x / sqrt(mean(x^2) + eps) [* weight], written out.
+  t["rms_norm"] = [](EmitContext& c) {
+    const float eps = static_cast<float>(c.node.attrs.get_float("eps", 1e-5));
+    const std::string ms = trailing_mean(c, c.add("Mul", {c.in(0), c.in(0)}));
+    const std::string rms = c.add("Sqrt", {c.add("Add", {ms, c.scalar(eps, c.out_dtype())})});
+    if (c.num_inputs() > 1) c.add("Mul", {c.add("Div", {c.in(0), rms}), c.in(1)}, {c.out()});
+    else c.add("Div", {c.in(0), rms}, {c.out()});
   };
   for (const auto& entry : std::vector<std::pair<const char*, const char*>>{{"softmax", "Softmax"},
                                                                           {"log_softmax", "LogSoftmax"}}) {
