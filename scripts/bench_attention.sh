@@ -7,10 +7,13 @@
 #   2. installs ingot into build/python-venv (scripts/python-test.sh makes it) and runs the script
 #      there with the benchmark environment's packages on the path (both are this python3's).
 #
-#   ./scripts/bench_attention.sh [--quick] [--no-install] [--train]
+#   ./scripts/bench_attention.sh [--quick] [--no-install] [--train | --rows]
 # --train: bench/attention_train.py instead (forward and backward at S 512 to 8192 against
 # PyTorch's sdpa and PyTorch written out, with peak memory) -> bench/results/attention_train.json
 # (README "Attention").
+# --rows: bench/row_kernels.py instead (softmax, log_softmax, layer_norm and rms_norm on
+# [64, 128, 1024] against a memcpy into a new tensor and PyTorch) -> bench/results/row_kernels.json
+# (README "Row kernels against memory bandwidth").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2
@@ -20,7 +23,8 @@ for a in "$@"; do
     --quick) args+=(--quick --runs 1 --reps 3) ;;
     --no-install) install=0 ;;
     --train) script=bench/attention_train.py ;;
-    *) echo "usage: scripts/bench_attention.sh [--quick] [--no-install] [--train]" >&2; exit 2 ;;
+    --rows) script=bench/row_kernels.py ;;
+    *) echo "usage: scripts/bench_attention.sh [--quick] [--no-install] [--train | --rows]" >&2; exit 2 ;;
   esac
 done
 venv="${INGOT_BENCH_VENV:-$HOME/.cache/ingot-bench-venv}"

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Row kernels against memory bandwidth (issue 13, benchmark 4; scripts/bench_attention.sh --rows):
+softmax, log_softmax, layer_norm and rms_norm over the last axis of a float32 [64, 128, 1024] array
+(32 MiB in, 32 MiB out), each a one-op function compiled with ml.compile on the CPU backend, beside
+
+  memcpy, new tensor   torch's x.clone(): a copy into a new tensor each call, the allocation path an
+                       op's output takes (2 threads); NumPy's copy (one thread) without torch
+  memcpy, reused       torch's y.copy_(x) into one buffer
+  torch                torch.softmax / log_softmax / F.layer_norm / F.rms_norm (eager, no_grad)
+
+each timed alone in its own loop (2 threads, the median of --reps calls after a warm-up), the whole
+set --runs times so the spread shows. ingot is fed an ml.array made once (a NumPy argument is copied
+into an ingot tensor on every call: 4 ms of the 32 MiB here, measured apart as "ingot softmax, NumPy
+in"). GB/s counts the bytes read and written once (2 x 32 MiB); the shares of memcpy are a memcpy's
+time over the kernel's, into a new tensor (what an op's output costs, page faults included where the
+allocator does not recycle) and into one reused buffer (the bandwidth limit); the issue's target is
+at least 70%.
+Outputs are checked against NumPy in float64. Writes bench/results/row_kernels.json and prints a
+Markdown table.
+
+  python bench/row_kernels.py [--quick] [--runs 3] [--reps 20] [--out bench/results/row_kernels.json]
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+THREADS = 2
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(var, str(THREADS))
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import cpu_model, measured_utc, timed  # noqa: E402
+
+import ingot as ml  # noqa: E402
+
+try:
+    import torch
+    torch.set_num_threads(THREADS)
+except ImportError:
+    torch = None
+
+EPS = 1e-5
+
+
+def numpy_oracle(op, x):
+    x = x.astype(np.float64)
+    if op in ("softmax", "log_softmax"):
+        s = x - x.max(-1, keepdims=True)
+        lse = np.log(np.exp(s).sum(-1, keepdims=True))
+        return np.exp(s - lse) if op == "softmax" else s - lse
+    if op == "layer_norm":
+        return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + EPS)
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + EPS)
+
+
+def ingot_fn(op):
+    fns = {"softmax": lambda x: ml.softmax(x), "log_softmax": lambda x: ml.log_softmax(x),
+           "layer_norm": lambda x: ml.op("layer_norm", x, eps=EPS),
+           "rms_norm": lambda x: ml.rms_norm(x, eps=EPS)}
+    return ml.compile(fns[op])
+
+
+def torch_fn(op, tx):
+    f = torch.nn.functional
+    d = tx.shape[-1]
+    fns = {"softmax": lambda: torch.softmax(tx, -1), "log_softmax": lambda: torch.log_softmax(tx, -1),
+           "layer_norm": lambda: f.layer_norm(tx, (d,), eps=EPS),
+           "rms_norm": (lambda: f.rms_norm(tx, (d,), eps=EPS)) if hasattr(f, "rms_norm")
+           else (lambda: tx * torch.rsqrt((tx * tx).mean(-1, keepdim=True) + EPS))}
+
+    def run():
+        with torch.no_grad():
+            return fns[op]()
+    return run
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--out", default="bench/results/row_kernels.json")
+    args = ap.parse_args()
+    shape = (8, 128, 1024) if args.quick else (64, 128, 1024)
+    x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
+    nbytes = x.nbytes
+    ops = ["softmax", "log_softmax", "layer_norm", "rms_norm"]
+    sides = {}
+    if torch is not None:
+        tx = torch.from_numpy(x)
+        ty = torch.empty_like(tx)
+        sides["memcpy, new tensor"] = lambda: tx.clone()
+        sides["memcpy, reused"] = lambda: ty.copy_(tx)
+    else:
+        sides["memcpy, new tensor"] = lambda: x.copy()
+    errors = {}
+    xa = ml.array(x)
+    for op in ops:
+        f = ingot_fn(op)
+        want = numpy_oracle(op, x)
+        errors["ingot " + op] = float(np.max(np.abs(np.asarray(f(xa)) - want)))
+        sides["ingot " + op] = lambda f=f: f(xa)
+        if op == "softmax":
+            sides["ingot softmax, NumPy in"] = lambda f=f: f(x)
+        if torch is not None:
+            t = torch_fn(op, tx)
+            errors["torch " + op] = float(np.max(np.abs(t().numpy() - want)))
+            sides["torch " + op] = t
+    runs = {k: [] for k in sides}
+    for _ in range(args.runs):
+        for k, fn in sides.items():
+            time.sleep(0.3)  # the last side's threads go idle first
+            runs[k].append(timed(fn, args.reps))
+    result = {}
+    for k, ts in runs.items():
+        ms = [t["ms"] for t in ts]
+        result[k] = {"ms": [min(ms), max(ms)], "gbps": [2 * nbytes / max(ms) / 1e6, 2 * nbytes / min(ms) / 1e6],
+                     "runs": ts}
+    copies = {"fraction_of_memcpy": result["memcpy, new tensor"]["ms"]}
+    if "memcpy, reused" in result:
+        copies["fraction_of_memcpy_reused"] = result["memcpy, reused"]["ms"]
+    for k in result:
+        if k.startswith(("ingot", "torch")):
+            # A memcpy's median over the kernel's: the worst and best pairing of the runs.
+            for key, c in copies.items():
+                result[k][key] = [c[0] / result[k]["ms"][1], c[1] / result[k]["ms"][0]]
+    out = {"tool": "bench/row_kernels.py", "measured_utc": measured_utc(), "runs": args.runs, "reps": args.reps,
+           "shape": list(shape), "bytes_per_array": nbytes,
+           "machine": {"cpu": cpu_model(), "hardware_threads": os.cpu_count(), "threads_used": THREADS},
+           "versions": {"numpy": np.__version__, "torch": torch.__version__ if torch else None},
+           "max_abs_error_vs_float64": errors, "sides": result}
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    tmp = args.out + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(out, fh, indent=1)
+    os.replace(tmp, args.out)
+    print_table(out)
+    return 0
+
+
+def print_table(out):
+    print(f"\n{out['shape']} float32, {THREADS} threads, {out['runs']} runs (range of medians), "
+          f"{out['machine']['cpu']}, {out['measured_utc']} UTC\n")
+    print("| kernel | ms | GB/s (read + write) | share of memcpy: new tensor | reused buffer | max abs error |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    pct = lambda r: f"{100 * r[0]:.0f}-{100 * r[1]:.0f}%" if r else ""  # noqa: E731
+    for k, v in out["sides"].items():
+        err = out["max_abs_error_vs_float64"].get(k)
+        print(f"| {k} | {v['ms'][0]:.2f}-{v['ms'][1]:.2f} | {v['gbps'][0]:.1f}-{v['gbps'][1]:.1f} | "
+              f"{pct(v.get('fraction_of_memcpy'))} | {pct(v.get('fraction_of_memcpy_reused'))} | "
+              f"{'' if err is None else f'{err:.1e}'} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
