@@ -38,7 +38,7 @@ import onnx  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import cpu_model, measured_utc, timed  # noqa: E402
+from machine import machine, measured_utc, timed, write_json  # noqa: E402
 
 import ingot as ml  # noqa: E402
 
@@ -159,13 +159,9 @@ def main():
     versions = {"numpy": np.__version__, "onnx": onnx.__version__,
                 "onnxruntime": ort.__version__ if ort else None, "torch": torch.__version__ if torch else None}
     out = {"tool": "bench/attention.py", "measured_utc": measured_utc(), "runs": args.runs, "reps": args.reps,
-           "machine": {"cpu": cpu_model(), "hardware_threads": os.cpu_count(), "threads_used": THREADS},
+           "machine": machine(THREADS),
            "versions": versions, "rows": rows}
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(out, f, indent=1)
-    os.replace(tmp, args.out)
+    write_json(args.out, out)
     print_table(out)
     return 0
 

@@ -36,7 +36,7 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import cpu_model, measured_utc, timed  # noqa: E402
+from machine import machine, measured_utc, timed, write_json  # noqa: E402
 
 import ingot as ml  # noqa: E402
 
@@ -184,13 +184,9 @@ def main():
                                            for p in ("forward", "backward")}}), flush=True)
         rows.append(row)
     out = {"tool": "bench/attention_train.py", "measured_utc": measured_utc(), "runs": args.runs, "reps": args.reps,
-           "machine": {"cpu": cpu_model(), "hardware_threads": os.cpu_count(), "threads_used": THREADS},
+           "machine": machine(THREADS),
            "versions": {"numpy": np.__version__, "torch": torch.__version__ if torch else None}, "rows": rows}
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(out, f, indent=1)
-    os.replace(tmp, args.out)
+    write_json(args.out, out)
     print_table(out)
     return 0
 

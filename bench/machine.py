@@ -3,6 +3,8 @@ benchmarks do (bench/bench_util.h), and the timing loop of the vision benchmark'
 Standard library only, and nothing happens on import (unlike bench/peers.py, which sets the thread
 environment)."""
 import datetime
+import json
+import os
 import platform
 import time
 
@@ -33,3 +35,17 @@ def cpu_model():
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def machine(threads):
+    """The "machine" entry of a result file: CPU model, hardware threads, threads the run used."""
+    return {"cpu": cpu_model(), "hardware_threads": os.cpu_count(), "threads_used": threads}
+
+
+def write_json(path, obj):
+    """Writes a result file atomically (a reader never sees half of one)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)

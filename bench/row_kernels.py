@@ -21,7 +21,6 @@ Markdown table.
   python bench/row_kernels.py [--quick] [--runs 3] [--reps 20] [--out bench/results/row_kernels.json]
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -33,7 +32,7 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import cpu_model, measured_utc, timed  # noqa: E402
+from machine import machine, measured_utc, timed, write_json  # noqa: E402
 
 import ingot as ml  # noqa: E402
 
@@ -130,14 +129,10 @@ def main():
                 result[k][key] = [c[0] / result[k]["ms"][1], c[1] / result[k]["ms"][0]]
     out = {"tool": "bench/row_kernels.py", "measured_utc": measured_utc(), "runs": args.runs, "reps": args.reps,
            "shape": list(shape), "bytes_per_array": nbytes,
-           "machine": {"cpu": cpu_model(), "hardware_threads": os.cpu_count(), "threads_used": THREADS},
+           "machine": machine(THREADS),
            "versions": {"numpy": np.__version__, "torch": torch.__version__ if torch else None},
            "max_abs_error_vs_float64": errors, "sides": result}
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(out, fh, indent=1)
-    os.replace(tmp, args.out)
+    write_json(args.out, out)
     print_table(out)
     return 0
 
