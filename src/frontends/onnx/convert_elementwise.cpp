@@ -46,7 +46,8 @@ void register_elementwise_conversions() {
            {"Greater", "greater"}, {"LessOrEqual", "less_equal"}, {"GreaterOrEqual", "greater_equal"}})
     binary(o, i);
   // ONNX Div of integers truncates, where ingot's div has a float result: integer quotients
-  // known while importing (shape arithmetic: a size over the number of heads) are computed here.
+  // known while importing (shape arithmetic: a size over the number of heads) are computed here,
+  // others written with fmod, a float64 division and a cast back.
   register_conversion("Div", [](NodeContext& c) {
     const std::optional<Tensor> a = c.known(0), b = c.known(1);
     if (a && b && !is_floating(a->dtype()) && !is_floating(b->dtype())) {
@@ -63,8 +64,16 @@ void register_elementwise_conversions() {
     }
     const std::optional<DType> t = c.dtype(0);
     if (!t) c.fail("the element type of its operands is unknown (ONNX type inference gave none)");
-    if (!is_floating(*t)) c.fail("integer division of values known only at run time is not supported yet");
-    return std::vector<Connection>{c.op("div", {c.in(0), c.in(1)})};
+    if (is_floating(*t)) return std::vector<Connection>{c.op("div", {c.in(0), c.in(1)})};
+    // At run time: a - fmod(a, b) is an exact multiple of b, so its float64 quotient is the
+    // truncated quotient exactly (for quotients below 2^53); a divisor of 0 gives 0, as fmod's.
+    const Connection num = c.in(0), div = c.in(1);
+    const Attrs f64 = {{"dtype", std::string("float64")}};
+    const Connection whole = c.op("cast", {c.op("sub", {num, c.op("fmod", {num, div})})}, f64);
+    const Connection den = c.op("cast", {div}, f64);
+    const Connection zero = c.op("equal", {den, 0.0});
+    const Connection q = c.op("where", {zero, 0.0, c.op("div", {whole, c.op("where", {zero, 1.0, den})})});
+    return std::vector<Connection>{c.op("cast", {q}, {{"dtype", std::string(dtype_name(*t))}})};
   });
   // ONNX Pow has its base's type: an integer base takes the power in floating point, truncated
   // back (as ONNX's reference does).

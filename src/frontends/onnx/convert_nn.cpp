@@ -1,5 +1,5 @@
 // ONNX network operators: MatMul, Gemm, Conv, BatchNormalization (inference), MaxPool,
-// ConvTranspose, AveragePool, GlobalAveragePool, LRN, Softmax, LogSoftmax, Flatten, the Reduce family,
+// ConvTranspose, AveragePool, LpPool, GlobalAveragePool, LRN, Softmax, LogSoftmax, Flatten, the Reduce family,
 // LayerNormalization and Gelu.
 #include <algorithm>
 #include <limits>
@@ -210,6 +210,24 @@ Outs pool(NodeContext& c, bool max) {
   return {from_2d(w, c.op("div", {sums, c.op("avg_pool2d", {mask}, a)}))};
 }
 
+// LpPool: (sum of |x|^p over each window)^(1/p); the window sums are an average pool of the
+// zero-padded input, counting the padding, times the window's size.
+Outs lp_pool(NodeContext& c) {
+  const Window w = window_of(c, c.attr_ints("kernel_shape", {}));
+  if (w.dilations != std::vector<int64_t>{1, 1}) c.fail("dilated pooling is not supported");
+  if (c.attr_int("ceil_mode", 0) != 0) c.fail("ceil_mode = 1 is not supported");
+  const int64_t p = c.attr_int("p", 2);
+  if (p <= 0) c.fail("p = " + std::to_string(p) + " is not positive");
+  const Connection x = to_2d(w, c.in(0));
+  const Connection powered = p == 1 ? c.op("abs", {x}) : p == 2 ? x * x : c.op("pow", {c.op("abs", {x}), static_cast<double>(p)});
+  const Attrs a = {{"kernel", w.kernel}, {"stride", w.strides}, {"padding", std::vector<int64_t>{0, 0}},
+                   {"count_include_pad", int64_t{1}}};
+  const Connection sums = c.op("avg_pool2d", {pad_spatial(c, powered, w.pads, 0.0)}, a) *
+                          static_cast<double>(w.kernel[0] * w.kernel[1]);
+  const Connection y = p == 1 ? sums : p == 2 ? c.op("sqrt", {sums}) : c.op("pow", {sums, 1.0 / static_cast<double>(p)});
+  return {from_2d(w, y)};
+}
+
 // LRN: x / (bias + alpha / size * (sum of x^2 over a window of `size` channels))^beta. The
 // window sum is an average pool over (channels, W) of x^2 transposed to [N, H, C, W], times size.
 Outs lrn(NodeContext& c) {
@@ -406,6 +424,7 @@ void register_nn_conversions() {
   });
   register_conversion("MaxPool", [](NodeContext& c) { return pool(c, true); });
   register_conversion("AveragePool", [](NodeContext& c) { return pool(c, false); });
+  register_conversion("LpPool", lp_pool);
   register_conversion("LRN", lrn);
   register_conversion("ConvTranspose", conv_transpose);
   register_conversion("Hardmax", hardmax);

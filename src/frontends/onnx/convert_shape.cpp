@@ -1,5 +1,6 @@
 // ONNX operators on shapes and layouts: Constant, Shape, Gather, Unsqueeze, Squeeze, Concat,
-// Reshape, Transpose, Slice, ConstantOfShape, Range, Expand. The shape arithmetic exporters emit
+// Reshape, Transpose, Slice, ConstantOfShape, Range, Expand, and the indexing ones (Trilu, Tile,
+// Split, GatherElements, CumSum, OneHot, ...). The shape arithmetic exporters emit
 // (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) is folded while importing: Shape of a value
 // of fixed size is a known tensor, and a node whose inputs are all known runs then.
 #include <algorithm>
@@ -218,9 +219,65 @@ Outs tile(NodeContext& c) {
   return {y};
 }
 
+// CumSum: the running sum along `axis` (an input known while importing) in log2(n) steps of
+// shifted adds (Hillis-Steele): exact for integers, with no [n, n] matrix. exclusive shifts the
+// sums by one; reverse sums from the end.
+Outs cumsum(NodeContext& c) {
+  const std::optional<Shape> s = c.static_shape(0);
+  if (!s) c.fail("CumSum needs the input's size while importing");
+  const int64_t r = static_cast<int64_t>(s->size());
+  const std::vector<int64_t> axes = ints_of(c.constant_input(1, "axis"));
+  if (axes.size() != 1) c.fail("its axis must be one value, got " + std::to_string(axes.size()));
+  int64_t axis = axes[0];
+  if (axis < -r || axis >= r) c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+  if (axis < 0) axis += r;
+  const int64_t n = (*s)[static_cast<size_t>(axis)];
+  const bool exclusive = c.attr_int("exclusive", 0) != 0, reverse = c.attr_int("reverse", 0) != 0;
+  const Connection x = c.in(0);
+  if (n == 0 || (exclusive && n == 1)) return {c.op("zeros_like", {x})};
+  // y moved k places along the axis, toward its end (reverse: its start), zeros coming in.
+  auto shifted = [&](const Connection& y, int64_t k) {
+    const Connection zeros = c.op("zeros_like", {y.slice(axis, 0, k)});
+    return reverse ? c.op("concat", {y.slice(axis, k, n), zeros}, {{"axis", axis}})
+                   : c.op("concat", {zeros, y.slice(axis, 0, n - k)}, {{"axis", axis}});
+  };
+  Connection y = c.op("identity", {x});
+  for (int64_t k = 1; k < n; k *= 2) y = c.op("add", {y, shifted(y, k)});
+  return {exclusive ? shifted(y, 1) : y};
+}
+
+// OneHot: values[1] where an index (a negative one counts from depth) equals the position along
+// the new axis, values[0] elsewhere, so an index out of range gives values[0] throughout.
+Outs one_hot(NodeContext& c) {
+  const std::optional<Shape> s = c.static_shape(0);
+  if (!s) c.fail("OneHot needs the indices' rank while importing");
+  const int64_t r = static_cast<int64_t>(s->size()) + 1;
+  int64_t axis = c.attr_int("axis", -1);
+  if (axis < -r || axis >= r) c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+  if (axis < 0) axis += r;
+  const std::vector<double> depths = c.constant_input(1, "depth").astype(DType::Float64).to_vector<double>();
+  if (depths.size() != 1) c.fail("its depth must be one value");
+  if (!(depths[0] >= 1 && depths[0] <= static_cast<double>(kMaxFoldedElements)))
+    c.fail("depth " + std::to_string(depths[0]) + " is not between 1 and " + std::to_string(kMaxFoldedElements));
+  const auto depth = static_cast<int64_t>(depths[0]);
+  const Connection idx = c.op("cast", {c.in(0)}, {{"dtype", std::string("int64")}});
+  const Connection wrapped = c.op("where", {c.op("less", {idx, Tensor::scalar<int64_t>(0)}),
+                                            c.op("add", {idx, Tensor::scalar<int64_t>(depth)}), idx});
+  Shape iota_shape(static_cast<size_t>(r), 1);
+  iota_shape[static_cast<size_t>(axis)] = depth;
+  std::vector<int64_t> iota(static_cast<size_t>(depth));
+  for (int64_t i = 0; i < depth; ++i) iota[static_cast<size_t>(i)] = i;
+  const Connection hot = c.op("equal", {c.op("expand_dims", {wrapped}, {{"axes", std::vector<int64_t>{axis}}}),
+                                        Tensor::from_vector<int64_t>(iota, iota_shape)});
+  const Connection values = c.in(2);
+  return {c.op("where", {hot, values.slice(0, 1, 2), values.slice(0, 0, 1)})};
+}
+
 }  // namespace
 
 void register_shape_conversions() {
+  register_conversion("CumSum", cumsum);
+  register_conversion("OneHot", one_hot);
   register_conversion("Trilu", trilu);
   register_conversion("Tile", tile);
   register_conversion("Size", size);
