@@ -1,6 +1,6 @@
 // ONNX elementwise operators: unary math, binary arithmetic and comparisons (NumPy broadcasting,
-// as ingot's), variadic Max/Min/Sum/Mean, Clip, LeakyRelu, Where, Cast, Identity, Dropout
-// (inference: identity).
+// as ingot's), variadic Max/Min/Sum/Mean, Clip, LeakyRelu, Shrink, Swish, Round, Where, Cast,
+// Identity, Dropout (inference: identity).
 #include <cmath>
 #include <optional>
 
@@ -45,6 +45,24 @@ void register_elementwise_conversions() {
            {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Equal", "equal"}, {"Less", "less"},
            {"Greater", "greater"}, {"LessOrEqual", "less_equal"}, {"GreaterOrEqual", "greater_equal"}})
     binary(o, i);
+  // Shrink: x + bias below -lambd, x - bias above lambd, 0 between.
+  register_conversion("Shrink", [](NodeContext& c) {
+    const double lambd = c.attr_float("lambd", 0.5f), bias = c.attr_float("bias", 0.0f);
+    const Connection x = c.in(0);
+    const Connection mid = c.op("where", {c.op("greater", {x, lambd}), x - bias, c.op("zeros_like", {x})});
+    return std::vector<Connection>{c.op("where", {c.op("less", {x, -lambd}), x + bias, mid})};
+  });
+  register_conversion("Swish", [](NodeContext& c) {
+    const Connection x = c.in(0);
+    return std::vector<Connection>{x * c.op("sigmoid", {x * static_cast<double>(c.attr_float("alpha", 1.0f))})};
+  });
+  // Round: to the nearest integer, halves to the even one; integers (and infinities) unchanged.
+  register_conversion("Round", [](NodeContext& c) {
+    const Connection x = c.in(0), lo = c.op("floor", {x}), frac = x - lo;
+    const Connection half = c.op("where", {c.op("greater", {frac, 0.5}), lo + 1.0, lo + c.op("mod", {lo, 2.0})});
+    const Connection rounded = c.op("where", {c.op("less", {frac, 0.5}), lo, half});
+    return std::vector<Connection>{c.op("where", {c.op("equal", {x, lo}), x, rounded})};
+  });
   // ONNX Div of integers truncates, where ingot's div has a float result: integer quotients
   // known while importing (shape arithmetic: a size over the number of heads) are computed here,
   // others written with fmod, a float64 division and a cast back.

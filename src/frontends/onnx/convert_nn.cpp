@@ -295,6 +295,58 @@ Outs reduce(NodeContext& c, const char* op, int axes_input_from) {
   return {y};
 }
 
+// ReduceProd: the reduced axes moved last and flattened, then halved log2(n) times (the first
+// half times the second; an odd length's last element waits a step): exact for integers, and
+// an empty set gives 1.
+Outs reduce_prod(NodeContext& c) {
+  std::vector<int64_t> axes;
+  if (c.opset >= 18) {
+    if (c.has_input(1)) axes = c.constant_input(1, "axes").astype(DType::Int64).to_vector<int64_t>();
+  } else {
+    axes = c.attr_ints("axes", {});
+  }
+  if (axes.empty() && c.attr_int("noop_with_empty_axes", 0) != 0) return {c.op("identity", {c.in(0)})};
+  const std::optional<Shape> s = c.static_shape(0);
+  if (!s) c.fail("ReduceProd needs the input's size while importing");
+  const int64_t r = static_cast<int64_t>(s->size());
+  std::vector<bool> reduced(static_cast<size_t>(r), axes.empty());
+  for (int64_t a : axes) {
+    if (a < -r || a >= r) c.fail("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(r));
+    reduced[static_cast<size_t>(a < 0 ? a + r : a)] = true;
+  }
+  std::vector<int64_t> perm, kept, out_shape;
+  int64_t n = 1;
+  for (int64_t i = 0; i < r; ++i)
+    if (!reduced[static_cast<size_t>(i)]) {
+      perm.push_back(i);
+      kept.push_back((*s)[static_cast<size_t>(i)]);
+    }
+  for (int64_t i = 0; i < r; ++i)
+    if (reduced[static_cast<size_t>(i)]) {
+      perm.push_back(i);
+      n *= (*s)[static_cast<size_t>(i)];
+    }
+  const bool keep = c.attr_int("keepdims", 1) != 0;
+  for (int64_t i = 0; i < r; ++i)
+    if (!reduced[static_cast<size_t>(i)] || keep) out_shape.push_back(reduced[static_cast<size_t>(i)] ? 1 : (*s)[static_cast<size_t>(i)]);
+  std::vector<int64_t> flat = kept;
+  flat.push_back(n);
+  const int64_t last = static_cast<int64_t>(kept.size());
+  Connection x = c.in(0).transpose(perm).reshape(flat);
+  if (n == 0) {
+    Shape ones_shape(out_shape.begin(), out_shape.end());
+    return {c.op("identity", {Tensor::full(c.dtype(0).value_or(DType::Float32), ones_shape, 1.0)})};
+  }
+  while (n > 1) {
+    const int64_t h = n / 2;
+    Connection y = x.slice(last, 0, h) * x.slice(last, h, 2 * h);
+    if (n % 2 != 0) y = c.op("concat", {y, x.slice(last, 2 * h, n)}, {{"axis", last}});
+    x = y;
+    n = h + n % 2;
+  }
+  return {x.reshape(out_shape)};
+}
+
 // The size and normalized index of `axis` of input 0, known while importing.
 std::pair<int64_t, int64_t> static_axis(NodeContext& c, int64_t axis, const char* why) {
   const std::optional<Shape> s = c.static_shape(0);
@@ -448,6 +500,14 @@ void register_nn_conversions() {
   register_conversion("ReduceSum", [](NodeContext& c) { return reduce(c, "sum", 13); });
   register_conversion("ReduceMax", [](NodeContext& c) { return reduce(c, "max", 18); });
   register_conversion("ReduceMin", [](NodeContext& c) { return reduce(c, "min", 18); });
+  register_conversion("ReduceProd", reduce_prod);
+  register_conversion("GlobalMaxPool", [](NodeContext& c) {
+    const std::optional<Shape> s = c.static_shape(0);
+    if (!s || s->size() < 3) c.fail("GlobalMaxPool needs the input's rank (3 or more) while importing");
+    std::vector<int64_t> axes;
+    for (int64_t a = 2; a < static_cast<int64_t>(s->size()); ++a) axes.push_back(a);
+    return Outs{c.op("max", {c.in(0)}, {{"axes", axes}, {"keepdims", int64_t{1}}})};
+  });
   register_conversion("LayerNormalization", [](NodeContext& c) {
     if (c.attr_int("stash_type", 1) != 1) c.fail("stash_type other than float32 is not supported");
     const int64_t axis = c.attr_int("axis", -1);

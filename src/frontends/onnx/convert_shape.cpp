@@ -273,10 +273,67 @@ Outs one_hot(NodeContext& c) {
   return {c.op("where", {hot, values.slice(0, 1, 2), values.slice(0, 0, 1)})};
 }
 
+// ScatterElements: `add` adds the updates' scatter into the data; `none` replaces the data
+// where an update lands (ONNX leaves repeated indices undefined there; the last is not chosen).
+Outs scatter_elements(NodeContext& c) {
+  const std::string reduction = c.attr_string("reduction", "none");
+  const Attrs a = {{"axis", c.attr_int("axis", 0)}};
+  const Connection data = c.in(0), scattered = c.op("scatter_add", {data, c.in(1), c.in(2)}, a);
+  if (reduction == "add") return Outs{c.op("add", {data, scattered})};
+  if (reduction != "none") c.fail("reduction '" + reduction + "' is not supported (none and add are)");
+  const Connection ones = c.op("add", {c.op("zeros_like", {c.in(2)}), 1.0});
+  const Connection hit = c.op("greater", {c.op("scatter_add", {data, c.in(1), ones}, a), 0.0});
+  return Outs{c.op("where", {hit, scattered, data})};
+}
+
+// SpaceToDepth: each blocksize x blocksize patch of [N, C, H, W] into channels
+// ([N, C * b * b, H / b, W / b]), as ONNX's reshape-transpose-reshape.
+Outs space_to_depth(NodeContext& c) {
+  const std::optional<Shape> s = c.static_shape(0);
+  if (!s || s->size() != 4) c.fail("SpaceToDepth needs the input's size (rank 4) while importing");
+  const int64_t b = c.attr_int("blocksize", 0), ch = (*s)[1], h = (*s)[2], w = (*s)[3];
+  if (b <= 0 || h % b != 0 || w % b != 0) c.fail("blocksize " + std::to_string(b) + " does not divide H and W");
+  return {c.in(0).reshape({0, ch, h / b, b, w / b, b}).transpose({0, 3, 5, 1, 2, 4}).reshape({0, ch * b * b, h / b, w / b})};
+}
+
+// DepthToSpace: the inverse, channels into blocksize x blocksize patches, in DCR (depth-column-
+// row, the default) or CRD order.
+Outs depth_to_space(NodeContext& c) {
+  const std::optional<Shape> s = c.static_shape(0);
+  if (!s || s->size() != 4) c.fail("DepthToSpace needs the input's size (rank 4) while importing");
+  const int64_t b = c.attr_int("blocksize", 0), ch = (*s)[1], h = (*s)[2], w = (*s)[3];
+  if (b <= 0 || ch % (b * b) != 0) c.fail("blocksize " + std::to_string(b) + " squared does not divide the channels");
+  const std::string mode = c.attr_string("mode", "DCR");
+  if (mode != "DCR" && mode != "CRD") c.fail("mode '" + mode + "' is not DCR or CRD");
+  const int64_t cb = ch / (b * b);
+  const Connection t = mode == "DCR" ? c.in(0).reshape({0, b, b, cb, h, w}).transpose({0, 3, 4, 1, 5, 2})
+                                     : c.in(0).reshape({0, cb, b, b, h, w}).transpose({0, 1, 4, 2, 5, 3});
+  return {t.reshape({0, cb, h * b, w * b})};
+}
+
+// EyeLike: ones on the k-th diagonal of a 2-D shape like the input's, of `dtype` (default the
+// input's), zeros elsewhere.
+Outs eye_like(NodeContext& c) {
+  const std::optional<Shape> s = c.static_shape(0);
+  if (!s || s->size() != 2) c.fail("EyeLike needs the input's size (rank 2) while importing");
+  const int64_t rows = (*s)[0], cols = (*s)[1], k = c.attr_int("k", 0);
+  if (rows * cols > kMaxFoldedElements) c.fail("its matrix is too large");
+  const std::optional<DType> in = c.dtype(0);
+  const DType dt = c.has_attr("dtype") ? dtype_of(static_cast<int>(c.attr_int("dtype", 1)), "its dtype")
+                                       : in.value_or(DType::Float32);
+  Tensor eye(DType::Float64, {rows, cols});
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) eye.data<double>()[i * cols + j] = j - i == k ? 1.0 : 0.0;
+  return {c.op("identity", {eye.astype(dt)})};
+}
+
 }  // namespace
 
 void register_shape_conversions() {
   register_conversion("CumSum", cumsum);
+  register_conversion("SpaceToDepth", space_to_depth);
+  register_conversion("DepthToSpace", depth_to_space);
+  register_conversion("EyeLike", eye_like);
   register_conversion("OneHot", one_hot);
   register_conversion("Trilu", trilu);
   register_conversion("Tile", tile);
@@ -285,18 +342,8 @@ void register_shape_conversions() {
   register_conversion("GatherElements", [](NodeContext& c) {
     return Outs{c.op("take_along_axis", {c.in(0), c.in(1)}, {{"axis", c.attr_int("axis", 0)}})};
   });
-  // ScatterElements: `add` adds the updates' scatter into the data; `none` replaces the data
-  // where an update lands (ONNX leaves repeated indices undefined there; the last is not chosen).
-  register_conversion("ScatterElements", [](NodeContext& c) {
-    const std::string reduction = c.attr_string("reduction", "none");
-    const Attrs a = {{"axis", c.attr_int("axis", 0)}};
-    const Connection data = c.in(0), scattered = c.op("scatter_add", {data, c.in(1), c.in(2)}, a);
-    if (reduction == "add") return Outs{c.op("add", {data, scattered})};
-    if (reduction != "none") c.fail("reduction '" + reduction + "' is not supported (none and add are)");
-    const Connection ones = c.op("add", {c.op("zeros_like", {c.in(2)}), 1.0});
-    const Connection hit = c.op("greater", {c.op("scatter_add", {data, c.in(1), ones}, a), 0.0});
-    return Outs{c.op("where", {hit, scattered, data})};
-  });
+  register_conversion("ScatterElements", scatter_elements);
+  register_conversion("Scatter", scatter_elements);  // its opset 9-10 name
   register_conversion("Constant", constant);
   register_conversion("Shape", shape);
   register_conversion("Gather", [](NodeContext& c) {

@@ -92,6 +92,7 @@ const std::map<std::string, Conversion>& conversions() {
     register_loss_conversions();
     register_resize_conversions();
     register_attention_conversions();
+    register_norm_conversions();
     return true;
   }();
   (void)registered;
