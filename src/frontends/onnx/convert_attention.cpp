@@ -4,7 +4,7 @@
 // new keys along the sequence, its length becoming the causal offset, and the joined keys and
 // values are the present_key and present_value outputs; a mask shorter than the keys is padded
 // with hidden positions, as ONNX's reference does. Refused with a clear error: softcap,
-// nonpad_kv_seqlen and the qk_matmul_output output.
+// nonpad_kv_seqlen and the qk_matmul_output output. And RotaryEmbedding, written out.
 #include <limits>
 
 #include "frontends/onnx/importer.h"
@@ -67,8 +67,59 @@ Outs attention(NodeContext& c) {
   return {y, k, v};
 }
 
+// RotaryEmbedding (opset 23): the first rotary_embedding_dim features of each head rotated by
+// the cached cos and sin of its position (the caches indexed by position_ids where given), in
+// halves or interleaved pairs; the rest of the head unchanged. 4-D input is [batch, heads, seq,
+// head size], 3-D [batch, seq, heads * head size] (num_heads).
+Outs rotary_embedding(NodeContext& c) {
+  const std::optional<Shape> s = c.static_shape(0);
+  if (!s || (s->size() != 3 && s->size() != 4)) c.fail("RotaryEmbedding needs the input's size (rank 3 or 4) while importing");
+  const bool four = s->size() == 4;
+  Connection x;  // [batch, seq, heads, head size]
+  int64_t head = 0;
+  if (four) {
+    x = c.in(0).transpose({0, 2, 1, 3});
+    head = (*s)[3];
+  } else {
+    const int64_t heads = c.attr_int("num_heads", 0);
+    if (heads <= 0 || (*s)[2] % heads != 0) c.fail("3-D input needs num_heads dividing its last dimension");
+    head = (*s)[2] / heads;
+    x = c.in(0).reshape({0, 0, heads, head});
+  }
+  int64_t rot = c.attr_int("rotary_embedding_dim", 0);
+  if (rot == 0) rot = head;
+  if (rot < 0 || rot > head || rot % 2 != 0)
+    c.fail("rotary_embedding_dim " + std::to_string(rot) + " must be even and at most the head size " + std::to_string(head));
+  Connection cosine = c.in(1), sine = c.in(2);
+  if (c.has_input(3)) {
+    cosine = c.op("gather", {cosine, c.in(3)}, {{"axis", int64_t{0}}});
+    sine = c.op("gather", {sine, c.in(3)}, {{"axis", int64_t{0}}});
+  }
+  const Attrs heads_axis = {{"axes", std::vector<int64_t>{2}}};  // [batch, seq, 1, rot / 2]
+  cosine = c.op("expand_dims", {cosine}, heads_axis);
+  sine = c.op("expand_dims", {sine}, heads_axis);
+  const bool interleaved = c.attr_int("interleaved", 0) != 0;
+  const Connection x_rot = x.slice(3, 0, rot);
+  const Connection x1 = interleaved ? x_rot.slice(3, 0, rot, 2) : x_rot.slice(3, 0, rot / 2);
+  const Connection x2 = interleaved ? x_rot.slice(3, 1, rot, 2) : x_rot.slice(3, rot / 2, rot);
+  const Connection real = cosine * x1 - sine * x2, imag = sine * x1 + cosine * x2;
+  Connection rotated;
+  if (interleaved) {  // pairs (real_i, imag_i) side by side
+    const Attrs last = {{"axes", std::vector<int64_t>{4}}};
+    rotated = c.op("concat", {c.op("expand_dims", {real}, last), c.op("expand_dims", {imag}, last)}, {{"axis", int64_t{4}}})
+                  .reshape({0, 0, 0, rot});
+  } else {
+    rotated = c.op("concat", {real, imag}, {{"axis", int64_t{3}}});
+  }
+  const Connection y = rot == head ? rotated : c.op("concat", {rotated, x.slice(3, rot, head)}, {{"axis", int64_t{3}}});
+  return {four ? y.transpose({0, 2, 1, 3}) : y.reshape({0, 0, -1})};
+}
+
 }  // namespace
 
-void register_attention_conversions() { register_conversion("Attention", attention); }
+void register_attention_conversions() {
+  register_conversion("Attention", attention);
+  register_conversion("RotaryEmbedding", rotary_embedding);
+}
 
 }  // namespace ingot::onnx_import
