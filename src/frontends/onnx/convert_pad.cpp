@@ -115,6 +115,36 @@ Connection pad_axis(const NodeContext& c, const Connection& x, int rank, int64_t
   return parts.size() == 1 ? y : c.op("concat", parts, {{"axis", axis}});
 }
 
-void register_pad_conversions() { register_conversion("Pad", pad); }
+namespace {
+
+// CenterCropPad: each of `axes` (default all) cropped or zero-padded to the size `shape` gives,
+// centred (an odd difference puts the extra element at the end).
+Outs center_crop_pad(NodeContext& c) {
+  const std::optional<Shape> s = c.static_shape(0);
+  if (!s) c.fail("CenterCropPad needs the input's size while importing");
+  const int64_t r = static_cast<int64_t>(s->size());
+  const std::vector<int64_t> sizes = ints_of(c.constant_input(1, "shape"));
+  std::vector<int64_t> axes = c.attr_ints("axes", {});
+  if (axes.empty())
+    for (int64_t a = 0; a < r; ++a) axes.push_back(a);
+  if (axes.size() != sizes.size()) c.fail("its shape has " + std::to_string(sizes.size()) + " values for " + std::to_string(axes.size()) + " axes");
+  Connection y = c.op("identity", {c.in(0)});
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+    if (a < 0 || a >= r) c.fail("axis " + std::to_string(axes[i]) + " is out of range for rank " + std::to_string(r));
+    if (sizes[i] < 0) c.fail("a negative size");
+    const int64_t d = sizes[i] - (*s)[static_cast<size_t>(a)];  // > 0 pads, < 0 crops
+    const int64_t before = d / 2, after = d - d / 2;              // truncation: the odd one at the end
+    if (d != 0) y = pad_axis(c, y, static_cast<int>(r), a, before, after, 0.0);
+  }
+  return {y};
+}
+
+}  // namespace
+
+void register_pad_conversions() {
+  register_conversion("Pad", pad);
+  register_conversion("CenterCropPad", center_crop_pad);
+}
 
 }  // namespace ingot::onnx_import

@@ -327,6 +327,63 @@ Outs eye_like(NodeContext& c) {
   return {c.op("identity", {eye.astype(dt)})};
 }
 
+// GatherND: each index tuple (the last axis of `indices`, k values) picks a slice of `data`
+// past its first batch_dims dims: the tuples become flat indices into data seen as
+// [batch * d_b * ... * d_(b+k-1), rest...] (negative components count from the end), one gather.
+Outs gather_nd(NodeContext& c) {
+  const std::optional<Shape> ds = c.static_shape(0), is = c.static_shape(1);
+  if (!ds || !is || is->empty()) c.fail("GatherND needs the sizes of data and indices while importing");
+  const int64_t b = c.attr_int("batch_dims", 0), k = is->back();
+  const auto dr = static_cast<int64_t>(ds->size()), ir = static_cast<int64_t>(is->size());
+  if (b < 0 || b >= ir || b + k > dr) c.fail("batch_dims " + std::to_string(b) + " and tuples of " + std::to_string(k) + " do not fit data of rank " + std::to_string(dr));
+  int64_t batch = 1, span = 1;
+  for (int64_t a = 0; a < b; ++a) batch *= (*ds)[static_cast<size_t>(a)];
+  std::vector<int64_t> dims(static_cast<size_t>(k)), strides(static_cast<size_t>(k));
+  for (int64_t j = k - 1; j >= 0; --j) {
+    dims[static_cast<size_t>(j)] = (*ds)[static_cast<size_t>(b + j)];
+    strides[static_cast<size_t>(j)] = span;
+    span *= dims[static_cast<size_t>(j)];
+  }
+  std::vector<int64_t> flat_shape = {batch * span};
+  for (int64_t a = b + k; a < dr; ++a) flat_shape.push_back((*ds)[static_cast<size_t>(a)]);
+  const Shape tuple_shape = {k};
+  const Connection idx = c.op("cast", {c.in(1)}, {{"dtype", std::string("int64")}});
+  const Connection wrapped = c.op("where", {c.op("less", {idx, Tensor::scalar<int64_t>(0)}),
+                                            c.op("add", {idx, Tensor::from_vector<int64_t>(dims, tuple_shape)}), idx});
+  Connection flat = c.op("sum", {c.op("mul", {wrapped, Tensor::from_vector<int64_t>(strides, tuple_shape)})},
+                         {{"axes", std::vector<int64_t>{-1}}, {"keepdims", int64_t{0}}});
+  if (b > 0) {  // + the batch's linear index times the span, broadcast over the tuples' other dims
+    Shape bshape(static_cast<size_t>(ir - 1), 1);
+    std::vector<int64_t> base(static_cast<size_t>(batch));
+    for (int64_t a = 0; a < b; ++a) bshape[static_cast<size_t>(a)] = (*is)[static_cast<size_t>(a)];
+    for (int64_t i = 0; i < batch; ++i) base[static_cast<size_t>(i)] = i * span;
+    flat = c.op("add", {flat, Tensor::from_vector<int64_t>(base, bshape)});
+  }
+  return {c.op("gather", {c.in(0).reshape(flat_shape), flat}, {{"axis", int64_t{0}}})};
+}
+
+// ReverseSequence: along time_axis, the first sequence_lens[b] elements of each batch entry b
+// (along batch_axis) reversed, the rest kept: a take_along_axis through an index table made from
+// the lengths at run time.
+Outs reverse_sequence(NodeContext& c) {
+  const std::optional<Shape> s = c.static_shape(0);
+  if (!s || s->size() < 2) c.fail("ReverseSequence needs the input's size (rank 2 or more) while importing");
+  const int64_t r = static_cast<int64_t>(s->size());
+  const int64_t bt = c.attr_int("batch_axis", 1), tt = c.attr_int("time_axis", 0);
+  if (!((bt == 0 && tt == 1) || (bt == 1 && tt == 0))) c.fail("batch_axis and time_axis must be 0 and 1");
+  const int64_t steps = (*s)[static_cast<size_t>(tt)];
+  Shape tshape(static_cast<size_t>(r), 1), lshape(static_cast<size_t>(r), 1);
+  tshape[static_cast<size_t>(tt)] = steps;
+  lshape[static_cast<size_t>(bt)] = -1;
+  std::vector<int64_t> t(static_cast<size_t>(steps));
+  for (int64_t i = 0; i < steps; ++i) t[static_cast<size_t>(i)] = i;
+  const Connection time = c.op("identity", {Tensor::from_vector<int64_t>(t, tshape)});
+  const Connection lens = c.op("cast", {c.in(1)}, {{"dtype", std::string("int64")}}).reshape(std::vector<int64_t>(lshape.begin(), lshape.end()));
+  const Connection idx = c.op("where", {c.op("less", {time, lens}),
+                                        c.op("sub", {c.op("sub", {lens, Tensor::scalar<int64_t>(1)}), time}), time});
+  return {c.op("take_along_axis", {c.in(0), c.op("broadcast_to_like", {idx, c.in(0)})}, {{"axis", tt}})};
+}
+
 }  // namespace
 
 void register_shape_conversions() {
@@ -334,6 +391,8 @@ void register_shape_conversions() {
   register_conversion("SpaceToDepth", space_to_depth);
   register_conversion("DepthToSpace", depth_to_space);
   register_conversion("EyeLike", eye_like);
+  register_conversion("GatherND", gather_nd);
+  register_conversion("ReverseSequence", reverse_sequence);
   register_conversion("OneHot", one_hot);
   register_conversion("Trilu", trilu);
   register_conversion("Tile", tile);
