@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "backends/cpu/codegen.h"
 #include "backends/cpu/codegen_conv.h"
@@ -434,8 +436,25 @@ TEST(CpuConvLayouts, WinogradWhereOneDnnHasItMatchesReference) {
     int wino = 0;
     for (const std::string& impl : p.conv_implementations) wino += impl.find("wino") != std::string::npos;
     // oneDNN 2.x has f32 Winograd kernels for AVX-512 only, in 16-channel blocks (the layout an
-    // AVX-512 machine picks), and never for a strided conv.
-    const bool has = __builtin_cpu_supports("avx512f") && target == Layout::Nchw16c;
+    // AVX-512 machine picks, unless ONEDNN_MAX_CPU_ISA caps oneDNN), and never for a strided conv.
+    const bool has = host_channel_block() == 16 && target == Layout::Nchw16c;
     EXPECT_EQ(wino, has ? 2 : 0) << "implementations: " << p.conv_implementations.size();
   }
+}
+
+// oneDNN's kernels run at the host's best instruction set unless ONEDNN_MAX_CPU_ISA caps it.
+// ctest runs the layout, post-op and attention kernel tests a second time with
+// ONEDNN_MAX_CPU_ISA=AVX2 (cpu_tests_onednn_avx2), so an AVX-512 host checks oneDNN's AVX2
+// kernels against the reference too; this test tells that run from a plain one.
+TEST(CpuIsa, OneDnnReportsTheInstructionSetItRuns) {
+  const std::string isa = cpu::dnnl_cpu_isa();
+  if (!cpu::dnnl_available()) {
+    EXPECT_EQ(isa, "");
+    return;
+  }
+  const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  if (cap != nullptr && std::string(cap) == "AVX2")
+    EXPECT_TRUE(isa == "avx2" || isa == "avx" || isa == "sse41") << "capped at AVX2 but running " << isa;
+  else
+    EXPECT_NE(isa.find("av"), std::string::npos) << isa;  // avx, avx2, avx512_*: any x86-64 host oneDNN serves
 }

@@ -1,7 +1,9 @@
 #include "compiler/layout_plan.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <sstream>
+#include <string>
 
 #include "ingot/error.h"
 
@@ -19,7 +21,19 @@ std::string_view layout_name(Layout l) {
 
 int host_channel_block() {
 #if defined(__x86_64__) || defined(__i386__)
-  static const int block = __builtin_cpu_supports("avx512f") ? 16 : 8;  // CPUID and OS support
+  static const int block = [] {
+    if (!__builtin_cpu_supports("avx512f")) return 8;  // CPUID and OS support
+    // oneDNN caps its kernels at ONEDNN_MAX_CPU_ISA (DNNL_ before 2.x): below AVX-512 they are
+    // the AVX2 ones, which block channels by 8.
+    for (const char* var : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"}) {
+      const char* v = std::getenv(var);
+      if (v == nullptr || *v == '\0') continue;
+      std::string isa(v);
+      for (char& ch : isa) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      return isa.rfind("AVX512", 0) == 0 || isa == "ALL" ? 16 : 8;
+    }
+    return 16;
+  }();
   return block;
 #else
   return 8;

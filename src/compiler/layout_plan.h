@@ -32,7 +32,8 @@ struct LayoutPlan {
 };
 
 // The channel block oneDNN's convolutions use on this machine: 16 with AVX-512 (avx512f), else 8
-// (AVX2). The CPU backend's target and the layout pass's report both take it from here.
+// (AVX2), also where ONEDNN_MAX_CPU_ISA caps oneDNN below AVX-512. The CPU backend's target and
+// the layout pass's report both take it from here.
 int host_channel_block();
 
 // The layout a compile stores convolution activations in (CompileOptions::layout_target):

@@ -441,7 +441,8 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
   if (verbose) {
     const std::string key = cpu::cache_key(req);
     std::cerr << "[cpu] compiler: " << tc.compiler << " (" << tc.version << ")"
-              << (tc.openblas.empty() ? ", no BLAS (gemm in loops)" : ", BLAS: " + tc.openblas) << "\n"
+              << (tc.openblas.empty() ? ", no BLAS (gemm in loops)" : ", BLAS: " + tc.openblas)
+              << (cpu::dnnl_available() ? ", oneDNN kernels: " + cpu::dnnl_cpu_isa() : ", no oneDNN") << "\n"
               << "[cpu] fusion plan:\n" << plan.str(graph) << "[cpu] " << code.native_nodes.size()
               << " nodes native in " << code.kernels << " kernels, " << code.fallback_nodes.size()
               << " on reference kernels:";

@@ -47,6 +47,23 @@ ConvSpec conv_spec(const Node& n, const Shape& x, const Shape& w, const Shape& y
 
 bool dnnl_available() { return true; }
 
+std::string dnnl_cpu_isa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    case dnnl::cpu_isa::all: return "all";
+  }
+  return "unknown";
+}
+
 HostSgemm host_sgemm() {
   return [](char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
             int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -449,6 +466,7 @@ void DnnlConv::run(const float* x, const float* w, const float* b, const void* c
 #else  // no oneDNN: the generated code keeps its own convolution
 
 bool dnnl_available() { return false; }
+std::string dnnl_cpu_isa() { return ""; }
 
 HostSgemm host_sgemm() { return nullptr; }
 

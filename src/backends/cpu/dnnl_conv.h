@@ -22,6 +22,10 @@
 namespace ingot::cpu {
 
 bool dnnl_available();
+// The instruction set oneDNN's kernels use on this host ("avx2", "avx512_core", ...): the best
+// the CPU has, capped by ONEDNN_MAX_CPU_ISA when it is set (e.g. ONEDNN_MAX_CPU_ISA=AVX2 to run
+// the AVX2 kernels on an AVX-512 host). "" without oneDNN. `verbose` reports it.
+std::string dnnl_cpu_isa();
 // ingot_host::sgemm: oneDNN's dnnl_sgemm, or null without oneDNN.
 using HostSgemm = int (*)(char, char, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
                           float, float*, int64_t);
