@@ -14,13 +14,9 @@ namespace ingot {
 
 using zoo::add_op;
 using zoo::block;
+using zoo::then;
 
 namespace {
-
-// Adds `b` to `m` under `name`, its input linked to `x`; returns its output.
-Connection then(Model& m, const Model& b, const Connection& x, const std::string& name) {
-  return m.add(b, {{"input", x}}, name).at("output");
-}
 
 // [B, S, heads * head_dim] -> [B, heads, S, head_dim]
 Connection split_heads(const Connection& x, int64_t heads, int64_t head_dim) {

@@ -1,4 +1,5 @@
-// What the zoo's files share (zoo.cpp: layers and losses; zoo_vision.cpp: vision networks).
+// What the zoo's files share (zoo.cpp: layers and losses; zoo_vision.cpp: vision networks;
+// zoo_transformer.cpp: transformer blocks).
 #pragma once
 
 #include <string>
@@ -20,6 +21,11 @@ inline Connection add_op(Model& m, const std::string& op, const Links& inputs, A
   std::vector<std::string> names;
   for (const auto& [name, key] : inputs) names.push_back(name);
   return m.add(Model::primitive(op, names, {"output"}, std::move(attrs)), inputs).at("output");
+}
+
+// Adds block `b` to `m` under `name`, its input linked to `x`; returns its output.
+inline Connection then(Model& m, const Model& b, const Connection& x, const std::string& name = "") {
+  return m.add(b, {{"input", x}}, name).at("output");
 }
 
 }  // namespace ingot::zoo

@@ -14,13 +14,9 @@ namespace ingot {
 
 using zoo::add_op;
 using zoo::block;
+using zoo::then;
 
 namespace {
-
-// Adds `b` to `m` under `name`, its input linked to `x`; returns its output.
-Connection then(Model& m, const Model& b, const Connection& x, const std::string& name = "") {
-  return m.add(b, {{"input", x}}, name).at("output");
-}
 
 // A "same"-padded conv without bias (batch norm follows), as torchvision's.
 Model conv(int64_t out, int64_t kernel, int64_t stride, int64_t groups = 1) {
