@@ -327,8 +327,9 @@ TEST(CpuConvPostOps, ClampingEpiloguesInEveryLayout) {
   ASSERT_EQ(code.dnnl_convs.size(), 5u);  // relu, max_pc, min_pc, relu6, floor
   EXPECT_EQ(kinds(code.dnnl_convs[1]), (std::vector<Kind>{Kind::Max}));
   EXPECT_EQ(kinds(code.dnnl_convs[2]), (std::vector<Kind>{Kind::Min}));
-  EXPECT_EQ(kinds(code.dnnl_convs[3]), (std::vector<Kind>{Kind::Relu, Kind::Clip})) << "ReLU6 folds whole";
-  EXPECT_EQ(code.dnnl_convs[3].post_ops[1].beta, 6.0f);
+  EXPECT_EQ(kinds(code.dnnl_convs[3]), (std::vector<Kind>{Kind::Clip})) << "ReLU6 folds whole, as one clip";
+  EXPECT_EQ(code.dnnl_convs[3].post_ops[0].alpha, 0.0f);
+  EXPECT_EQ(code.dnnl_convs[3].post_ops[0].beta, 6.0f);
   // A lone floor folds too: the clip's NaN and inf behaviour is the exact path's (conv_post_ops.h).
   EXPECT_EQ(kinds(code.dnnl_convs[4]), (std::vector<Kind>{Kind::Clip}));
   EXPECT_EQ(code.dnnl_convs[4].post_ops[0].alpha, -0.5f);
@@ -382,6 +383,49 @@ TEST(CpuConvPostOps, NonFiniteInputsInEveryFoldedChain) {
   const cpu::GeneratedCode code = generated_with_dnnl(g);
   ASSERT_EQ(code.dnnl_convs.size(), 6u);
   for (const cpu::DnnlConvCall& c : code.dnnl_convs) EXPECT_FALSE(c.post_ops.empty()) << "every chain folds";
+}
+
+// Signed zeros reach the output through a reciprocal: rsqrt(relu(y)) is +inf where a conv output
+// y is negative, and 1 / (y * c) of a zero y is -inf for c < 0. oneDNN's relu post-op with slope
+// 0 was y * 0 in the kernels it picks for a 1x1 output in NCHW (gemm:jit), -0 for a negative y, so
+// the first was -inf (program fuzzer seed 320829); a folded mul by a constant or a neg added +0
+// after the product, making the second +inf. A relu or a clamp is not folded after a step that
+// can make -0 (the reference's relu keeps a -0), and the folded products add -0. Inputs: random,
+// and x all zeros (every conv output +0).
+TEST(CpuConvPostOps, SignedZerosFollowTheReference) {
+  Graph g = make_graph({{"x", {2, 5, 12, 8}}, {"w", {3, 5, 12, 8}}, {"w3", {3, 5, 3, 3}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         const ValueId x = in[0], w = in[1], w3 = in[2];
+                         auto whole = [&] { return g.add_op("conv2d", {x, w}); };  // a 1x1 output
+                         auto same = [&] { return g.add_op("conv2d", {x, w3}, {{"padding", V{1, 1}}}); };
+                         const std::string names[] = {"whole", "same"};
+                         for (int k = 0; k < 2; ++k) {
+                           auto c = [&] { return k == 0 ? whole() : same(); };
+                           const std::string n = names[k];
+                           const ValueId r = g.add_op("relu", {c()});
+                           g.set_output(n + "_rsqrt_relu", g.add_op("rsqrt", {r}));
+                           g.set_output(n + "_relu_sum", g.add_op("sum", {r}));
+                           g.set_output(n + "_recip_scaled",
+                                        g.add_op("div", {scalar(g, 1.0), g.add_op("mul", {c(), scalar(g, -2.0)})}));
+                           g.set_output(n + "_recip_neg", g.add_op("div", {scalar(g, 1.0), g.add_op("neg", {c()})}));
+                           g.set_output(n + "_rsqrt_relu_scaled",
+                                        g.add_op("rsqrt", {g.add_op("relu", {g.add_op("mul", {c(), scalar(g, -2.0)})})}));
+                         }
+                       });
+  // x > 0 and w < 0: every conv output negative (and far from 0, so the reciprocals are well
+  // conditioned); then x = 0: every conv output +0.
+  const std::vector<Tensor> negative = {random_tensor({2, 5, 12, 8}, 230, 0.5, 1.0),
+                                        random_tensor({3, 5, 12, 8}, 231, -1.0, -0.5),
+                                        random_tensor({3, 5, 3, 3}, 232, -1.0, -0.5)};
+  std::vector<Tensor> zeros = negative;
+  zeros[0] = Tensor::full(DType::Float32, {2, 5, 12, 8}, 0.0);
+  for (const Layout target : all_layout_targets()) check(g, {negative, zeros}, plan_fusion, 1e-5, 1e-6, target);
+  if (!cpu::dnnl_available()) return;
+  const cpu::GeneratedCode code = generated_with_dnnl(g, Layout::Nchw);
+  ASSERT_EQ(code.dnnl_convs.size(), 8u);
+  EXPECT_EQ(kinds(code.dnnl_convs[0]), (std::vector<Kind>{Kind::Relu})) << "the relu still folds after the sum";
+  EXPECT_EQ(kinds(code.dnnl_convs[3]), (std::vector<Kind>{Kind::Linear})) << "not the relu after y * -2";
+  EXPECT_TRUE(std::signbit(code.dnnl_convs[1].post_ops[0].beta)) << "y * c + (-0)";
 }
 
 TEST(ConvPostOpsExactly, ScanFindsEveryNonFiniteValue) {

@@ -1,6 +1,7 @@
 #include "backends/cpu/codegen_conv.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <optional>
@@ -50,6 +51,10 @@ ConvPostOp with_coefficients(Kind kind, float alpha, float beta) {
   return p;
 }
 ConvPostOp linear(float alpha, float beta) { return with_coefficients(Kind::Linear, alpha, beta); }
+// alpha * y exactly, signed zeros included: + (-0) leaves every value as it is, where + (+0)
+// would turn the product -0 (y * c of a zero y and a negative c, or neg(+0)) into +0 (the
+// reference's mul and neg give -0).
+ConvPostOp scaled(float alpha) { return linear(alpha, -0.0f); }
 ConvPostOp clip(float lo, float hi) { return with_coefficients(Kind::Clip, lo, hi); }
 
 std::optional<Step> step_for(const Graph& g, const Node& n, ValueId y) {
@@ -70,7 +75,7 @@ std::optional<Step> step_for(const Graph& g, const Node& n, ValueId y) {
       if (form != "none" && form != "tanh") return std::nullopt;
       s.ops.push_back({form == "none" ? Kind::GeluErf : Kind::GeluTanh});
     } else if (n.op == "neg") {
-      s.ops.push_back(linear(-1.0f, 0.0f));
+      s.ops.push_back(scaled(-1.0f));
     } else {
       return std::nullopt;
     }
@@ -84,7 +89,7 @@ std::optional<Step> step_for(const Graph& g, const Node& n, ValueId y) {
   if (const std::optional<float> c = scalar_constant(g.value(o))) {
     // alpha * y + beta is exact for these (one rounding, as the reference's add or mul).
     if (kind == Kind::Add) s.ops.push_back(linear(1.0f, *c));
-    else if (kind == Kind::Mul) s.ops.push_back(linear(*c, 0.0f));
+    else if (kind == Kind::Mul) s.ops.push_back(scaled(*c));
     else if (kind == Kind::Sub) s.ops.push_back(y_first ? linear(1.0f, -*c) : linear(-1.0f, *c));
     else if (kind == Kind::Min) s.ops.push_back(clip(-std::numeric_limits<float>::infinity(), *c));  // ReLU6's clamp
     else if (kind == Kind::Max) s.ops.push_back(clip(*c, std::numeric_limits<float>::infinity()));
@@ -97,9 +102,72 @@ std::optional<Step> step_for(const Graph& g, const Node& n, ValueId y) {
   p.kind = kind;
   p.per_channel = b == Broadcast::PerChannel;
   s.ops.push_back(p);
-  if (!y_first && kind == Kind::Sub) s.ops.push_back(linear(-1.0f, 0.0f));  // o - y = -(y - o)
+  // o - y = -(y - o) + 0: the + (+0) makes o - y of equal values +0, as the reference's sub does.
+  if (!y_first && kind == Kind::Sub) s.ops.push_back(linear(-1.0f, 0.0f));
   s.operand = o;
   return s;
+}
+
+// Signed zeros. The reference's relu is `y < 0 ? 0 : y` and its maximum and minimum pass y on
+// when it equals the bound, so a -0 y stays -0. oneDNN computes them as vmaxps / vminps (relu in
+// its GEMM-based kernels as y * 0, which DnnlConv replaces by a clip: dnnl_conv.cpp): +0 for
+// every y < 0 and y for y > 0, as the reference, but +0 for a -0 y. That differs only where a -0
+// reaches them, and rsqrt or a division after it turns the zero's sign into an infinity's
+// (program fuzzer seed 320829: rsqrt(relu(conv2d(x, w))) was -inf where a negative conv output
+// gives +inf). A convolution's sum is never -0 (its accumulator starts at +0 and (+0) + (-0) is
+// +0), nor is a sum with it; products, quotients and most functions can be. So a relu or a
+// clamp is folded only after a chain that cannot make -0.
+bool needs_a_signless_zero(const ConvPostOp& op) { return op.kind == Kind::Relu || op.kind == Kind::Clip; }
+
+bool may_be_negative_zero(const ConvPostOp& op, bool before) {
+  switch (op.kind) {
+    case Kind::Add:
+    case Kind::Sub: return before;  // y + o or y - o is -0 only when y is -0
+    case Kind::Linear:
+      // y + c is -0 only for -0 + -0; c * y + b only for a b of -0 (a product -0 plus +0 is +0).
+      return op.beta == 0.0f && std::signbit(op.beta) && (before || op.alpha != 1.0f);
+    case Kind::Relu: return before;
+    case Kind::Clip:
+      return before || (op.alpha == 0.0f && std::signbit(op.alpha)) || (op.beta == 0.0f && std::signbit(op.beta));
+    case Kind::Exp:
+    case Kind::Sigmoid:
+    case Kind::Log:
+    case Kind::Abs: return false;
+    default: return true;  // products, quotients, tanh(-0), sqrt(-0), gelu of a tiny negative, max/min with an operand
+  }
+}
+
+// The chain `chain` continued by `step`, or nullopt where oneDNN would not run it as written.
+std::optional<std::vector<ConvPostOp>> extended(const std::vector<ConvPostOp>& chain, const std::vector<ConvPostOp>& step) {
+  std::vector<ConvPostOp> ops = chain;
+  for (const ConvPostOp& op : step) {
+    // min(relu(y), c) for c >= 0 (ReLU6) is one clip(y, 0, c).
+    if (op.kind == Kind::Clip && !ops.empty() && ops.back().kind == Kind::Relu && op.alpha <= 0.0f && op.beta >= 0.0f)
+      ops.back() = clip(0.0f, op.beta);
+    else
+      ops.push_back(op);
+  }
+  // oneDNN 2.6's kernels give every post-op of one algorithm the coefficients of its first
+  // (measured: a second linear took the first's alpha and beta), so a chain holds one linear,
+  // and clips with one pair of bounds (a relu may run as clip(y, 0, inf): dnnl_conv.cpp).
+  std::optional<std::pair<float, float>> bounds;
+  int linears = 0;
+  for (const ConvPostOp& op : ops) {
+    linears += op.kind == Kind::Linear;
+    if (op.kind != Kind::Relu && op.kind != Kind::Clip) continue;
+    const std::pair<float, float> b = op.kind == Kind::Relu
+                                          ? std::pair{0.0f, std::numeric_limits<float>::infinity()}
+                                          : std::pair{op.alpha, op.beta};
+    if (bounds && *bounds != b) return std::nullopt;
+    bounds = b;
+  }
+  if (linears > 1) return std::nullopt;
+  bool negative_zero = false;
+  for (const ConvPostOp& op : ops) {
+    if (needs_a_signless_zero(op) && negative_zero) return std::nullopt;
+    negative_zero = may_be_negative_zero(op, negative_zero);
+  }
+  return ops;
 }
 
 }  // namespace
@@ -121,15 +189,11 @@ ConvEpilogue fold_conv_epilogue(const Graph& g, NodeId conv, const std::vector<N
     // An operand computed inside the group would not exist yet when the primitive runs.
     if (!s || (s->operand >= 0 && std::find(after.begin(), after.end(), g.value(s->operand).producer) != after.end()))
       break;
-    // oneDNN 2.6's direct kernels apply the first linear post-op's alpha and beta to every later
-    // one (measured), so a chain holds at most one.
-    auto linears = [](const std::vector<ConvPostOp>& ops) {
-      return std::count_if(ops.begin(), ops.end(), [](const ConvPostOp& p) { return p.kind == Kind::Linear; });
-    };
-    if (linears(prefixes.back().post_ops) + linears(s->ops) > 1) break;
+    const std::optional<std::vector<ConvPostOp>> ops = extended(prefixes.back().post_ops, s->ops);
+    if (!ops) break;
     ConvEpilogue next = prefixes.back();
     next.nodes.push_back(id);
-    next.post_ops.insert(next.post_ops.end(), s->ops.begin(), s->ops.end());
+    next.post_ops = *ops;
     if (s->operand >= 0) next.operands.push_back(s->operand);
     next.result = n.outputs[0];
     prefixes.push_back(std::move(next));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -149,8 +150,17 @@ struct Choice {
   std::vector<std::pair<int, memory::desc>> binary_operands;
 };
 
+bool has_relu(const ConvSpec& s) {
+  return std::any_of(s.post_ops.begin(), s.post_ops.end(), [](const ConvPostOp& p) { return p.kind == ConvPostOp::Kind::Relu; });
+}
+
 // The post-ops of `s`, full binary operands described in `dst` (the layout the primitive writes).
-dnnl::post_ops post_ops_for(const ConvSpec& s, const memory::desc& dst, Choice* c) {
+// Relu: oneDNN's direct kernels compute it as max(y, 0), +0 for every negative y as the
+// reference's relu gives; its GEMM-based and reference kernels as y * 0, -0 for a negative y
+// (program fuzzer seed 320829: rsqrt(relu(conv2d(x, w))) gave -inf for +inf). Those run it as
+// clip(y, 0, inf) (`relu_as_clip`), +0 in every kernel; the direct ones keep relu, the post-op
+// oneDNN's Winograd kernels accept. (codegen_conv.cpp folds a relu only where no -0 reaches it.)
+dnnl::post_ops post_ops_for(const ConvSpec& s, const memory::desc& dst, Choice* c, bool relu_as_clip) {
   dnnl::post_ops po;
   c->binary_operands.clear();
   for (size_t i = 0; i < s.post_ops.size(); ++i) {
@@ -160,9 +170,12 @@ dnnl::post_ops post_ops_for(const ConvSpec& s, const memory::desc& dst, Choice* 
       po.append_binary(eltwise_algorithm(op.kind), md);
       c->binary_operands.emplace_back(static_cast<int>(i), md);
     } else {
-      // relu's alpha is its negative slope (0); linear's and clip's alpha and beta are the map's.
+      // Relu's alpha is its negative slope (0); linear's and clip's alpha and beta are the map's.
       const bool own = op.kind == ConvPostOp::Kind::Linear || op.kind == ConvPostOp::Kind::Clip;
-      po.append_eltwise(1.0f, eltwise_algorithm(op.kind), own ? op.alpha : 0.0f, own ? op.beta : 0.0f);
+      if (op.kind == ConvPostOp::Kind::Relu && relu_as_clip)
+        po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, std::numeric_limits<float>::infinity());
+      else
+        po.append_eltwise(1.0f, eltwise_algorithm(op.kind), own ? op.alpha : 0.0f, own ? op.beta : 0.0f);
     }
   }
   return po;
@@ -198,15 +211,19 @@ std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, co
   for (const auto& [cfg, algorithm] : tries) {
     try {
       Choice c;
-      dnnl::primitive_attr attr;
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // thread-safe execution
-      attr.set_post_ops(post_ops_for(s, cfg.dst, &c));
       const memory::desc wei_md = cfg.any_weights ? memory::desc(dims.wei, Dt::f32, Tag::any) : wei_user;
       const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, algorithm,
                                               cfg.src, wei_md, s.has_bias ? bias_md : memory::desc(), cfg.dst,
                                               dims.strides, dims.dilates, dims.pad_l, dims.pad_r);
-      c.pd = dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
-      c.name = c.pd.impl_info_str();
+      auto make = [&](bool relu_as_clip) {
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // thread-safe execution
+        attr.set_post_ops(post_ops_for(s, cfg.dst, &c, relu_as_clip));
+        c.pd = dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
+        c.name = c.pd.impl_info_str();
+      };
+      make(false);
+      if (kernel_class(c.name) != 0 && has_relu(s)) make(true);  // see post_ops_for
       c.algorithm = algorithm;
       if (!best || kernel_class(c.name) < kernel_class(best->name)) best = std::move(c);
       if (kernel_class(best->name) == 0) break;
