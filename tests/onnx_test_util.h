@@ -82,4 +82,17 @@ inline void attr(::onnx::NodeProto& n, const std::string& name, const std::strin
   a->set_s(v);
 }
 
+inline void attr(::onnx::NodeProto& n, const std::string& name, const std::vector<float>& v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::FLOATS);
+  for (float x : v) a->add_floats(x);
+}
+inline void attr(::onnx::NodeProto& n, const std::string& name, const std::vector<std::string>& v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::STRINGS);
+  for (const std::string& x : v) a->add_strings(x);
+}
+
 }  // namespace ingot::onnx_test

@@ -102,6 +102,7 @@ class Connection {
   const std::string& name() const;  // empty for unnamed wires
   bool valid() const { return impl_ != nullptr; }
   Model& model() const;
+  int wire_index() const { return wire_; }  // its wire among its model's (for the compiler's front end)
 
   Connection T() const;  // reverse all axes
   Connection transpose(std::vector<int64_t> perm) const;

@@ -343,4 +343,35 @@ ResolvedModel resolve_terminals(const FlatModel& flat, const CompileOptions& opt
   return out;
 }
 
+
+std::vector<std::optional<Shape>> static_wire_shapes(const Model& model, const std::vector<int>& wires,
+                                                     CompileOptions options) {
+  std::vector<std::optional<Shape>> out(wires.size());
+  const ModelImpl& m = model.impl();
+  if (m.primitive() || m.blocks.empty()) return out;
+  FlatModel flat;
+  std::vector<int> map(m.wires.size(), -1);
+  flatten_into(m, "", map, flat);
+  for (int w : m.output_wires()) flat.wires[map[w]].output = true;
+  for (int w : wires) {
+    INGOT_CHECK(w >= 0 && static_cast<size_t>(w) < map.size(), "static_wire_shapes: wire ", w, " is not in the model");
+    flat.wires[map[w]].output = true;  // kept by dead-code elimination, found by its name
+  }
+  options.inference = true;
+  try {
+    ResolvedModel r = resolve_terminals(flat, options);
+    infer_shapes(r.graph, r.constraints);
+    for (size_t i = 0; i < wires.size(); ++i) {
+      const std::optional<ValueId> v = r.graph.find_output(flat.wires[map[wires[i]]].name);
+      if (!v || !r.graph.value(*v).shape_known || !is_static(r.graph.value(*v).shape)) continue;
+      Shape s;
+      for (const SymDim& d : r.graph.value(*v).shape) s.push_back(d.value);
+      out[i] = s;
+    }
+  } catch (const Error&) {
+    // A model that does not infer yet (a size only known at run time): nothing is fixed.
+  }
+  return out;
+}
+
 }  // namespace ingot

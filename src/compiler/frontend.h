@@ -48,4 +48,12 @@ struct ResolvedModel {
 
 ResolvedModel resolve_terminals(const FlatModel& flat, const CompileOptions& options);
 
+// The shape of each of `wires` (top-level wire indices of `model`, Connection::wire_index) as
+// shape inference over the model so far fixes it for inference (`options.inference` is set);
+// nullopt where a dimension stays symbolic or inference cannot size it. For an importer that
+// needs a size while it builds the model (ONNX's Shape of an intermediate value): one flatten,
+// resolve and inference for all the wires asked.
+std::vector<std::optional<Shape>> static_wire_shapes(const Model& model, const std::vector<int>& wires,
+                                                     CompileOptions options = {});
+
 }  // namespace ingot

@@ -3,8 +3,10 @@
 // (q_num_heads, kv_num_heads) and joined back after; a KV cache (past_key, past_value) joins the
 // new keys along the sequence, its length becoming the causal offset, and the joined keys and
 // values are the present_key and present_value outputs; a mask shorter than the keys is padded
-// with hidden positions, as ONNX's reference does. Refused with a clear error: softcap,
-// nonpad_kv_seqlen and the qk_matmul_output output. And RotaryEmbedding, written out.
+// with hidden positions, as ONNX's reference does. With softcap or the qk_matmul_output output
+// it is written out with ingot's ops instead. Refused with a clear error: nonpad_kv_seqlen. And
+// RotaryEmbedding, written out.
+#include <cmath>
 #include <limits>
 
 #include "frontends/onnx/importer.h"
@@ -15,21 +17,41 @@ namespace {
 
 using Outs = std::vector<Connection>;
 
+// `x` [batch, kv_heads, seq, size] with each head repeated `times` times in place (grouped-query
+// attention): [batch, kv_heads * times, seq, size].
+Connection repeat_heads(NodeContext& c, const Connection& x, const Shape& shape, int64_t times) {
+  if (times == 1) return x;
+  const Connection five = c.op("expand_dims", {x}, {{"axes", std::vector<int64_t>{2}}});
+  const std::vector<int64_t> wide = {shape[0], shape[1], times, shape[2], shape[3]};
+  return c.op("broadcast_to", {five}, {{"shape", wide}}).reshape({shape[0], shape[1] * times, shape[2], shape[3]});
+}
+
 Outs attention(NodeContext& c) {
   if (c.has_input(6)) c.fail("nonpad_kv_seqlen is not supported");
-  if (c.attr_float("softcap", 0.0f) != 0.0f) c.fail("softcap is not supported");
-  if (c.node.output_size() > 3 && !c.node.output(3).empty()) c.fail("the qk_matmul_output output is not supported");
-  const std::optional<Shape> qs = c.static_shape(0), ks = c.static_shape(1);
-  if (!qs || !ks) c.fail("needs the shapes of Q and K while importing");
+  const float softcap = c.attr_float("softcap", 0.0f);
+  const bool scores_output = c.node.output_size() > 3 && !c.node.output(3).empty();
+  const std::optional<Shape> qs = c.static_shape(0), ks = c.static_shape(1), vs = c.static_shape(2);
+  if (!qs || !ks || !vs) c.fail("needs the shapes of Q, K and V while importing");
   const size_t rank = qs->size();
-  if ((rank != 3 && rank != 4) || ks->size() != rank)
+  if ((rank != 3 && rank != 4) || ks->size() != rank || vs->size() != rank)
     c.fail("Q, K and V must be all 3-D or all 4-D, got Q of rank " + std::to_string(rank));
   // [batch, seq, heads * size] -> [batch, heads, seq, size]
-  auto heads = [&](const Connection& x, const char* attr) {
+  auto head_count = [&](const char* attr) {
     const int64_t h = c.attr_int(attr, 0);
     if (h <= 0) c.fail(std::string("3-D inputs need the attribute ") + attr);
-    return c.op("reshape", {x}, {{"shape", std::vector<int64_t>{0, 0, h, -1}}}).transpose({0, 2, 1, 3});
+    return h;
   };
+  auto heads = [&](const Connection& x, const char* attr) {
+    return c.op("reshape", {x}, {{"shape", std::vector<int64_t>{0, 0, head_count(attr), -1}}}).transpose({0, 2, 1, 3});
+  };
+  auto four_d = [&](const Shape& s, const char* attr) {  // the [batch, heads, seq, size] shape of a 3-D operand
+    if (rank == 4) return s;
+    const int64_t h = head_count(attr);
+    if (s[2] % h != 0) c.fail(std::string("the hidden size is not a multiple of ") + attr);
+    return Shape{s[0], h, s[1], s[2] / h};
+  };
+  const Shape q4 = four_d(*qs, "q_num_heads");
+  Shape k4 = four_d(*ks, "kv_num_heads"), v4 = four_d(*vs, "kv_num_heads");
   Connection q = rank == 3 ? heads(c.in(0), "q_num_heads") : c.in(0);
   Connection k = rank == 3 ? heads(c.in(1), "kv_num_heads") : c.in(1);
   Connection v = rank == 3 ? heads(c.in(2), "kv_num_heads") : c.in(2);
@@ -42,29 +64,61 @@ Outs attention(NodeContext& c) {
     k = c.op("concat", {c.in(4), k}, {{"axis", int64_t{2}}});
     v = c.op("concat", {c.in(5), v}, {{"axis", int64_t{2}}});
   }
-  const int64_t total = (rank == 3 ? (*ks)[1] : (*ks)[2]) + past;
-  std::vector<IOKey> ins = {q, k, v};
+  const int64_t total = k4[2] + past;
+  k4[2] = v4[2] = total;
+  const std::optional<DType> t = c.dtype(0);
+  if (!t) c.fail("the element type of Q is unknown");
+  const double hidden = -std::numeric_limits<double>::infinity();
+  std::optional<Connection> mask;
   if (c.has_input(3)) {
-    Connection mask = c.in(3);
+    mask = c.in(3);
     const std::optional<Shape> ms = c.static_shape(3);
     if (!ms || ms->empty()) c.fail("attn_mask needs a static shape while importing");
-    if (ms->back() < total) {  // shorter than the keys: the rest hidden (a bool mask as scores first)
-      const double hidden = -std::numeric_limits<double>::infinity();
-      if (c.dtype(3) == DType::Bool) {
-        const std::optional<DType> t = c.dtype(0);
-        if (!t) c.fail("the element type of Q is unknown");
-        mask = c.op("where", {mask, c.scalar(0.0, *t), c.scalar(hidden, *t)});
-      }
-      mask = pad_axis(c, mask, static_cast<int>(ms->size()), static_cast<int64_t>(ms->size()) - 1, 0,
+    const bool written_out = softcap != 0.0f || scores_output;
+    // A bool mask becomes scores where it is padded or added by hand (the fused op takes it as is).
+    if (c.dtype(3) == DType::Bool && (ms->back() < total || written_out))
+      mask = c.op("where", {*mask, c.scalar(0.0, *t), c.scalar(hidden, *t)});
+    if (ms->back() < total)  // shorter than the keys: the rest hidden
+      mask = pad_axis(c, *mask, static_cast<int>(ms->size()), static_cast<int64_t>(ms->size()) - 1, 0,
                       total - ms->back(), hidden);
-    }
-    ins.push_back(mask);
   }
-  Attrs attrs = {{"causal", c.attr_int("is_causal", 0)}, {"causal_offset", past}};
-  if (c.has_attr("scale")) attrs.set("scale", static_cast<double>(c.attr_float("scale", 0.0f)));
-  Connection y = c.op("scaled_dot_product_attention", ins, attrs);
-  if (rank == 3) y = c.op("reshape", {y.transpose({0, 2, 1, 3})}, {{"shape", std::vector<int64_t>{0, 0, -1}}});
-  return {y, k, v};
+  const bool causal = c.attr_int("is_causal", 0) != 0;
+  auto three_d = [&](const Connection& y) {
+    return rank == 3 ? c.op("reshape", {y.transpose({0, 2, 1, 3})}, {{"shape", std::vector<int64_t>{0, 0, -1}}}) : y;
+  };
+  if (softcap == 0.0f && !scores_output) {
+    std::vector<IOKey> ins = {q, k, v};
+    if (mask) ins.push_back(*mask);
+    Attrs attrs = {{"causal", int64_t{causal}}, {"causal_offset", past}};
+    if (c.has_attr("scale")) attrs.set("scale", static_cast<double>(c.attr_float("scale", 0.0f)));
+    return {three_d(c.op("scaled_dot_product_attention", ins, attrs)), k, v};
+  }
+  // Written out, in the order of ONNX's reference: scores = (q sqrt(scale)) (k sqrt(scale))^T,
+  // softcapped (before the mask, so hidden positions stay -inf), plus the mask and the causal
+  // term, softmax, times v. The qk_matmul_output modes: 0 and 1 the (softcapped) scores, 2 with
+  // the mask added, 3 the probabilities (1 is 0 in the reference, which the tests follow).
+  if (q4[1] % k4[1] != 0 || k4[1] != v4[1]) c.fail("the query heads must be a multiple of the key/value heads");
+  const double scale = c.has_attr("scale") ? c.attr_float("scale", 0.0f) : 1.0 / std::sqrt(static_cast<double>(q4[3]));
+  const Connection root = c.scalar(std::sqrt(scale), *t);
+  const Connection keys = repeat_heads(c, k, k4, q4[1] / k4[1]), values = repeat_heads(c, v, v4, q4[1] / v4[1]);
+  Connection scores = matmul(q * root, keys.transpose({0, 1, 3, 2}) * root);
+  if (softcap != 0.0f) {
+    const Connection cap = c.scalar(softcap, *t);
+    scores = apply("tanh", scores / cap) * cap;
+  }
+  Connection with_bias = scores;
+  if (mask) with_bias = with_bias + *mask;
+  if (causal) {  // -inf above the diagonal shifted right by the past length
+    Tensor term = Tensor::full(DType::Float64, {q4[2], total}, 0.0);
+    for (int64_t i = 0; i < q4[2]; ++i)
+      for (int64_t j = past + i + 1; j < total; ++j) term.data<double>()[i * total + j] = hidden;
+    with_bias = with_bias + c.model.constant("attention_causal_" + c.node.output(0), term.astype(*t));
+  }
+  const Connection probabilities = c.op("softmax", {with_bias}, {{"axis", int64_t{-1}}});
+  const int64_t mode = c.attr_int("qk_matmul_output_mode", 0);
+  if (mode < 0 || mode > 3) c.fail("qk_matmul_output_mode " + std::to_string(mode) + " is not one of 0 to 3");
+  const Connection scores_out = mode == 3 ? probabilities : mode == 2 ? with_bias : scores;
+  return {three_d(matmul(probabilities, values)), k, v, scores_out};
 }
 
 // RotaryEmbedding (opset 23): the first rotary_embedding_dim features of each head rotated by

@@ -1,6 +1,6 @@
 // ONNX operators on shapes and layouts: Constant, Shape, Gather, Unsqueeze, Squeeze, Concat,
 // Reshape, Transpose, Slice, ConstantOfShape, Range, Expand, and the indexing ones (Trilu, Tile,
-// Split, GatherElements, CumSum, OneHot, ...). The shape arithmetic exporters emit
+// Split, GatherElements, CumSum, CumProd, OneHot, ...). The shape arithmetic exporters emit
 // (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) is folded while importing: Shape of a value
 // of fixed size is a known tensor, and a node whose inputs are all known runs then.
 #include <algorithm>
@@ -219,12 +219,12 @@ Outs tile(NodeContext& c) {
   return {y};
 }
 
-// CumSum: the running sum along `axis` (an input known while importing) in log2(n) steps of
-// shifted adds (Hillis-Steele): exact for integers, with no [n, n] matrix. exclusive shifts the
-// sums by one; reverse sums from the end.
-Outs cumsum(NodeContext& c) {
+// CumSum and CumProd: the running sum (product) along `axis` (an input known while importing) in
+// log2(n) steps of shifted adds (multiplies), Hillis-Steele: exact for integers, with no [n, n]
+// matrix. exclusive shifts the results by one; reverse runs from the end.
+Outs cumulative(NodeContext& c, const char* op, double identity) {
   const std::optional<Shape> s = c.static_shape(0);
-  if (!s) c.fail("CumSum needs the input's size while importing");
+  if (!s) c.fail("it needs the input's size while importing");
   const int64_t r = static_cast<int64_t>(s->size());
   const std::vector<int64_t> axes = ints_of(c.constant_input(1, "axis"));
   if (axes.size() != 1) c.fail("its axis must be one value, got " + std::to_string(axes.size()));
@@ -234,15 +234,20 @@ Outs cumsum(NodeContext& c) {
   const int64_t n = (*s)[static_cast<size_t>(axis)];
   const bool exclusive = c.attr_int("exclusive", 0) != 0, reverse = c.attr_int("reverse", 0) != 0;
   const Connection x = c.in(0);
-  if (n == 0 || (exclusive && n == 1)) return {c.op("zeros_like", {x})};
-  // y moved k places along the axis, toward its end (reverse: its start), zeros coming in.
+  // `like` filled with the operation's identity (0 or 1) in its own dtype.
+  auto identities = [&](const Connection& like) {
+    const Connection zeros = c.op("zeros_like", {like});
+    return identity == 0.0 ? zeros : c.op("add", {zeros, identity});
+  };
+  if (n == 0 || (exclusive && n == 1)) return {identities(x)};
+  // y moved k places along the axis, toward its end (reverse: its start), identities coming in.
   auto shifted = [&](const Connection& y, int64_t k) {
-    const Connection zeros = c.op("zeros_like", {y.slice(axis, 0, k)});
-    return reverse ? c.op("concat", {y.slice(axis, k, n), zeros}, {{"axis", axis}})
-                   : c.op("concat", {zeros, y.slice(axis, 0, n - k)}, {{"axis", axis}});
+    const Connection fill = identities(y.slice(axis, 0, k));
+    return reverse ? c.op("concat", {y.slice(axis, k, n), fill}, {{"axis", axis}})
+                   : c.op("concat", {fill, y.slice(axis, 0, n - k)}, {{"axis", axis}});
   };
   Connection y = c.op("identity", {x});
-  for (int64_t k = 1; k < n; k *= 2) y = c.op("add", {y, shifted(y, k)});
+  for (int64_t k = 1; k < n; k *= 2) y = c.op(op, {y, shifted(y, k)});
   return {exclusive ? shifted(y, 1) : y};
 }
 
@@ -387,7 +392,8 @@ Outs reverse_sequence(NodeContext& c) {
 }  // namespace
 
 void register_shape_conversions() {
-  register_conversion("CumSum", cumsum);
+  register_conversion("CumSum", [](NodeContext& c) { return cumulative(c, "add", 0.0); });
+  register_conversion("CumProd", [](NodeContext& c) { return cumulative(c, "mul", 1.0); });
   register_conversion("SpaceToDepth", space_to_depth);
   register_conversion("DepthToSpace", depth_to_space);
   register_conversion("EyeLike", eye_like);

@@ -11,6 +11,7 @@
 #include "ingot/error.h"
 #include "ingot/onnx.h"
 #include "ingot/physical_model.h"
+#include "compiler/frontend.h"
 #include "frontends/onnx/importer.h"
 #include "frontends/onnx/tensor_proto.h"
 
@@ -93,6 +94,7 @@ const std::map<std::string, Conversion>& conversions() {
     register_resize_conversions();
     register_attention_conversions();
     register_norm_conversions();
+    register_rnn_conversions();
     return true;
   }();
   (void)registered;
@@ -212,6 +214,22 @@ std::optional<Tensor> Importer::known(const std::string& name) const {
 std::optional<Shape> Importer::static_shape(const std::string& name) const {
   if (auto it = known_.find(name); it != known_.end()) return it->second.shape();
   if (auto it = shapes_.find(name); it != shapes_.end()) return it->second;
+  if (!wires_.count(name)) return std::nullopt;
+  if (!inferred_.count(name)) {
+    // ingot's shape inference over the model so far, once for every wire not asked about yet
+    // (ONNX's Shape of a Transpose's result, say, in a file without value_info).
+    std::vector<std::string> names;
+    std::vector<int> wires;
+    for (const auto& [n, c] : wires_)
+      if (!shapes_.count(n) && inferred_.insert(n).second) {
+        names.push_back(n);
+        wires.push_back(c.wire_index());
+      }
+    const std::vector<std::optional<Shape>> found = static_wire_shapes(model_, wires);
+    for (size_t i = 0; i < names.size(); ++i)
+      if (found[i]) inferred_shapes_[names[i]] = *found[i];
+  }
+  if (auto it = inferred_shapes_.find(name); it != inferred_shapes_.end()) return it->second;
   return std::nullopt;
 }
 

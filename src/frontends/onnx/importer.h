@@ -75,6 +75,7 @@ void register_loss_conversions();
 void register_resize_conversions();
 void register_attention_conversions();
 void register_norm_conversions();
+void register_rnn_conversions();
 
 // `x` (of rank `rank`, the element type of the node's input 0) with `before` and `after`
 // elements of `value` (plus `fed_value`, a scalar known at run time, where given) added along
@@ -109,6 +110,10 @@ class Importer {
   std::map<std::string, Connection> wires_;           // values of the model being built
   std::map<std::string, Tensor> known_;               // values known while importing
   std::map<std::string, Shape> shapes_;               // static shapes: graph inputs, value_info
+  // Static shapes of the model's own wires, by ingot's shape inference over the model built so
+  // far (for what the file's value_info leaves out); which wires it has been asked about.
+  mutable std::map<std::string, Shape> inferred_shapes_;
+  mutable std::set<std::string> inferred_;
   std::set<std::string> output_names_;
   std::map<std::string, DType> dtypes_;               // element types: inputs, value_info, propagated
   bool trainable_ = false;
