@@ -79,6 +79,20 @@ TEST(OnnxExport, MlpRoundTrips) {
   expect_round_trip(m, o, {{"x", ingot::testing::random_tensor({3, 8}, 1)}});
 }
 
+// top_k as ONNX's TopK (K an initializer): values and indices come back the same, ties and a NaN
+// included (ONNX orders them as ingot does).
+TEST(OnnxExport, TopKRoundTrips) {
+  Model m;
+  m |= Model::primitive("top_k", {"input"}, {"values", "indices"}, {{"k", int64_t{3}}, {"axis", int64_t{0}}})(
+      {{"input", "x"}, {"values", IOKey("values").expose()}, {"indices", IOKey("indices").expose()}});
+  CompileOptions o;
+  o.shapes = {{"x", {5, 4}}};
+  Tensor x = ingot::testing::random_tensor({5, 4}, 3);
+  x.data<float>()[0] = x.data<float>()[4];  // a tie in column 0
+  x.data<float>()[9] = NAN;
+  expect_round_trip(m, o, {{"x", x}});
+}
+
 TEST(OnnxExport, ResidualCnnRoundTrips) {
   Model m;
   m += Conv2d(8, 3, 1, 1)({{"input", "x"}});

@@ -136,6 +136,9 @@ Array max(const Array& x, std::vector<int64_t> axes = {}, bool keepdims = false)
 Array min(const Array& x, std::vector<int64_t> axes = {}, bool keepdims = false);
 Array argmax(const Array& x, int64_t axis, bool keepdims = false);
 std::pair<Array, Array> moments(const Array& x, std::vector<int64_t> axes, bool keepdims = false);
+// (values, int64 indices) of the k largest (largest = false: smallest) elements along `axis`, in
+// order; a NaN counts as the largest, equal values come in index order (ONNX's TopK).
+std::pair<Array, Array> top_k(const Array& x, int64_t k, int64_t axis = -1, bool largest = true);
 Array softmax(const Array& x, int64_t axis = -1);
 Array log_softmax(const Array& x, int64_t axis = -1);
 Array layer_norm(const Array& x, const Array& weight, const Array& bias, int64_t axis = -1, double eps = 1e-5);

@@ -139,6 +139,7 @@ from ._ingot import (  # noqa: F401 - re-exported API
     take,
     take_along_axis,
     tanh,
+    top_k,
     transpose,
     wait_for_background_compiles,
     where,
@@ -161,7 +162,7 @@ _ARRAY_API = [
     "max_pool2d", "maximum", "mean", "min", "minimum", "mod", "moments", "multiply", "negative", "not_equal", "one_hot",
     "ones", "op", "power", "random", "relu", "reset_auto_compile", "reset_compile_config", "reshape", "rms_norm", "rsqrt",
     "scaled_dot_product_attention", "set_compile_config", "sigmoid", "sign", "sin", "softmax", "sqrt", "square", "subtract", "sum", "take",
-    "take_along_axis", "tanh", "transpose", "value_and_grad", "vjp", "wait_for_background_compiles", "where", "zeros",
+    "take_along_axis", "tanh", "top_k", "transpose", "value_and_grad", "vjp", "wait_for_background_compiles", "where", "zeros",
 ]
 
 __all__ = [

@@ -798,6 +798,11 @@ def argmax(x: object, axis: object | None = None, keepdims: bool = False) -> arr
     Index of the largest element along `axis` (None: of the flattened array), int64.
     """
 
+def top_k(x: object, k: int, axis: int = -1, largest: bool = True) -> tuple:
+    """
+    (values, int64 indices) of the `k` largest (or smallest) elements along `axis`, in order; NaN counts as the largest, equal values come in index order (ONNX's TopK).
+    """
+
 def moments(x: object, axis: object | None = None, keepdims: bool = False) -> tuple:
     """(mean, variance) over `axis` in one pass."""
 

@@ -119,6 +119,12 @@ void bind_array_ops(nb::module_& m) {
   m.def("argmax", [](nb::handle x, nb::handle axis, bool keepdims) { return argmax_over(operand(x, "x"), axis, keepdims); },
         nb::arg("x"), nb::arg("axis").none() = nb::none(), nb::arg("keepdims") = false,
         "Index of the largest element along `axis` (None: of the flattened array), int64.");
+  m.def("top_k", [](nb::handle x, int64_t k, int64_t axis, bool largest) {
+    auto [values, indices] = top_k(operand(x, "x"), k, axis, largest);
+    return nb::make_tuple(values, indices);
+  }, nb::arg("x"), nb::arg("k"), nb::arg("axis") = -1, nb::arg("largest") = true,
+        "(values, int64 indices) of the `k` largest (or smallest) elements along `axis`, in order; NaN "
+        "counts as the largest, equal values come in index order (ONNX's TopK).");
   m.def("moments", [](nb::handle x, nb::handle axis, bool keepdims) {
     auto [mean, variance] = moments(operand(x, "x"), to_axes(axis, "axis"), keepdims);
     return nb::make_tuple(mean, variance);

@@ -98,6 +98,23 @@ def test_reductions(name, rng):
 
 
 @pytest.mark.parametrize("name", BACKEND_NAMES)
+def test_top_k_two_outputs(name, rng):
+    """The k largest (smallest) along an axis: NaN counts as the largest, ties in index order,
+    on every backend (the NumPy/JAX emitters through a lexsort, PyTorch through stable sorts)."""
+    x = np.round(rng.normal(size=(3, 7)) * 2).astype(np.float32)  # rounded: ties
+    x[1, 4] = np.nan
+    for largest in (1, 0):
+        m = ml.Model()
+        m |= ml.Model.primitive("top_k", ["input"], ["values", "indices"], k=4, axis=1, largest=largest)(
+            input="x", values=ml.IOKey("values", expose=True), indices=ml.IOKey("indices", expose=True))
+        out = run(m, backend(name), {"x": x})
+        key = np.where(np.isnan(x), -np.inf if largest else np.inf, -x if largest else x)
+        order = np.argsort(key, axis=1, kind="stable")[:, :4]
+        np.testing.assert_array_equal(out["indices"], order)
+        np.testing.assert_array_equal(out["values"], np.take_along_axis(x, order, axis=1))
+
+
+@pytest.mark.parametrize("name", BACKEND_NAMES)
 def test_moments_two_outputs(name, rng):
     x = rng.normal(size=(3, 8)).astype(np.float32)
     m = ml.Model()

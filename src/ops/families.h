@@ -5,7 +5,7 @@
 // `axes`/`axis` may be negative; integer flags (`keepdims`, `training`) are 0/1.
 //
 // Every op has a gradient rule (OpDef::vjp) beside its registration, or is marked no_gradient
-// (comparisons, sign, floor, ceil, argmax, random sources, zeros_like, numel); concat_part has
+// (comparisons, sign, floor, ceil, argmax, random sources, zeros_like, numel; top_k's indices); concat_part has
 // neither. The ops marked (grad) below exist for backward graphs: `like` operands are read only
 // for their shapes, so symbolic sizes ("N") are resolved at run time.
 //
@@ -76,6 +76,10 @@
 //       reads head h / (Hq / Hk)); a row with every key hidden is NaN              (Opaque)
 //   (grad) scaled_dot_product_attention_grad(q, k, v, dy, [mask]) -> (dq, dk, dv, dmask):
 //       dmask like the mask (zeros for a bool one), [0] without one                (Opaque)
+// sort.cpp
+//   top_k(x) {k: int, axis: int = -1, largest: 0|1 = 1} -> (values, int64 indices): the k largest
+//       (smallest) along axis, in order; NaN counts as the largest; equal values in index order
+//       (ONNX's TopK)                                                              (Opaque)
 // random.cpp (seeded, counter-based: same seed, same numbers, on every backend)
 //   random_uniform([key]) {shape: ints, low: 0, high: 1, seed: int, dtype: "float32"}  (Source)
 //   random_normal([key]) {shape: ints, mean: 0, std: 1, seed: int, dtype: "float32"}   (Source)
@@ -93,6 +97,7 @@ void register_linalg_ops();
 void register_movement_ops();
 void register_random_ops();
 void register_attention_ops();
+void register_sort_ops();
 
 inline void register_all_families() {
   register_elementwise_ops();
@@ -102,6 +107,7 @@ inline void register_all_families() {
   register_movement_ops();
   register_random_ops();
   register_attention_ops();
+  register_sort_ops();
 }
 
 }  // namespace ingot::ops

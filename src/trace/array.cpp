@@ -211,6 +211,11 @@ std::pair<Array, Array> moments(const Array& x, std::vector<int64_t> axes, bool 
   std::vector<Array> mv = op_n("moments", {x}, {{"axes", std::move(axes)}, {"keepdims", int64_t{keepdims}}});
   return {mv[0], mv[1]};
 }
+
+std::pair<Array, Array> top_k(const Array& x, int64_t k, int64_t axis, bool largest) {
+  std::vector<Array> vi = op_n("top_k", {x}, {{"k", k}, {"axis", axis}, {"largest", int64_t{largest}}});
+  return {vi[0], vi[1]};
+}
 Array softmax(const Array& x, int64_t axis) { return op("softmax", {x}, {{"axis", axis}}); }
 Array log_softmax(const Array& x, int64_t axis) { return op("log_softmax", {x}, {{"axis", axis}}); }
 Array scaled_dot_product_attention(const Array& q, const Array& k, const Array& v, const std::optional<Array>& mask,

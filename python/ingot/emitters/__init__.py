@@ -37,7 +37,7 @@ SUPPORTED_OPS = GRAD_OPS | frozenset(
     add sub mul div pow mod fmod maximum minimum equal not_equal less less_equal greater greater_equal where
     sum mean max min argmax moments softmax log_softmax layer_norm rms_norm batch_norm
     matmul conv2d max_pool2d avg_pool2d global_avg_pool2d scaled_dot_product_attention
-    identity reshape transpose broadcast_to slice concat gather take_along_axis
+    identity reshape transpose broadcast_to slice concat gather take_along_axis top_k
     random_uniform random_normal dropout numel""".split()
 )
 

@@ -347,6 +347,24 @@ class ArrayOps:
     def gather(self, x, indices, axis=0): return self.xp.take(x, indices, axis=axis)
     def take_along_axis(self, x, indices, axis): return self.xp.take_along_axis(x, indices, axis=axis)
 
+    def top_k(self, x, k, axis=-1, largest=1):
+        # ingot's order (src/ops/sort.cpp): NaN largest, equal values in index order; a lexsort
+        # on (NaN flag, value, index), the value negated for the largest.
+        xp = self.xp
+        axis = axis % x.ndim
+        index = xp.broadcast_to(xp.arange(x.shape[axis]).reshape([-1 if d == axis else 1 for d in range(x.ndim)]),
+                                x.shape)
+        if xp.issubdtype(x.dtype, xp.floating):
+            nan = xp.isnan(x)
+            key = xp.where(nan, 0, -x if largest else x)
+            first = ~nan if largest else nan
+        else:
+            key = -x.astype(xp.int64) if largest else x.astype(xp.int64)
+            first = xp.zeros(x.shape, dtype=bool)
+        order = xp.lexsort((index, key, first), axis=axis)
+        indices = xp.take(order, xp.arange(k), axis=axis)
+        return xp.take_along_axis(x, indices, axis=axis), indices.astype(xp.int64)
+
     # -- random: the counter-based streams of src/core/random.h, computed in NumPy
     def random_uniform(self, shape, seed, low=0.0, high=1.0, dtype="float32"):
         u = uniform01(seed, int(np.prod(shape))).astype(np.float64)

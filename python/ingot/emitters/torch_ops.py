@@ -222,6 +222,23 @@ def gather(x, indices, axis=0): return torch.index_select(x, axis, indices.resha
 def take_along_axis(x, indices, axis): return torch.take_along_dim(x, indices.long(), dim=axis)
 
 
+def top_k(x, k, axis=-1, largest=1):
+    # ingot's order (src/ops/sort.cpp): NaN largest, equal values in index order; stable sorts by
+    # value, then by the NaN flag (torch.topk leaves the order of ties open).
+    if x.is_floating_point():
+        nan = torch.isnan(x)
+        key = torch.where(nan, torch.zeros_like(x), -x if largest else x)
+        first = (~nan if largest else nan).to(torch.int8)
+    else:
+        key = -x.long() if largest else x.long()
+        first = torch.zeros_like(key, dtype=torch.int8)
+    order = torch.argsort(key, dim=axis, stable=True)
+    order = torch.take_along_dim(order, torch.argsort(torch.take_along_dim(first, order, dim=axis), dim=axis, stable=True),
+                                 dim=axis)
+    indices = order.narrow(axis, 0, k)
+    return torch.take_along_dim(x, indices, dim=axis), indices
+
+
 def slice(x, starts, ends, axes=None, steps=None):  # noqa: A001
     axes = axes if axes else list(range(len(starts)))
     steps = steps if steps else [1] * len(starts)

@@ -371,6 +371,22 @@ Outs arg_extreme(NodeContext& c, bool max) {
   return {c.op("sub", {static_cast<double>(n - 1), from_end})};
 }
 
+// TopK: ingot's top_k (K an input known while importing from opset 10, an attribute before).
+// The values come sorted also when sorted = 0 (ONNX leaves their order open then).
+Outs top_k(NodeContext& c) {
+  int64_t k = 0;
+  if (c.opset < 10) {
+    k = c.attr_int("k", -1);
+  } else {
+    const Tensor kt = c.constant_input(1, "K");
+    if (kt.numel() != 1) c.fail("K must hold one value, got " + std::to_string(kt.numel()));
+    k = static_cast<int64_t>(kt.astype(DType::Int64).item(0));
+  }
+  if (k < 0) c.fail("K must be at least 0, got " + std::to_string(k));
+  return c.op_n("top_k", {c.in(0)}, 2,
+                {{"k", k}, {"axis", c.attr_int("axis", -1)}, {"largest", c.attr_int("largest", 1) != 0 ? int64_t{1} : int64_t{0}}});
+}
+
 // Hardmax: 1 at the first maximum along `axis`, 0 elsewhere (before opset 13, over the input
 // flattened to 2-D at `axis`, as Softmax).
 Outs hardmax(NodeContext& c) {
@@ -533,6 +549,7 @@ void register_nn_conversions() {
     return outs;
   });
   register_conversion("ArgMax", [](NodeContext& c) { return arg_extreme(c, true); });
+  register_conversion("TopK", top_k);
   register_conversion("ArgMin", [](NodeContext& c) { return arg_extreme(c, false); });
   register_conversion("ReduceL1", [](NodeContext& c) { return reduce(c, "l1", 18); });
   register_conversion("ReduceL2", [](NodeContext& c) { return reduce(c, "l2", 18); });

@@ -257,6 +257,13 @@ std::map<std::string, Emitter> make_table() {
       set_attr(n, "keepdims", c.node.attrs.get_int("keepdims", 0));
     });
   };
+  t["top_k"] = [](EmitContext& c) {
+    c.add("TopK", {c.in(0), c.ints({c.node.attrs.get_int("k")})}, {c.out(0), c.out(1)}, [&](NP& n) {
+      set_attr(n, "axis", c.node.attrs.get_int("axis", -1));
+      set_attr(n, "largest", c.node.attrs.get_int("largest", 1));
+      set_attr(n, "sorted", int64_t{1});
+    });
+  };
   // moments: (mean, biased variance) over axes; half types computed in float32 and rounded
   // once, as ingot's kernels do.
   t["moments"] = [](EmitContext& c) {
