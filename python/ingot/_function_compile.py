@@ -39,10 +39,11 @@ def _cache_for(fn: Callable, shapeless: bool, inputs: Any, outputs: Any) -> _Cac
 
 
 class CompiledFunction:
-    """A function compiled by ``ml.compile(fn)``: call it like fn, with ml.arrays (or array data)
-    as positional arguments. The first call for each signature (number of arguments and captured
-    inputs, their shapes and dtypes, the layout of the state trees) traces fn with placeholder
-    arrays and builds the trace; later calls run the cached executable."""
+    """A function compiled by ``ml.compile(fn)``: call it like fn, with positional arguments that
+    are ml.arrays, array data, numbers, or trees of them (nested lists, tuples and dicts, as in
+    JAX and MLX). The first call for each signature (the arguments' tree structures, the shapes
+    and dtypes of their leaves and of the captured inputs, the layout of the state trees) traces
+    fn with placeholder arrays and builds the trace; later calls run the cached executable."""
 
     def __init__(self, fn: Callable, cache: _Cache):
         functools.update_wrapper(self, fn)
@@ -54,12 +55,22 @@ class CompiledFunction:
         if kwargs:
             raise TypeError(f"compiled function {self._name}() takes positional ml.arrays only, got keyword "
                             f"arguments {sorted(kwargs)} (bind them with functools.partial before ml.compile)")
-        arrays = [_tree.as_array(a, f"compiled function {self._name}(): argument {i}") for i, a in enumerate(args)]
+        # Arguments are trees (nested lists, tuples and dicts of arrays, array data and numbers):
+        # their leaves are the executable's inputs, their structure part of the signature.
+        arrays: List[_ingot.array] = []
+        structures, offsets = [], []
+        for i, a in enumerate(args):
+            flat, structure = _tree.flatten(a, f"compiled function {self._name}(): argument {i}", convert=True)
+            offsets.append(len(arrays))
+            arrays += flat
+            structures.append(structure)
+        offsets.append(len(arrays))
         c = self._cache
         ins = _tree.slots(c.inputs, "inputs", mutable=False)
         outs = _tree.slots(c.outputs, "outputs", mutable=True)
         # The state layout is part of the signature: a new, removed or reordered entry traces again.
-        key = "|in:" + ",".join(s.path for s in ins) + "|out:" + ",".join(s.path for s in outs)
+        key = ("|args:" + _tree.describe(structures) + "|in:" + ",".join(s.path for s in ins) + "|out:" +
+               ",".join(s.path for s in outs))
         captured = [s.get() for s in ins]
         before = [s.get() for s in outs]
         traced: List[Any] = []
@@ -69,7 +80,8 @@ class CompiledFunction:
             try:
                 for slot, x in zip(ins, xs[len(arrays):]):
                     restores.append(slot.swap_input(x))
-                flat, structure = _tree.flatten(self._fn(*xs[:len(arrays)]), f"the result of {self._name}()")
+                rebuilt = [_tree.unflatten(st, xs[offsets[i]:offsets[i + 1]]) for i, st in enumerate(structures)]
+                flat, structure = _tree.flatten(self._fn(*rebuilt), f"the result of {self._name}()")
                 traced.append(structure)
                 return flat + [s.get() for s in outs]
             finally:
@@ -173,15 +185,28 @@ def grad(fn: Callable, argnums: Union[int, Sequence[int]] = 0) -> Callable:
     return lambda *args: vg(*args)[1]
 
 
-def vjp(fn: Callable, primals: Sequence[Any], cotangents: Sequence[Any]) -> Tuple[List["_ingot.array"], List["_ingot.array"]]:
-    """(fn(*primals) as a list, the vector-Jacobian products): the cotangents (one per output of
-    fn, shaped like it) pulled back to one array per primal."""
-    def flat_fn(xs: List["_ingot.array"]) -> List["_ingot.array"]:
-        return _tree.flatten(fn(*xs), "the function's result")[0]
+def vjp(fn: Callable, primals: Sequence[Any], cotangents: Sequence[Any]) -> Tuple[List["_ingot.array"], List[Any]]:
+    """(fn(*primals)'s arrays as a flat list, the vector-Jacobian products): the cotangents (one
+    per array of fn's result, in its flattened order, shaped like it; they may be given as a tree
+    of the result's structure) pulled back to each primal. A primal may be a tree (lists, tuples,
+    dicts of arrays); its vector-Jacobian product has its structure."""
+    leaves: List[_ingot.array] = []
+    structures, offsets = [], []
+    for i, p in enumerate(primals):
+        flat, structure = _tree.flatten(p, f"vjp: primal {i}", convert=True)
+        offsets.append(len(leaves))
+        leaves += flat
+        structures.append(structure)
+    offsets.append(len(leaves))
 
-    outputs, vjps = _ingot._vjp(flat_fn, [_tree.as_array(p, f"vjp: primal {i}") for i, p in enumerate(primals)],
-                                [_tree.as_array(c, f"vjp: cotangent {i}") for i, c in enumerate(cotangents)])
-    return list(outputs), list(vjps)
+    def flat_fn(xs: List["_ingot.array"]) -> List["_ingot.array"]:
+        rebuilt = [_tree.unflatten(s, xs[offsets[i]:offsets[i + 1]]) for i, s in enumerate(structures)]
+        return _tree.flatten(fn(*rebuilt), "the function's result")[0]
+
+    seeds = _tree.flatten(list(cotangents), "vjp: cotangent", convert=True)[0]
+    outputs, vjps = _ingot._vjp(flat_fn, leaves, seeds)
+    per_primal = [_tree.unflatten(s, list(vjps[offsets[i]:offsets[i + 1]])) for i, s in enumerate(structures)]
+    return list(outputs), per_primal
 
 
 def eval(*trees: Any) -> None:  # noqa: A001 - MLX's name

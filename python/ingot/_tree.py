@@ -64,7 +64,22 @@ def _unflatten(s: Any, leaves: Iterator["_ingot.array"]) -> Any:
         return None
     if s[0] is dict:
         return {k: _unflatten(v, leaves) for k, v in zip(s[1], s[2])}
-    return s[0](_unflatten(v, leaves) for v in s[1])
+    items = [_unflatten(v, leaves) for v in s[1]]
+    return s[0](*items) if hasattr(s[0], "_fields") else s[0](items)  # a namedtuple takes its fields
+
+
+def describe(structure: Any) -> str:
+    """A structure as text, for a cache key: equal exactly when the structures are."""
+    if structure == _LEAF:
+        return "*"
+    if structure is None:
+        return "None"
+    if isinstance(structure, list):
+        return "[" + ",".join(describe(s) for s in structure) + "]"
+    if structure[0] is dict:
+        return "{" + ",".join(f"{k!r}:{describe(v)}" for k, v in zip(structure[1], structure[2])) + "}"
+    kind = structure[0]
+    return f"{kind.__module__}.{kind.__qualname__}(" + ",".join(describe(s) for s in structure[1]) + ")"
 
 
 class Slot:
