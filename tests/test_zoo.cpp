@@ -374,6 +374,29 @@ TEST(Zoo, LayerNormNormalizesTrailingDims) {
   }
 }
 
+// Input sizes given as PyTorch does (Linear(in, out), BatchNorm2d(C), LayerNorm({sizes})): the
+// same parameters as when inferred, and an input of another size is a shape error naming it.
+TEST(Zoo, GivenInputSizesAreCheckedAgainstTheInput) {
+  LinearOptions lo;
+  lo.in_features = 6;
+  lo.out_features = 3;
+  EXPECT_EQ(shape_of(compile_block(Linear(lo), {{"input", {2, 6}}}), "linear_0.weight"), "[6, 3]");
+  EXPECT_THROW(compile_block(Linear(lo), {{"input", {2, 5}}}), Error);
+  BatchNorm2dOptions bo;
+  bo.num_features = 4;
+  EXPECT_EQ(shape_of(compile_block(BatchNorm2d(bo), {{"input", {2, 4, 3, 3}}}), "batch_norm2d_0.running_mean"), "[4]");
+  EXPECT_THROW(compile_block(BatchNorm2d(bo), {{"input", {2, 5, 3, 3}}}), Error);
+  NormOptions no;
+  no.normalized_shape = {4, 5};
+  const PhysicalModel ln = compile_block(LayerNorm(no), {{"input", {3, 4, 5}}});
+  EXPECT_EQ(shape_of(ln, "layer_norm_0.weight"), "[4, 5]");
+  EXPECT_EQ(shape_of(ln, "layer_norm_0.bias"), "[4, 5]");
+  EXPECT_EQ(shape_of(compile_block(RMSNorm(no), {{"input", {3, 4, 5}}}), "rms_norm_0.weight"), "[4, 5]");
+  EXPECT_THROW(compile_block(LayerNorm(no), {{"input", {3, 5, 5}}}), Error);
+  no.normalized_shape = {0};
+  EXPECT_THROW(LayerNorm(no), Error);
+}
+
 // ---------------------------------------------------------------- activations
 
 TEST(Zoo, ActivationsMatchTheirFormulas) {

@@ -20,6 +20,12 @@ namespace ingot {
 // y = x @ weight + bias; weight [in, out] (in inferred from the input's last dim), bias [out].
 // Init: weight U(±1/sqrt(in)) (Init::fan_in(0)), bias zeros.
 Model Linear(int64_t out_features, bool use_bias = true);
+struct LinearOptions {
+  int64_t out_features = 0;
+  std::optional<int64_t> in_features;  // given: the input's last dim must be this (checked at compile)
+  bool use_bias = true;
+};
+Model Linear(const LinearOptions& options);
 
 struct Conv2dOptions {
   int64_t out_channels = 0;
@@ -44,12 +50,27 @@ Model Conv2d(int64_t out_channels, int64_t kernel_size, int64_t stride = 1, int6
 // applies `momentum`); a training graph does not read them, so they are absent from it. To pass
 // them as data, name them in the compile option `data_keys`.
 Model BatchNorm2d(double eps = 1e-5, double momentum = 0.1);
+struct BatchNorm2dOptions {
+  std::optional<int64_t> num_features;  // given: the input's channel count must be this
+  double eps = 1e-5, momentum = 0.1;
+};
+Model BatchNorm2d(const BatchNorm2dOptions& options);
 // Normalizes over the last `normalized_dims` dims; weight (ones) / bias (zeros) of that shape
 // when affine.
 Model LayerNorm(int normalized_dims = 1, double eps = 1e-5, bool affine = true);
 // x / sqrt(mean(x^2) + eps) over the last `normalized_dims` dims (the rms_norm op: one row
 // kernel), times weight (ones) of that shape when affine. No centering and no bias (LLaMA, T5).
 Model RMSNorm(int normalized_dims = 1, double eps = 1e-5, bool affine = true);
+// PyTorch's form of both: the normalized trailing dims given by their sizes
+// (LayerNorm(512): the last dim, of size 512, checked at compile), or by their count alone.
+struct NormOptions {
+  std::vector<int64_t> normalized_shape;  // non-empty: the trailing dims' sizes (their count follows)
+  int normalized_dims = 1;                // used when normalized_shape is empty
+  double eps = 1e-5;
+  bool affine = true;
+};
+Model LayerNorm(const NormOptions& options);
+Model RMSNorm(const NormOptions& options);
 
 Model Relu();
 Model Gelu(bool tanh_approximation = false);

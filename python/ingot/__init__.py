@@ -149,12 +149,15 @@ from . import random
 from ._ingot import onnx  # ml.onnx.load(path_or_bytes): ONNX import
 from ._backends import JaxBackend, NumpyBackend, TorchBackend
 from ._compile import PhysicalModel, compile
+from ._dtypes import DType, bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: F401
+from ._dtypes import bool  # noqa: F401,A004 - ml.bool, as MLX and NumPy name it
 from ._function_compile import CompiledFunction, eval, grad, value_and_grad, vjp
 from ._profile import Profile, profile
 
 __version__ = "0.1.0"
 
 _ARRAY_API = [
+    "DType", "bfloat16", "bool", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
     "abs", "add", "arange", "argmax", "array", "asarray", "astype", "auto_compile_stats", "broadcast_to", "ceil",
     "CompiledFunction", "compile_config", "compile_count", "compile_region", "concatenate", "conv2d", "cos",
     "disable_compile", "divide", "dropout", "enable_compile", "equal", "erf", "eval", "exp", "floor", "fmod", "full", "gelu",

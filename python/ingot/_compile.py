@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 import numpy as np
 
 from . import _ingot
+from ._dtypes import DType
 from ._backends import _FrameworkBackend
 from ._function_compile import _FN_OPTIONS, compile_function
 from ._ingot import IngotError
@@ -87,8 +88,8 @@ class PhysicalModel:
         """Shape of every terminal after inference; unknown sizes stay symbols ('N')."""
         return self._pm.get_shapes()
 
-    def get_types(self) -> Dict[str, str]:
-        """Dtype name of every terminal ('float32', ...)."""
+    def get_types(self) -> Dict[str, "DType"]:
+        """The dtype of every terminal (ml.float32, ...; each equal to its name, 'float32')."""
         return self._pm.get_types()
 
     def input_names(self) -> List[str]:

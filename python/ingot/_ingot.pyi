@@ -5,6 +5,7 @@ ingot's C++ compiler (use the `ingot` package, which wraps this module)
 from collections.abc import Iterator, Sequence
 from typing import overload
 
+import ingot
 from ingot._ingot import onnx as onnx
 
 
@@ -232,8 +233,12 @@ class Model:
 
     def __deepcopy__(self, memo: object) -> Model: ...
 
-def Linear(dimension: int, use_bias: bool = True) -> Model:
-    """y = x @ weight + bias with weight [in, dimension]; `in` is inferred."""
+def Linear(in_features: int | None = None, out_features: int | None = None, *, dimension: int | None = None, use_bias: bool = True) -> Model:
+    """
+    y = x @ weight + bias with weight [in, out]. Linear(10) or Linear(dimension=10): 10 outputs, `in`
+    inferred from the input; Linear(128, 10) (PyTorch's order): `in` is 128, and an input whose last
+    dim is not 128 is a shape error at compile.
+    """
 
 def Conv2d(in_channels: int | None = None, out_channels: int | None = None, *, kernel_size: object = 3, stride: int = 1, padding: int = 0, dilation: int = 1, groups: int = 1, use_bias: bool = True) -> Model:
     """
@@ -241,17 +246,23 @@ def Conv2d(in_channels: int | None = None, out_channels: int | None = None, *, k
     (inferred): Conv2d(out_channels=64, kernel_size=3). kernel_size is an int or (kh, kw).
     """
 
-def BatchNorm2d(eps: float = 1e-05, momentum: float = 0.1) -> Model:
+def BatchNorm2d(num_features: int | None = None, eps: float = 1e-05, momentum: float = 0.1) -> Model:
     """
     Per-channel normalization of [N, C, H, W]; running statistics with compile(inference=True).
+    BatchNorm2d(64) (PyTorch's form): C is 64, checked at compile; BatchNorm2d(): C inferred.
     """
 
-def LayerNorm(normalized_dims: int = 1, eps: float = 1e-05, affine: bool = True) -> Model:
-    """Normalizes over the last `normalized_dims` dims."""
-
-def RMSNorm(normalized_dims: int = 1, eps: float = 1e-05, affine: bool = True) -> Model:
+def LayerNorm(normalized_shape: object | None = None, eps: float = 1e-05, affine: bool = True, *, normalized_dims: int | None = None) -> Model:
     """
-    x / sqrt(mean(x**2) + eps) * weight over the last `normalized_dims` dims (no centering, no bias).
+    Normalizes over trailing dims: LayerNorm(512) or LayerNorm([4, 5]) (PyTorch's normalized_shape:
+    their sizes, checked at compile), LayerNorm(normalized_dims=2) (their count, sizes inferred), or
+    LayerNorm() (the last dim).
+    """
+
+def RMSNorm(normalized_shape: object | None = None, eps: float = 1e-05, affine: bool = True, *, normalized_dims: int | None = None) -> Model:
+    """
+    x / sqrt(mean(x**2) + eps) * weight over trailing dims (no centering, no bias); the trailing dims
+    as for LayerNorm.
     """
 
 def MultiHeadAttention(embed_dim: int, num_heads: int, *, num_kv_heads: int | None = None, causal: bool = False, masked: bool = False, use_bias: bool = True) -> Model:
@@ -446,8 +457,8 @@ class PhysicalModel:
     def get_shapes(self) -> dict:
         """Shape of every terminal; symbols stay strings."""
 
-    def get_types(self) -> dict[str, str]:
-        """Dtype name of every terminal."""
+    def get_types(self) -> dict[str, ingot.DType]:
+        """The dtype of every terminal (ml.float32, ...)."""
 
     def input_names(self) -> list[str]:
         """The run-time data inputs."""
@@ -536,8 +547,10 @@ class array:
         """The shape, a tuple of ints."""
 
     @property
-    def dtype(self) -> str:
-        """The dtype's name: 'float32', 'int64', 'bool', ..."""
+    def dtype(self) -> ingot.DType:
+        """
+        The dtype: ml.float32, ml.int64, ml.bool, ... (equal to its name, 'float32', and to NumPy's dtype).
+        """
 
     @property
     def ndim(self) -> int:

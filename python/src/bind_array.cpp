@@ -158,8 +158,9 @@ void bind_array(nb::module_& m) {
         "Arrays are values: do not write into the source while an array computed from it is pending.");
   cls.def_prop_ro("shape", [](const Array& a) { return shape_tuple(a.shape()); },
                   nb::for_getter(nb::sig("def shape(self) -> tuple[int, ...]")), "The shape, a tuple of ints.");
-  cls.def_prop_ro("dtype", [](const Array& a) { return std::string(dtype_name(a.dtype())); },
-                  "The dtype's name: 'float32', 'int64', 'bool', ...");
+  cls.def_prop_ro("dtype", [](const Array& a) { return dtype_object(a.dtype()); },
+                  nb::for_getter(nb::sig("def dtype(self) -> ingot.DType")),
+                  "The dtype: ml.float32, ml.int64, ml.bool, ... (equal to its name, 'float32', and to NumPy's dtype).");
   cls.def_prop_ro("ndim", &Array::ndim, "The number of axes.");
   cls.def_prop_ro("size", &Array::size, "The number of elements.");
   cls.def_prop_ro("T", [](const Array& a) { return transpose(a); }, "The axes reversed (lazy).");

@@ -254,10 +254,10 @@ void bind_compile(nb::module_& m) {
       .def("get_shapes", [](const PhysicalModel& pm) { return shapes_dict(pm.get_shapes()); },
            "Shape of every terminal; symbols stay strings.")
       .def("get_types", [](const PhysicalModel& pm) {
-             std::map<std::string, std::string> out;
-             for (const auto& [name, t] : pm.get_types()) out[name] = std::string(dtype_name(t));
+             nb::dict out;
+             for (const auto& [name, t] : pm.get_types()) out[name.c_str()] = dtype_object(t);
              return out;
-           }, "Dtype name of every terminal.")
+           }, nb::sig("def get_types(self) -> dict[str, ingot.DType]"), "The dtype of every terminal (ml.float32, ...).")
       .def("input_names", &PhysicalModel::input_names, "The run-time data inputs.")
       .def("parameter_names", &PhysicalModel::parameter_names, "The parameters.")
       .def("constant_names", &PhysicalModel::constant_names, "The constants.")

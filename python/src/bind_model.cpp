@@ -14,6 +14,26 @@ namespace ingot::python {
 
 namespace {
 
+// LayerNorm / RMSNorm's trailing dims from Python: normalized_shape (an int or a sequence of
+// ints: their sizes) or normalized_dims (their count), not both; neither: the last dim.
+NormOptions norm_options(const char* block, nb::handle normalized_shape, double eps, bool affine,
+                         std::optional<int> normalized_dims) {
+  NormOptions o;
+  o.eps = eps;
+  o.affine = affine;
+  if (!normalized_shape.is_none()) {
+    if (normalized_dims)
+      throw nb::type_error((std::string(block) + ": give normalized_shape or normalized_dims, not both").c_str());
+    if (nb::isinstance<nb::int_>(normalized_shape)) o.normalized_shape = {nb::cast<int64_t>(normalized_shape)};
+    else o.normalized_shape = nb::cast<std::vector<int64_t>>(normalized_shape);
+    if (o.normalized_shape.empty())
+      throw nb::type_error((std::string(block) + ": normalized_shape is empty").c_str());
+  } else if (normalized_dims) {
+    o.normalized_dims = *normalized_dims;
+  }
+  return o;
+}
+
 // What a terminal may be linked to: a wire name, an IOKey, a Connection, a number (a weak
 // scalar constant) or an array (a constant).
 IOKey to_iokey(nb::handle v, const std::string& terminal) {
@@ -227,19 +247,59 @@ void bind_model(nb::module_& m) {
       .def("__deepcopy__", [](const Model& self, nb::handle) { return Model(self); }, nb::arg("memo"));
 
   // --- the zoo (include/ingot/models.h), keyword arguments as in the C++ API ---
-  m.def("Linear", [](int64_t dimension, bool use_bias) { return Linear(dimension, use_bias); }, nb::arg("dimension"),
-        nb::arg("use_bias") = true, "y = x @ weight + bias with weight [in, dimension]; `in` is inferred.");
+  m.def("Linear",
+        [](std::optional<int64_t> in_features, std::optional<int64_t> out_features, std::optional<int64_t> dimension,
+           bool use_bias) {
+          // Linear(10) and Linear(dimension=10): the output size; Linear(128, 10): PyTorch's (in, out).
+          if (in_features && !out_features && !dimension) std::swap(in_features, out_features);
+          if (out_features && dimension)
+            throw nb::type_error("Linear: give the output size once (out_features or dimension), not both");
+          if (!out_features) out_features = dimension;
+          if (!out_features) throw nb::type_error("Linear: the output size is missing: Linear(10), Linear(128, 10) or Linear(dimension=10)");
+          LinearOptions o;
+          o.out_features = *out_features;
+          o.in_features = in_features;
+          o.use_bias = use_bias;
+          return Linear(o);
+        },
+        nb::arg("in_features").none() = nb::none(), nb::arg("out_features").none() = nb::none(), nb::kw_only(),
+        nb::arg("dimension").none() = nb::none(), nb::arg("use_bias") = true,
+        "y = x @ weight + bias with weight [in, out]. Linear(10) or Linear(dimension=10): 10 outputs, `in`\n"
+        "inferred from the input; Linear(128, 10) (PyTorch's order): `in` is 128, and an input whose last\n"
+        "dim is not 128 is a shape error at compile.");
   m.def("Conv2d", &conv2d, nb::arg("in_channels").none() = nb::none(), nb::arg("out_channels").none() = nb::none(),
         nb::kw_only(), nb::arg("kernel_size") = 3, nb::arg("stride") = 1, nb::arg("padding") = 0, nb::arg("dilation") = 1,
         nb::arg("groups") = 1, nb::arg("use_bias") = true,
         "NCHW convolution, PyTorch argument order: Conv2d(3, 64, kernel_size=3). in_channels may be None\n"
         "(inferred): Conv2d(out_channels=64, kernel_size=3). kernel_size is an int or (kh, kw).");
-  m.def("BatchNorm2d", &BatchNorm2d, nb::arg("eps") = 1e-5, nb::arg("momentum") = 0.1,
-        "Per-channel normalization of [N, C, H, W]; running statistics with compile(inference=True).");
-  m.def("LayerNorm", &LayerNorm, nb::arg("normalized_dims") = 1, nb::arg("eps") = 1e-5, nb::arg("affine") = true,
-        "Normalizes over the last `normalized_dims` dims.");
-  m.def("RMSNorm", &RMSNorm, nb::arg("normalized_dims") = 1, nb::arg("eps") = 1e-5, nb::arg("affine") = true,
-        "x / sqrt(mean(x**2) + eps) * weight over the last `normalized_dims` dims (no centering, no bias).");
+  m.def("BatchNorm2d",
+        [](std::optional<int64_t> num_features, double eps, double momentum) {
+          BatchNorm2dOptions o;
+          o.num_features = num_features;
+          o.eps = eps;
+          o.momentum = momentum;
+          return BatchNorm2d(o);
+        },
+        nb::arg("num_features").none() = nb::none(), nb::arg("eps") = 1e-5, nb::arg("momentum") = 0.1,
+        "Per-channel normalization of [N, C, H, W]; running statistics with compile(inference=True).\n"
+        "BatchNorm2d(64) (PyTorch's form): C is 64, checked at compile; BatchNorm2d(): C inferred.");
+  m.def("LayerNorm",
+        [](nb::handle normalized_shape, double eps, bool affine, std::optional<int> normalized_dims) {
+          return LayerNorm(norm_options("LayerNorm", normalized_shape, eps, affine, normalized_dims));
+        },
+        nb::arg("normalized_shape").none() = nb::none(), nb::arg("eps") = 1e-5, nb::arg("affine") = true, nb::kw_only(),
+        nb::arg("normalized_dims").none() = nb::none(),
+        "Normalizes over trailing dims: LayerNorm(512) or LayerNorm([4, 5]) (PyTorch's normalized_shape:\n"
+        "their sizes, checked at compile), LayerNorm(normalized_dims=2) (their count, sizes inferred), or\n"
+        "LayerNorm() (the last dim).");
+  m.def("RMSNorm",
+        [](nb::handle normalized_shape, double eps, bool affine, std::optional<int> normalized_dims) {
+          return RMSNorm(norm_options("RMSNorm", normalized_shape, eps, affine, normalized_dims));
+        },
+        nb::arg("normalized_shape").none() = nb::none(), nb::arg("eps") = 1e-5, nb::arg("affine") = true, nb::kw_only(),
+        nb::arg("normalized_dims").none() = nb::none(),
+        "x / sqrt(mean(x**2) + eps) * weight over trailing dims (no centering, no bias); the trailing dims\n"
+        "as for LayerNorm.");
   m.def("MultiHeadAttention",
         [](int64_t embed_dim, int64_t num_heads, std::optional<int64_t> num_kv_heads, bool causal, bool masked,
            bool use_bias) {

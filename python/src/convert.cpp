@@ -163,6 +163,10 @@ DType to_dtype(nb::handle obj) {
   return parse_dtype(name);
 }
 
+nb::object dtype_object(DType t) {
+  return nb::module_::import_("ingot._dtypes").attr("dtype_of")(nb::str(std::string(dtype_name(t)).c_str()));
+}
+
 ShapeTemplate to_shape_template(nb::handle obj) {
   ShapeTemplate t;
   INGOT_CHECK(!nb::isinstance<nb::str>(obj) && nb::hasattr(obj, "__iter__"), "A shape must be a list of ints, strings and None, got ",

@@ -35,6 +35,8 @@ std::string py_str(nb::handle obj);
 
 // "float32", numpy.float32, numpy.dtype("float32"), ml_dtypes.bfloat16, ...
 DType to_dtype(nb::handle obj);
+// The ml.<dtype> object of `t` (ingot._dtypes.DType: a str subclass equal to its name and to NumPy's dtype).
+nb::object dtype_object(DType t);
 // [None, 3, "N", "Batch..."]
 ShapeTemplate to_shape_template(nb::handle obj);
 nb::list from_sym_shape(const SymShape& s);

@@ -234,3 +234,70 @@ def test_randomize_params_is_deterministic():
     a, b, c = pm.randomize_params(1), pm.randomize_params(1), pm.randomize_params(2)
     assert all(np.array_equal(a[k], b[k]) for k in a)
     assert not np.array_equal(a["linear_0.weight"], c["linear_0.weight"])
+
+
+def test_dtype_objects():
+    """ml.float32 and friends (MLX's mx.float32 style): equal to their names and to NumPy's dtypes,
+    accepted wherever a dtype name is, and what .dtype and get_types() return."""
+    names = ["bool", "int8", "int16", "int32", "int64", "uint8", "float16", "bfloat16", "float32", "float64"]
+    sizes = [1, 1, 2, 4, 8, 1, 2, 2, 4, 8]
+    for name, size in zip(names, sizes):
+        t = getattr(ml, name)
+        assert isinstance(t, ml.DType) and t == name and t.name == name and t.itemsize == size
+        assert repr(t) == f"ml.{name}" and hash(t) == hash(name)
+        if name != "bfloat16":
+            assert t == np.dtype(name) and np.dtype(name) == t and t != np.dtype("complex64")
+    assert ml.float32 == np.float32 and ml.bool == bool and ml.int64 != ml.int32 and ml.float32 != "float64"
+    assert ml.float16.is_floating and not ml.int8.is_floating
+    a = ml.ones(3)
+    assert a.dtype is ml.float32 and a.dtype == "float32"
+    assert a.astype(ml.float16).dtype == ml.float16
+    assert ml.array(np.ones(2), dtype=ml.int32).dtype == ml.int32
+    assert ml.zeros((2,), ml.float64).dtype == ml.float64
+    m = ml.Model()
+    m |= ml.Add()(left=ml.IOKey("x", dtype=ml.float64), right="y", output=ml.IOKey("z", expose=True))
+    pm = ml.compile(m, ml.ReferenceBackend(), shapes={"x": [2], "y": [2]}, types={"y": ml.float64})
+    types = pm.get_types()
+    assert types == {"x": "float64", "y": "float64", "z": "float64"} and all(isinstance(t, ml.DType) for t in types.values())
+    assert json.loads(json.dumps(types)) == {"x": "float64", "y": "float64", "z": "float64"}
+    import pickle
+    assert pickle.loads(pickle.dumps(ml.bfloat16)) == ml.bfloat16
+    with pytest.raises(TypeError, match="is not an ingot dtype"):
+        ml.DType("complex64")
+
+
+def test_constructor_forms_with_input_sizes(rng):
+    """PyTorch's forms beside ingot's: Linear(128, 10), BatchNorm2d(64), LayerNorm(512),
+    Conv2d(3, 64, kernel_size=3); a given input size is checked against the inferred one."""
+    def compiled(block, shape):
+        m = ml.Model()
+        m += block(input="x", output=ml.IOKey("y", expose=True))
+        return ml.compile(m, ml.ReferenceBackend(), shapes={"x": shape})
+
+    for block in (ml.Linear(8, 10), ml.Linear(10), ml.Linear(dimension=10), ml.Linear(in_features=8, out_features=10)):
+        shapes = compiled(block, [2, 8]).get_shapes()
+        assert shapes["y"] == [2, 10] and shapes["linear_0.weight"] == [8, 10]
+    with pytest.raises(ml.IngotError, match="a has K = 6 but b has K = 8"):
+        compiled(ml.Linear(8, 10), [2, 6])
+    with pytest.raises(TypeError, match="give the output size once"):
+        ml.Linear(out_features=3, dimension=3)
+    with pytest.raises(TypeError, match="the output size is missing"):
+        ml.Linear()
+    assert compiled(ml.BatchNorm2d(4), [2, 4, 3, 3]).get_shapes()["batch_norm2d_0.weight"] == [4]
+    with pytest.raises(ml.IngotError, match="a dimension is 4 .* but must also be 3"):
+        compiled(ml.BatchNorm2d(4), [2, 3, 3, 3])
+    assert compiled(ml.BatchNorm2d(eps=1e-3), [2, 3, 3, 3]).get_shapes()["batch_norm2d_0.weight"] == [3]
+    for block, weight in ((ml.LayerNorm(5), [5]), (ml.LayerNorm([4, 5]), [4, 5]), (ml.LayerNorm(normalized_dims=2), [4, 5]),
+                          (ml.RMSNorm(5), [5]), (ml.RMSNorm([4, 5]), [4, 5])):
+        shapes = compiled(block, [2, 4, 5]).get_shapes()
+        assert [v for k, v in shapes.items() if k.endswith(".weight")] == [weight]
+    with pytest.raises(ml.IngotError, match="a dimension is 6 .* but must also be 5"):
+        compiled(ml.LayerNorm(6), [2, 4, 5])
+    with pytest.raises(TypeError, match="normalized_shape or normalized_dims, not both"):
+        ml.LayerNorm(5, normalized_dims=1)
+    # values: LayerNorm(5) normalizes the last dim as PyTorch's does
+    x = rng.normal(size=(2, 4, 5)).astype(np.float32)
+    pm = compiled(ml.LayerNorm(5), [2, 4, 5])
+    y = pm.evaluate(pm.randomize_params(), {"x": x})["y"]
+    want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)

@@ -79,16 +79,46 @@ Model activation(const std::string& name) {
 
 }  // namespace
 
+// LayerNorm and RMSNorm (zoo_util.h): `op` over the trailing dims NormOptions names, weight (and,
+// with `bias`, bias) of their shape when affine; given sizes fix the input's trailing dims.
+Model zoo::trailing_norm(const char* name, const char* op, const NormOptions& o, bool bias) {
+  const int dims = o.normalized_shape.empty() ? o.normalized_dims : static_cast<int>(o.normalized_shape.size());
+  INGOT_CHECK(dims >= 1, name, ": normalized_dims must be >= 1, got ", dims);
+  INGOT_CHECK(o.eps > 0, name, ": eps must be positive, got ", o.eps);
+  for (int64_t d : o.normalized_shape) INGOT_CHECK(d > 0, name, ": normalized_shape sizes must be positive, got ", d);
+  Model m = block(name);
+  std::optional<ShapeTemplate> sizes;
+  if (!o.normalized_shape.empty()) sizes = ShapeTemplate(o.normalized_shape.begin(), o.normalized_shape.end());
+  ShapeTemplate input_shape{"lead..."};
+  if (sizes) input_shape.insert(input_shape.end(), sizes->begin(), sizes->end());
+  Links inputs = {{"input", sizes ? m.input("input", input_shape) : m.input("input")}};
+  if (o.affine) {
+    inputs.emplace_back("weight", m.parameter("weight", Init::ones(), sizes));
+    if (bias) inputs.emplace_back("bias", m.parameter("bias", Init::zeros(), sizes));
+  }
+  m.set_cout(add_op(m, op, inputs, {{"axis", int64_t{-dims}}, {"eps", o.eps}}));
+  return m;
+}
+
 // Terminals: input, weight [in, out] (fan_in(0): U(±1/sqrt(in))), bias [out] (zeros), output.
-Model Linear(int64_t out_features, bool use_bias) {
-  INGOT_CHECK(out_features > 0, "Linear: out_features must be positive, got ", out_features);
+Model Linear(const LinearOptions& o) {
+  INGOT_CHECK(o.out_features > 0, "Linear: out_features must be positive, got ", o.out_features);
+  INGOT_CHECK(!o.in_features || *o.in_features > 0, "Linear: in_features must be positive, got ", o.in_features.value_or(0));
   Model m = block("Linear");
-  Connection x = m.input("input");
-  Connection y =
-      matmul(x, m.parameter("weight", Init::fan_in(0), ShapeTemplate{"in", out_features}));
-  if (use_bias) y = y + m.parameter("bias", Init::zeros(), ShapeTemplate{out_features});
+  // A given in_features fixes the input's last dim (a mismatch is a shape error naming it).
+  Connection x = o.in_features ? m.input("input", ShapeTemplate{"lead...", *o.in_features}) : m.input("input");
+  Connection y = matmul(x, m.parameter("weight", Init::fan_in(0),
+                                       ShapeTemplate{o.in_features ? Dim(*o.in_features) : Dim("in"), o.out_features}));
+  if (o.use_bias) y = y + m.parameter("bias", Init::zeros(), ShapeTemplate{o.out_features});
   m.set_cout(y);
   return m;
+}
+
+Model Linear(int64_t out_features, bool use_bias) {
+  LinearOptions o;
+  o.out_features = out_features;
+  o.use_bias = use_bias;
+  return Linear(o);
 }
 
 // Terminals: input, weight [out, in/groups, kh, kw] (U(±1/sqrt(in/groups*kh*kw))), bias [out]
@@ -132,16 +162,20 @@ Model Conv2d(int64_t out_channels, int64_t kernel_size, int64_t stride, int64_t 
 // running_var [C] (ones), output. Training normalizes with the batch's moments over N, H, W and
 // declares the running statistics' next values (state "state:<name>", as PyTorch:
 // (1 - momentum) running + momentum batch, the variance unbiased); inference uses them.
-Model BatchNorm2d(double eps, double momentum) {
+Model BatchNorm2d(const BatchNorm2dOptions& o) {
+  const double eps = o.eps, momentum = o.momentum;
   INGOT_CHECK(eps > 0, "BatchNorm2d: eps must be positive, got ", eps);
   INGOT_CHECK(momentum >= 0 && momentum <= 1, "BatchNorm2d: momentum must be in [0, 1], got ",
               momentum);
+  INGOT_CHECK(!o.num_features || *o.num_features > 0, "BatchNorm2d: num_features must be positive, got ",
+              o.num_features.value_or(0));
   Model m = block("BatchNorm2d");
-  Connection x = m.input("input", ShapeTemplate{nullptr, "C", nullptr, nullptr});
-  Connection weight = m.parameter("weight", Init::ones(), ShapeTemplate{"C"});
-  Connection bias = m.parameter("bias", Init::zeros(), ShapeTemplate{"C"});
-  Connection running_mean = m.parameter("running_mean", Init::zeros(), ShapeTemplate{"C"});
-  Connection running_var = m.parameter("running_var", Init::ones(), ShapeTemplate{"C"});
+  const Dim c = o.num_features ? Dim(*o.num_features) : Dim("C");  // given: the input's channels must match
+  Connection x = m.input("input", ShapeTemplate{nullptr, c, nullptr, nullptr});
+  Connection weight = m.parameter("weight", Init::ones(), ShapeTemplate{c});
+  Connection bias = m.parameter("bias", Init::zeros(), ShapeTemplate{c});
+  Connection running_mean = m.parameter("running_mean", Init::zeros(), ShapeTemplate{c});
+  Connection running_var = m.parameter("running_var", Init::ones(), ShapeTemplate{c});
   auto moments =
       m.add(Model::primitive("moments", {"input"}, {"mean", "variance"},
                              {{"axes", std::vector<int64_t>{0, 2, 3}}, {"keepdims", int64_t{0}}}),
@@ -162,19 +196,22 @@ Model BatchNorm2d(double eps, double momentum) {
   return m;
 }
 
+Model BatchNorm2d(double eps, double momentum) {
+  BatchNorm2dOptions o;
+  o.eps = eps;
+  o.momentum = momentum;
+  return BatchNorm2d(o);
+}
+
 // Terminals: input, weight and bias (ones, zeros; the shape of the normalized dims), output.
+Model LayerNorm(const NormOptions& o) { return zoo::trailing_norm("LayerNorm", "layer_norm", o, true); }
+
 Model LayerNorm(int normalized_dims, double eps, bool affine) {
-  INGOT_CHECK(normalized_dims >= 1, "LayerNorm: normalized_dims must be >= 1, got ",
-              normalized_dims);
-  INGOT_CHECK(eps > 0, "LayerNorm: eps must be positive, got ", eps);
-  Model m = block("LayerNorm");
-  Links inputs = {{"input", m.input("input")}};
-  if (affine) {
-    inputs.emplace_back("weight", m.parameter("weight", Init::ones()));
-    inputs.emplace_back("bias", m.parameter("bias", Init::zeros()));
-  }
-  m.set_cout(add_op(m, "layer_norm", inputs, {{"axis", int64_t{-normalized_dims}}, {"eps", eps}}));
-  return m;
+  NormOptions o;
+  o.normalized_dims = normalized_dims;
+  o.eps = eps;
+  o.affine = affine;
+  return LayerNorm(o);
 }
 
 Model Relu() { return unary_block("Relu", "relu"); }

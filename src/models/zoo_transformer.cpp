@@ -32,14 +32,14 @@ Model feed_forward_activation(const std::string& name) {
 
 }  // namespace
 
+Model RMSNorm(const NormOptions& o) { return zoo::trailing_norm("RMSNorm", "rms_norm", o, false); }
+
 Model RMSNorm(int normalized_dims, double eps, bool affine) {
-  INGOT_CHECK(normalized_dims >= 1, "RMSNorm: normalized_dims must be >= 1, got ", normalized_dims);
-  INGOT_CHECK(eps > 0, "RMSNorm: eps must be positive, got ", eps);
-  Model m = block("RMSNorm");
-  Links inputs = {{"input", m.input("input")}};
-  if (affine) inputs.emplace_back("weight", m.parameter("weight", Init::ones()));
-  m.set_cout(add_op(m, "rms_norm", inputs, {{"axis", int64_t{-normalized_dims}}, {"eps", eps}}));
-  return m;
+  NormOptions o;
+  o.normalized_dims = normalized_dims;
+  o.eps = eps;
+  o.affine = affine;
+  return RMSNorm(o);
 }
 
 Model MultiHeadAttention(const MultiHeadAttentionOptions& o) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ingot/model.h"
+#include "ingot/models.h"
 #include "models/model_impl.h"
 
 namespace ingot::zoo {
@@ -27,5 +28,9 @@ inline Connection add_op(Model& m, const std::string& op, const Links& inputs, A
 inline Connection then(Model& m, const Model& b, const Connection& x, const std::string& name = "") {
   return m.add(b, {{"input", x}}, name).at("output");
 }
+
+// LayerNorm and RMSNorm (zoo.cpp): `op` ("layer_norm", "rms_norm") over the trailing dims `o`
+// names, with weight (and, with `bias`, bias) parameters of their shape when o.affine.
+Model trailing_norm(const char* name, const char* op, const NormOptions& o, bool bias);
 
 }  // namespace ingot::zoo
