@@ -8,6 +8,8 @@ packages=(g++ cmake ninja-build ccache libgtest-dev nlohmann-json3-dev libopenbl
 packages+=(libonnx-dev libprotobuf-dev)
 # The sanitizer build (scripts/build.sh asan) is clang's: ASan, UBSan and libFuzzer's runtime.
 packages+=(clang libclang-rt-14-dev)
+# compile(..., visualize=True) draws graphs with Graphviz's dot (the Python tests render SVG).
+packages+=(graphviz)
 # The Python package (scripts/python-test.sh) builds against Python's headers in a virtual
 # environment; ask Debian for them only when the python3 on PATH lacks either.
 if ! python3 -c 'import os, sysconfig, venv, ensurepip

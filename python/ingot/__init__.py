@@ -64,7 +64,6 @@ from ._ingot import (  # noqa: F401 - re-exported API
     TransformerEncoderLayer,
     Add,
     apply,
-    compile_option_names,
     op_names,
 )
 # Lazy arrays and their ops: lowercase names (ml.relu, ml.softmax) are functions on ml.arrays;
@@ -148,7 +147,7 @@ from ._ingot import (  # noqa: F401 - re-exported API
 from . import random
 from ._ingot import onnx  # ml.onnx.load(path_or_bytes): ONNX import
 from ._backends import JaxBackend, NumpyBackend, TorchBackend
-from ._compile import PhysicalModel, compile
+from ._compile import PhysicalModel, compile, compile_option_names
 from ._dtypes import DType, bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: F401
 from ._dtypes import bool  # noqa: F401,A004 - ml.bool, as MLX and NumPy name it
 from ._function_compile import CompiledFunction, eval, grad, value_and_grad, vjp

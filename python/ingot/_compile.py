@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
-from . import _ingot
+from . import _ingot, _visualize
 from ._dtypes import DType
 from ._backends import _FrameworkBackend
 from ._function_compile import _FN_OPTIONS, compile_function
@@ -165,7 +165,10 @@ def compile(target: Any = None, backend: Any = None, **options: Any) -> Any:  # 
     static_shapes, inference, jit, file_path, dump_graph, dump_format, verbose,
     optimization_level, optimizations ({pass: bool} or 'cse=off,layout'), custom_passes
     ([(name, after, fn)] with fn(graph_dict) -> graph_dict or None), dump_after_each_pass,
-    layout_target, memory_planning, max_memory_gb, mixed_precision, gradient_checkpointing, checkpoint_segments.
+    layout_target, memory_planning, max_memory_gb, mixed_precision, gradient_checkpointing, checkpoint_segments;
+    and visualize=True with viz_options={"format": "svg" | "png" | "dot", "show_shapes",
+    "show_types", "show_memory", "output_path"} (the optimized graph drawn by Graphviz's ``dot``;
+    "dot" writes the DOT text without it). ``ml.compile_option_names()`` lists them all.
     An unknown keyword raises TypeError listing the valid ones; a bad value raises IngotError.
 
     **Functions** (MLX-style): ``ml.compile(fn, shapeless=False, inputs=None, outputs=None)``
@@ -197,11 +200,32 @@ def compile(target: Any = None, backend: Any = None, **options: Any) -> Any:  # 
                     f"{type(target).__name__}")
 
 
+# Options ingot's Python layer handles itself (the rest are C++ CompileOptions).
+_PY_MODEL_OPTIONS = ("visualize", "viz_options")
+
+
+def compile_option_names() -> List[str]:
+    """Every keyword ``ml.compile(model, backend, ...)`` accepts besides the backend."""
+    return list(_ingot.compile_option_names()) + list(_PY_MODEL_OPTIONS)
+
+
 def _compile_model(model: "_ingot.Model", backend: Any, options: Dict[str, Any]) -> PhysicalModel:
-    valid = _ingot.compile_option_names()
+    valid = compile_option_names()
     for key in options:
         if key not in valid:
             raise TypeError(f"compile() got an unknown option '{key}' (valid options: {', '.join(valid)})")
+    options = dict(options)
+    visualize = options.pop("visualize", False)
+    if not isinstance(visualize, bool):
+        raise TypeError(f"compile(): visualize must be True or False, got {visualize!r}")
+    viz_options = _visualize.check_options(options.pop("viz_options", None))
+    pm = _compile_model_natively(model, backend, options)
+    if visualize:
+        _visualize.render(pm.graph_json(), viz_options)
+    return pm
+
+
+def _compile_model_natively(model: "_ingot.Model", backend: Any, options: Dict[str, Any]) -> PhysicalModel:
     for key in ("file_path", "dump_graph"):
         if options.get(key) is not None:
             options[key] = os.fspath(options[key])

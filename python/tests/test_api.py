@@ -113,7 +113,7 @@ def test_every_compile_option_is_a_keyword(tmp_path, rng):
         custom_passes=[("record", "end", lambda g: seen.append(len(g["nodes"])))], dump_after_each_pass=False,
         layout_target="nhwc", memory_planning="greedy", max_memory_gb=1.0, mixed_precision="none",
         gradient_checkpointing=True,
-        checkpoint_segments=2)
+        checkpoint_segments=2, visualize=True, viz_options={"format": "dot", "output_path": tmp_path / "graph.dot"})
     assert set(options) == set(ml.compile_option_names())
     pm = ml.compile(m, ml.ReferenceBackend(), **options)
     assert seen, "the custom pass ran"
@@ -301,3 +301,40 @@ def test_constructor_forms_with_input_sizes(rng):
     y = pm.evaluate(pm.randomize_params(), {"x": x})["y"]
     want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
+
+
+def test_visualize_draws_the_optimized_graph(tmp_path, monkeypatch):
+    """compile(..., visualize=True, viz_options=...): DOT text, or SVG/PNG through Graphviz's dot;
+    labels escaped; a clear error without dot; bad options rejected."""
+    import shutil
+
+    m = ml.Model()
+    m += ml.Linear(8, 4)(input='x"quoted', output=ml.IOKey("y", expose=True))
+    dot_path = tmp_path / "g.dot"
+    ml.compile(m, ml.ReferenceBackend(), shapes={'x"quoted': [2, 8]}, visualize=True,
+               viz_options={"format": "dot", "show_memory": True, "output_path": dot_path})
+    text = dot_path.read_text()
+    assert text.startswith("digraph ingot {") and '"n0" [label="matmul\\nfloat32 [2, 4] 32 B"];' in text
+    assert 'input x\\"quoted\\nfloat32 [2, 8] 64 B' in text  # the quote escaped, not closing the label
+    assert "values: " in text
+    quiet = tmp_path / "q.dot"
+    ml.compile(m, ml.ReferenceBackend(), shapes={'x"quoted': [2, 8]}, visualize=True,
+               viz_options={"format": "dot", "show_shapes": False, "show_types": False, "output_path": str(quiet)})
+    assert "[2, 8]" not in quiet.read_text() and "float32" not in quiet.read_text()
+    if shutil.which("dot"):
+        svg = tmp_path / "g.svg"
+        ml.compile(m, ml.ReferenceBackend(), shapes={'x"quoted': [2, 8]}, visualize=True,
+                   viz_options={"output_path": svg})
+        assert svg.read_text().lstrip().startswith("<?xml") and "matmul" in svg.read_text()
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(ml.IngotError, match="Graphviz's `dot` program is not installed"):
+        ml.compile(m, ml.ReferenceBackend(), shapes={'x"quoted': [2, 8]}, visualize=True,
+                   viz_options={"format": "png", "output_path": tmp_path / "g.png"})
+    assert not (tmp_path / "g.png").exists()
+    with pytest.raises(TypeError, match="viz_options: unknown key 'colour'"):
+        ml.compile(m, ml.ReferenceBackend(), visualize=True, viz_options={"colour": "red"})
+    with pytest.raises(ml.IngotError, match="format 'pdf' is not one of svg, png, dot"):
+        ml.compile(m, ml.ReferenceBackend(), visualize=True, viz_options={"format": "pdf"})
+    with pytest.raises(TypeError, match="visualize must be True or False"):
+        ml.compile(m, ml.ReferenceBackend(), visualize="yes")
+    assert "visualize" in ml.compile_option_names() and "viz_options" in ml.compile_option_names()
