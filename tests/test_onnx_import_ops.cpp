@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <map>
 
 #include "autodiff_test_util.h"
 #include "cpu_test_util.h"
@@ -470,4 +472,103 @@ TEST(OnnxImportOps, ShapeOfAnIntermediateValue) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("only known at run time"), std::string::npos) << e.what();
   }
+}
+
+namespace {
+
+// einsum by brute force in double: every assignment of the letters, an operand's size-1 axis
+// read at 0 (broadcast). `terms` and `output` spell every axis (no "...").
+std::vector<double> brute_einsum(const std::vector<std::string>& terms, const std::string& output,
+                                 const std::vector<Tensor>& xs) {
+  std::map<char, int64_t> size;
+  for (size_t i = 0; i < terms.size(); ++i)
+    for (size_t k = 0; k < terms[i].size(); ++k) size[terms[i][k]] = std::max(size[terms[i][k]], xs[i].shape()[k]);
+  std::vector<char> letters;
+  for (const auto& [ch, n] : size) letters.push_back(ch);
+  int64_t out_count = 1;
+  for (char ch : output) out_count *= size[ch];
+  std::vector<double> out(static_cast<size_t>(out_count), 0.0);
+  std::map<char, int64_t> at;
+  std::function<void(size_t)> walk = [&](size_t d) {
+    if (d == letters.size()) {
+      double p = 1;
+      for (size_t i = 0; i < terms.size(); ++i) {
+        int64_t flat = 0;
+        for (size_t k = 0; k < terms[i].size(); ++k) {
+          const int64_t n = xs[i].shape()[k];
+          flat = flat * n + (n == 1 ? 0 : at[terms[i][k]]);
+        }
+        p *= xs[i].astype(DType::Float64).item(flat);
+      }
+      int64_t o = 0;
+      for (char ch : output) o = o * size[ch] + at[ch];
+      out[static_cast<size_t>(o)] += p;
+      return;
+    }
+    for (at[letters[d]] = 0; at[letters[d]] < size[letters[d]]; ++at[letters[d]]) walk(d + 1);
+  };
+  walk(0);
+  return out;
+}
+
+}  // namespace
+
+// Einsum beyond the node suite's six: three operands, a contraction over transposed operands, a
+// trace, a diagonal feeding a contraction, the implicit output, "..." axes broadcast between
+// operands; against brute force in double on both backends. And the errors.
+TEST(OnnxImportOps, EinsumAgainstBruteForce) {
+  struct Case {
+    std::string equation;
+    std::vector<Shape> shapes;
+    std::vector<std::string> terms;  // the equation spelled out for brute_einsum
+    std::string output;
+  };
+  const std::vector<Case> cases = {
+      {"ij,jk,kl->il", {{2, 3}, {3, 4}, {4, 2}}, {"ij", "jk", "kl"}, "il"},
+      {"bij,bkj->bik", {{2, 3, 4}, {2, 5, 4}}, {"bij", "bkj"}, "bik"},
+      {"ii->", {{4, 4}}, {"ii"}, ""},
+      {"iij,jk->ik", {{3, 3, 2}, {2, 4}}, {"iij", "jk"}, "ik"},
+      {"ij,jk", {{2, 3}, {3, 4}}, {"ij", "jk"}, "ik"},
+      {"...ij,...jk->...ik", {{2, 1, 3, 4}, {5, 4, 2}}, {"xyij", "yjk"}, "xyik"},
+      {"ab , ba -> ", {{3, 2}, {2, 3}}, {"ab", "ba"}, ""},
+  };
+  uint64_t seed = 70;
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.equation);
+    OnnxModel o(12);
+    std::vector<std::string> names;
+    std::vector<Tensor> xs;
+    TensorMap inputs;
+    for (size_t i = 0; i < k.shapes.size(); ++i) {
+      names.push_back("x" + std::to_string(i));
+      std::vector<DimSpec> dims(k.shapes[i].begin(), k.shapes[i].end());
+      o.input(names.back(), DType::Float64, dims);
+      xs.push_back(ingot::testing::random_tensor(k.shapes[i], seed++, -1, 1, DType::Float64));
+      inputs[names.back()] = xs.back();
+    }
+    attr(o.node("Einsum", names, {"y"}), "equation", k.equation);
+    o.output("y");
+    expect_both_backends(ingot::onnx::load_bytes(o.bytes()), inputs, "y", brute_einsum(k.terms, k.output, xs), 1e-9);
+  }
+  auto refused = [](const std::string& equation, const std::vector<Shape>& shapes, const std::string& why) {
+    OnnxModel o(12);
+    std::vector<std::string> names;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      names.push_back("x" + std::to_string(i));
+      o.input(names.back(), DType::Float32, std::vector<DimSpec>(shapes[i].begin(), shapes[i].end()));
+    }
+    attr(o.node("Einsum", names, {"y"}), "equation", equation);
+    o.output("y");
+    try {
+      (void)ingot::onnx::load_bytes(o.bytes());
+      ADD_FAILURE() << equation << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  refused("ij,jk->ik", {{2, 3}}, "the equation has 2 operands, the node 1");
+  refused("ij->ik", {{2, 3}}, "output letter 'k' is in no operand");
+  refused("ijk->i", {{2, 3}}, "has rank 2 but 'ijk' names 3 axes");
+  refused("ii->i", {{2, 3}}, "stands for axes of sizes 2 and 3");
+  refused("ij,jk->ik", {{2, 3}, {4, 5}}, "letter 'j' has sizes 3 and 4");
 }

@@ -95,6 +95,7 @@ const std::map<std::string, Conversion>& conversions() {
     register_attention_conversions();
     register_norm_conversions();
     register_rnn_conversions();
+    register_einsum_conversion();
     return true;
   }();
   (void)registered;

@@ -76,6 +76,7 @@ void register_resize_conversions();
 void register_attention_conversions();
 void register_norm_conversions();
 void register_rnn_conversions();
+void register_einsum_conversion();
 
 // `x` (of rank `rank`, the element type of the node's input 0) with `before` and `after`
 // elements of `value` (plus `fed_value`, a scalar known at run time, where given) added along
