@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
-from . import _ingot, _visualize
+from . import _ingot, _intermediates, _visualize
 from ._dtypes import DType
 from ._backends import _FrameworkBackend
 from ._function_compile import _FN_OPTIONS, compile_function
@@ -28,6 +28,7 @@ class PhysicalModel:
         self._pm = pm
         self._backend = backend
         self._emitter = emitter
+        self._intermediates: Optional[Dict[str, Any]] = None  # save_intermediates: where and how
 
     @property
     def backend(self) -> Any:
@@ -51,8 +52,17 @@ class PhysicalModel:
         """
         params = dict(params)
         inputs = dict(inputs or {})
+        if self._intermediates is not None:
+            if output_gradients is None:
+                return _intermediates.take(self._pm.evaluate(params, inputs), self._intermediates)
+            outputs, grads = self._evaluate_with_gradients(params, inputs, output_gradients)
+            return _intermediates.take(outputs, self._intermediates), grads
         if output_gradients is None:
             return self._pm.evaluate(params, inputs)
+        return self._evaluate_with_gradients(params, inputs, output_gradients)
+
+    def _evaluate_with_gradients(self, params: Dict[str, Any], inputs: Dict[str, Any],
+                                 output_gradients: Mapping[str, Any]) -> Tuple[ArrayMap, ArrayMap]:
         if isinstance(self._backend, _FrameworkBackend):
             if self._backend.gradients == "framework":
                 return self._framework_gradients(params, inputs, dict(output_gradients))
@@ -106,7 +116,7 @@ class PhysicalModel:
 
     def output_names(self) -> List[str]:
         """The outputs evaluate returns."""
-        return self._pm.output_names()
+        return [n for n in self._pm.output_names() if not n.startswith(_intermediates.PREFIX)]
 
     def names(self) -> Dict[str, List[str]]:
         """{'inputs', 'parameters', 'constants', 'outputs'}: the four name lists."""
@@ -166,9 +176,12 @@ def compile(target: Any = None, backend: Any = None, **options: Any) -> Any:  # 
     optimization_level, optimizations ({pass: bool} or 'cse=off,layout'), custom_passes
     ([(name, after, fn)] with fn(graph_dict) -> graph_dict or None), dump_after_each_pass,
     layout_target, memory_planning, max_memory_gb, mixed_precision, gradient_checkpointing, checkpoint_segments;
-    and visualize=True with viz_options={"format": "svg" | "png" | "dot", "show_shapes",
+    visualize=True with viz_options={"format": "svg" | "png" | "dot", "show_shapes",
     "show_types", "show_memory", "output_path"} (the optimized graph drawn by Graphviz's ``dot``;
-    "dot" writes the DOT text without it). ``ml.compile_option_names()`` lists them all.
+    "dot" writes the DOT text without it); save_intermediates=True with intermediate_dir and
+    intermediate_format ("npy" or "safetensors"): every intermediate tensor of each evaluate
+    written to intermediate_dir/evaluate_NNNN/, named by its terminal.
+    ``ml.compile_option_names()`` lists them all.
     An unknown keyword raises TypeError listing the valid ones; a bad value raises IngotError.
 
     **Functions** (MLX-style): ``ml.compile(fn, shapeless=False, inputs=None, outputs=None)``
@@ -201,7 +214,7 @@ def compile(target: Any = None, backend: Any = None, **options: Any) -> Any:  # 
 
 
 # Options ingot's Python layer handles itself (the rest are C++ CompileOptions).
-_PY_MODEL_OPTIONS = ("visualize", "viz_options")
+_PY_MODEL_OPTIONS = ("visualize", "viz_options", "save_intermediates", "intermediate_dir", "intermediate_format")
 
 
 def compile_option_names() -> List[str]:
@@ -219,7 +232,16 @@ def _compile_model(model: "_ingot.Model", backend: Any, options: Dict[str, Any])
     if not isinstance(visualize, bool):
         raise TypeError(f"compile(): visualize must be True or False, got {visualize!r}")
     viz_options = _visualize.check_options(options.pop("viz_options", None))
+    save = options.pop("save_intermediates", False)
+    if not isinstance(save, bool):
+        raise TypeError(f"compile(): save_intermediates must be True or False, got {save!r}")
+    saving = _intermediates.check_options(options.pop("intermediate_dir", None), options.pop("intermediate_format", "npy"))
+    if save:
+        options["custom_passes"] = list(options.get("custom_passes") or []) + [
+            ("save_intermediates", "end", _intermediates.expose_every_value)]
     pm = _compile_model_natively(model, backend, options)
+    if save:
+        pm._intermediates = saving
     if visualize:
         _visualize.render(pm.graph_json(), viz_options)
     return pm

@@ -113,7 +113,8 @@ def test_every_compile_option_is_a_keyword(tmp_path, rng):
         custom_passes=[("record", "end", lambda g: seen.append(len(g["nodes"])))], dump_after_each_pass=False,
         layout_target="nhwc", memory_planning="greedy", max_memory_gb=1.0, mixed_precision="none",
         gradient_checkpointing=True,
-        checkpoint_segments=2, visualize=True, viz_options={"format": "dot", "output_path": tmp_path / "graph.dot"})
+        checkpoint_segments=2, visualize=True, viz_options={"format": "dot", "output_path": tmp_path / "graph.dot"},
+        save_intermediates=False, intermediate_dir=tmp_path / "intermediates", intermediate_format="npy")
     assert set(options) == set(ml.compile_option_names())
     pm = ml.compile(m, ml.ReferenceBackend(), **options)
     assert seen, "the custom pass ran"
@@ -338,3 +339,41 @@ def test_visualize_draws_the_optimized_graph(tmp_path, monkeypatch):
     with pytest.raises(TypeError, match="visualize must be True or False"):
         ml.compile(m, ml.ReferenceBackend(), visualize="yes")
     assert "visualize" in ml.compile_option_names() and "viz_options" in ml.compile_option_names()
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_save_intermediates_writes_every_value_of_each_evaluate(tmp_path, rng, backend):
+    """compile(..., save_intermediates=True): each evaluate writes every intermediate tensor,
+    named by its terminal, one directory per call; the results stay the user's outputs."""
+    import struct
+
+    be = ml.ReferenceBackend() if backend == "reference" else cpu()
+    pm = ml.compile(ml.ExampleMLP(), be, shapes={"input": [2, 784]}, save_intermediates=True,
+                    intermediate_dir=tmp_path / "npy")
+    assert pm.output_names() == ["output"]
+    p = pm.randomize_params(3)
+    x = rng.normal(size=(2, 784)).astype(np.float32)
+    out = pm.evaluate(p, {"input": x})
+    assert list(out) == ["output"]
+    first = tmp_path / "npy" / "evaluate_0000"
+    files = sorted(f.name for f in first.iterdir())
+    assert "relu_0.output.npy" in files and "linear_0.output.npy" in files, files
+    hidden = np.maximum(x @ p["linear_0.weight"] + p["linear_0.bias"], 0)
+    np.testing.assert_allclose(np.load(first / "relu_0.output.npy"), hidden, rtol=1e-4, atol=1e-5)
+    _, grads = pm.evaluate(p, {"input": x}, output_gradients={"output": np.ones((2, 10), np.float32)})
+    assert set(grads) == set(pm.gradient_names()) and (tmp_path / "npy" / "evaluate_0001").is_dir()
+    st = ml.compile(ml.ExampleMLP(), be, shapes={"input": [2, 784]}, save_intermediates=True,
+                    intermediate_dir=str(tmp_path / "st"), intermediate_format="safetensors")
+    st.evaluate(p, {"input": x})
+    data = (tmp_path / "st" / "evaluate_0000" / "intermediates.safetensors").read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    entry = header["relu_0.output"]
+    a, b = entry["data_offsets"]
+    assert entry["dtype"] == "F32" and entry["shape"] == [2, 256]
+    np.testing.assert_allclose(np.frombuffer(data[8 + n + a:8 + n + b], np.float32).reshape(2, 256), hidden,
+                               rtol=1e-4, atol=1e-5)
+    with pytest.raises(ml.IngotError, match="intermediate_format 'csv' is not one of npy, safetensors"):
+        ml.compile(ml.ExampleMLP(), be, save_intermediates=True, intermediate_format="csv")
+    with pytest.raises(TypeError, match="save_intermediates must be True or False"):
+        ml.compile(ml.ExampleMLP(), be, save_intermediates=1)
