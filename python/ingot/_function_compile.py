@@ -57,19 +57,13 @@ class CompiledFunction:
                             f"arguments {sorted(kwargs)} (bind them with functools.partial before ml.compile)")
         # Arguments are trees (nested lists, tuples and dicts of arrays, array data and numbers):
         # their leaves are the executable's inputs, their structure part of the signature.
-        arrays: List[_ingot.array] = []
-        structures, offsets = [], []
-        for i, a in enumerate(args):
-            flat, structure = _tree.flatten(a, f"compiled function {self._name}(): argument {i}", convert=True)
-            offsets.append(len(arrays))
-            arrays += flat
-            structures.append(structure)
-        offsets.append(len(arrays))
+        arguments = _tree.Arguments(args, lambda i: f"compiled function {self._name}(): argument {i}")
+        arrays = arguments.leaves
         c = self._cache
         ins = _tree.slots(c.inputs, "inputs", mutable=False)
         outs = _tree.slots(c.outputs, "outputs", mutable=True)
         # The state layout is part of the signature: a new, removed or reordered entry traces again.
-        key = ("|args:" + _tree.describe(structures) + "|in:" + ",".join(s.path for s in ins) + "|out:" +
+        key = ("|args:" + _tree.describe(arguments.structures) + "|in:" + ",".join(s.path for s in ins) + "|out:" +
                ",".join(s.path for s in outs))
         captured = [s.get() for s in ins]
         before = [s.get() for s in outs]
@@ -80,8 +74,8 @@ class CompiledFunction:
             try:
                 for slot, x in zip(ins, xs[len(arrays):]):
                     restores.append(slot.swap_input(x))
-                rebuilt = [_tree.unflatten(st, xs[offsets[i]:offsets[i + 1]]) for i, st in enumerate(structures)]
-                flat, structure = _tree.flatten(self._fn(*rebuilt), f"the result of {self._name}()")
+                flat, structure = _tree.flatten(self._fn(*arguments.rebuilt(xs[:len(arrays)])),
+                                                f"the result of {self._name}()")
                 traced.append(structure)
                 return flat + [s.get() for s in outs]
             finally:
@@ -144,20 +138,12 @@ def value_and_grad(fn: Callable, argnums: Union[int, Sequence[int]] = 0) -> Call
     """
     def wrapped(*args: Any) -> Tuple[Any, Any]:
         nums = _argnums(argnums, len(args))
-        leaves: List[_ingot.array] = []
-        structures, offsets = [], []
-        for i, a in enumerate(args):
-            flat, structure = _tree.flatten(a, f"argument {i}", convert=True)
-            offsets.append(len(leaves))
-            leaves += flat
-            structures.append(structure)
-        offsets.append(len(leaves))
-        wrt = [k for n in nums for k in range(offsets[n], offsets[n + 1])]
+        arguments = _tree.Arguments(args, lambda i: f"argument {i}")
+        wrt = [k for n in nums for k in arguments.indices(n)]
         result_structure: List[Any] = []
 
         def flat_fn(xs: List["_ingot.array"]) -> List["_ingot.array"]:
-            rebuilt = [_tree.unflatten(s, xs[offsets[i]:offsets[i + 1]]) for i, s in enumerate(structures)]
-            out = fn(*rebuilt)
+            out = fn(*arguments.rebuilt(xs))
             first = out[0] if isinstance(out, (tuple, list)) and out else out
             if not isinstance(first, _ingot.array):
                 raise TypeError(f"value_and_grad: the function must return the loss array, or a tuple whose first item "
@@ -166,11 +152,11 @@ def value_and_grad(fn: Callable, argnums: Union[int, Sequence[int]] = 0) -> Call
             result_structure.append(structure)
             return flat
 
-        values, grads = _ingot._value_and_grad(flat_fn, leaves, wrt)
+        values, grads = _ingot._value_and_grad(flat_fn, arguments.leaves, wrt)
         per_argument, start = [], 0
         for n in nums:
-            count = offsets[n + 1] - offsets[n]
-            per_argument.append(_tree.unflatten(structures[n], grads[start:start + count]))
+            count = len(arguments.indices(n))
+            per_argument.append(arguments.part(n, grads[start:start + count]))
             start += count
         value = _tree.unflatten(result_structure[-1], values)
         return value, (per_argument[0] if isinstance(argnums, int) else tuple(per_argument))
@@ -190,23 +176,14 @@ def vjp(fn: Callable, primals: Sequence[Any], cotangents: Sequence[Any]) -> Tupl
     per array of fn's result, in its flattened order, shaped like it; they may be given as a tree
     of the result's structure) pulled back to each primal. A primal may be a tree (lists, tuples,
     dicts of arrays); its vector-Jacobian product has its structure."""
-    leaves: List[_ingot.array] = []
-    structures, offsets = [], []
-    for i, p in enumerate(primals):
-        flat, structure = _tree.flatten(p, f"vjp: primal {i}", convert=True)
-        offsets.append(len(leaves))
-        leaves += flat
-        structures.append(structure)
-    offsets.append(len(leaves))
+    arguments = _tree.Arguments(primals, lambda i: f"vjp: primal {i}")
 
     def flat_fn(xs: List["_ingot.array"]) -> List["_ingot.array"]:
-        rebuilt = [_tree.unflatten(s, xs[offsets[i]:offsets[i + 1]]) for i, s in enumerate(structures)]
-        return _tree.flatten(fn(*rebuilt), "the function's result")[0]
+        return _tree.flatten(fn(*arguments.rebuilt(xs)), "the function's result")[0]
 
     seeds = _tree.flatten(list(cotangents), "vjp: cotangent", convert=True)[0]
-    outputs, vjps = _ingot._vjp(flat_fn, leaves, seeds)
-    per_primal = [_tree.unflatten(s, list(vjps[offsets[i]:offsets[i + 1]])) for i, s in enumerate(structures)]
-    return list(outputs), per_primal
+    outputs, vjps = _ingot._vjp(flat_fn, arguments.leaves, seeds)
+    return list(outputs), arguments.rebuilt(list(vjps))
 
 
 def eval(*trees: Any) -> None:  # noqa: A001 - MLX's name

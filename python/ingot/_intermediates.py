@@ -13,11 +13,11 @@ import json
 import os
 import re
 import struct
-import tempfile
 from typing import Any, Dict, Mapping
 
 import numpy as np
 
+from ._files import write_atomically
 from ._ingot import IngotError
 
 PREFIX = "intermediate:"
@@ -54,18 +54,6 @@ def _file_name(terminal: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.#-]", "_", terminal).lstrip(".") or "_"
 
 
-def _write(path: str, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".ingot-", dir=os.path.dirname(path))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _npy_bytes(a: np.ndarray) -> bytes:
     import io
 
@@ -97,8 +85,8 @@ def take(results: Dict[str, Any], state: Dict[str, Any]) -> Dict[str, Any]:
     os.makedirs(call_dir, exist_ok=True)
     if state["format"] == "npy":
         for terminal, a in found.items():
-            _write(os.path.join(call_dir, _file_name(terminal) + ".npy"), _npy_bytes(np.asarray(a)))
+            write_atomically(os.path.join(call_dir, _file_name(terminal) + ".npy"), _npy_bytes(np.asarray(a)))
     else:
-        _write(os.path.join(call_dir, "intermediates.safetensors"),
+        write_atomically(os.path.join(call_dir, "intermediates.safetensors"),
                _safetensors_bytes({t: np.asarray(a) for t, a in found.items()}))
     return rest

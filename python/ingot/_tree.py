@@ -37,6 +37,34 @@ def _flatten(x: Any, what: str, path: str, convert: bool, leaves: List["_ingot.a
     raise TypeError(f"{what}{path} is a {type(x).__name__}: expected ml.arrays, or lists, tuples and dicts of them")
 
 
+class Arguments:
+    """Positional arguments that are trees, flattened into one list of arrays (their leaves,
+    converted from array data and numbers) and rebuilt from a list of the same length."""
+
+    def __init__(self, args: Any, what: Callable[[int], str]):
+        self.leaves: List["_ingot.array"] = []
+        self.structures: List[Any] = []
+        self.offsets: List[int] = []
+        for i, a in enumerate(args):
+            flat, structure = flatten(a, what(i), convert=True)
+            self.offsets.append(len(self.leaves))
+            self.leaves += flat
+            self.structures.append(structure)
+        self.offsets.append(len(self.leaves))
+
+    def rebuilt(self, xs: List[Any]) -> List[Any]:
+        """The arguments with `xs` in place of their leaves."""
+        return [unflatten(s, xs[self.offsets[i]:self.offsets[i + 1]]) for i, s in enumerate(self.structures)]
+
+    def part(self, i: int, xs: List[Any]) -> Any:
+        """Argument i's tree with `xs` (one per leaf of that argument) as its leaves."""
+        return unflatten(self.structures[i], xs)
+
+    def indices(self, i: int) -> range:
+        """The positions of argument i's leaves in `leaves`."""
+        return range(self.offsets[i], self.offsets[i + 1])
+
+
 def as_array(x: Any, what: str) -> "_ingot.array":
     """x as an ml.array (array data is copied). Errors name `what`: what is not array data is a
     TypeError (nanobind's own message would only list the constructor's signature), data of an

@@ -2,7 +2,7 @@
 
 The DOT text is written here from the graph's JSON (every label escaped, so no name a user chose
 can change the file's structure); ``dot`` renders SVG or PNG. The file is written atomically
-(a temporary beside it, then renamed).
+(_files.write_atomically).
 """
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 from typing import Any, Dict, List, Mapping
 
 from ._dtypes import _ITEMSIZE
+from ._files import write_atomically
 from ._ingot import IngotError
 
 VIZ_OPTIONS = ("format", "show_shapes", "show_types", "show_memory", "output_path")
@@ -106,25 +106,12 @@ def graph_dot(graph: Mapping[str, Any], options: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write_atomically(path: str, data: bytes) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".ingot-viz-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def render(graph_json: str, options: Mapping[str, Any]) -> str:
     """Writes the drawing viz_options asks for; returns its path."""
     dot_text = graph_dot(json.loads(graph_json), options)
     path = options["output_path"]
     if options["format"] == "dot":
-        _write_atomically(path, dot_text.encode())
+        write_atomically(path, dot_text.encode())
         return path
     dot = shutil.which("dot")
     if dot is None:
@@ -133,5 +120,5 @@ def render(graph_json: str, options: Mapping[str, Any]) -> str:
     done = subprocess.run([dot, f"-T{options['format']}"], input=dot_text.encode(), capture_output=True, check=False)
     if done.returncode != 0:
         raise IngotError(f"visualize: dot failed ({done.returncode}): {done.stderr.decode(errors='replace').strip()}")
-    _write_atomically(path, done.stdout)
+    write_atomically(path, done.stdout)
     return path
