@@ -1,5 +1,7 @@
 // Logical models: Model (with |=, +=, calling a block to link its terminals), Connection
 // arithmetic, IOKey and the model zoo with keyword arguments.
+#include <tuple>
+
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -283,23 +285,26 @@ void bind_model(nb::module_& m) {
         nb::arg("num_features").none() = nb::none(), nb::arg("eps") = 1e-5, nb::arg("momentum") = 0.1,
         "Per-channel normalization of [N, C, H, W]; running statistics with compile(inference=True).\n"
         "BatchNorm2d(64) (PyTorch's form): C is 64, checked at compile; BatchNorm2d(): C inferred.");
-  m.def("LayerNorm",
-        [](nb::handle normalized_shape, double eps, bool affine, std::optional<int> normalized_dims) {
-          return LayerNorm(norm_options("LayerNorm", normalized_shape, eps, affine, normalized_dims));
+  // LayerNorm and RMSNorm take the same arguments (norm_options).
+  using NormBlock = Model (*)(const NormOptions&);
+  for (const auto& [name, block, doc] : std::vector<std::tuple<const char*, NormBlock, const char*>>{
+           {"LayerNorm", &LayerNorm,
+            "Normalizes over trailing dims: LayerNorm(512) or LayerNorm([4, 5]) (PyTorch's normalized_shape:\n"
+            "their sizes, checked at compile), LayerNorm(normalized_dims=2) (their count, sizes inferred), or\n"
+            "LayerNorm() (the last dim)."},
+           {"RMSNorm", &RMSNorm,
+            "x / sqrt(mean(x**2) + eps) * weight over trailing dims (no centering, no bias); the trailing dims\n"
+            "as for LayerNorm."}}) {
+    const char* block_name = name;  // (clang 14 cannot capture a structured binding)
+    const NormBlock make = block;
+    m.def(
+        name,
+        [block_name, make](nb::handle normalized_shape, double eps, bool affine, std::optional<int> normalized_dims) {
+          return make(norm_options(block_name, normalized_shape, eps, affine, normalized_dims));
         },
         nb::arg("normalized_shape").none() = nb::none(), nb::arg("eps") = 1e-5, nb::arg("affine") = true, nb::kw_only(),
-        nb::arg("normalized_dims").none() = nb::none(),
-        "Normalizes over trailing dims: LayerNorm(512) or LayerNorm([4, 5]) (PyTorch's normalized_shape:\n"
-        "their sizes, checked at compile), LayerNorm(normalized_dims=2) (their count, sizes inferred), or\n"
-        "LayerNorm() (the last dim).");
-  m.def("RMSNorm",
-        [](nb::handle normalized_shape, double eps, bool affine, std::optional<int> normalized_dims) {
-          return RMSNorm(norm_options("RMSNorm", normalized_shape, eps, affine, normalized_dims));
-        },
-        nb::arg("normalized_shape").none() = nb::none(), nb::arg("eps") = 1e-5, nb::arg("affine") = true, nb::kw_only(),
-        nb::arg("normalized_dims").none() = nb::none(),
-        "x / sqrt(mean(x**2) + eps) * weight over trailing dims (no centering, no bias); the trailing dims\n"
-        "as for LayerNorm.");
+        nb::arg("normalized_dims").none() = nb::none(), doc);
+  }
   m.def("MultiHeadAttention",
         [](int64_t embed_dim, int64_t num_heads, std::optional<int64_t> num_kv_heads, bool causal, bool masked,
            bool use_bias) {
