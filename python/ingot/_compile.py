@@ -180,7 +180,10 @@ def compile(target: Any = None, backend: Any = None, **options: Any) -> Any:  # 
     "show_types", "show_memory", "output_path"} (the optimized graph drawn by Graphviz's ``dot``;
     "dot" writes the DOT text without it); save_intermediates=True with intermediate_dir and
     intermediate_format ("npy" or "safetensors"): every intermediate tensor of each evaluate
-    written to intermediate_dir/evaluate_NNNN/, named by its terminal.
+    written to intermediate_dir/evaluate_NNNN/, named by its terminal. For JaxBackend and
+    TorchBackend, jit=True (the default) runs the generated function under jax.jit /
+    torch.compile, jit=False eagerly; jit_options (or jax_options / torch_options) pass their
+    keywords through (jax: static_argnums, donate_argnums, ...; torch: backend, mode, ...).
     ``ml.compile_option_names()`` lists them all.
     An unknown keyword raises TypeError listing the valid ones; a bad value raises IngotError.
 
@@ -214,7 +217,36 @@ def compile(target: Any = None, backend: Any = None, **options: Any) -> Any:  # 
 
 
 # Options ingot's Python layer handles itself (the rest are C++ CompileOptions).
-_PY_MODEL_OPTIONS = ("visualize", "viz_options", "save_intermediates", "intermediate_dir", "intermediate_format")
+_PY_MODEL_OPTIONS = ("visualize", "viz_options", "save_intermediates", "intermediate_dir", "intermediate_format",
+                     "jit_options", "jax_options", "torch_options")
+
+
+def _framework_jit_options(backend: Any, options: Dict[str, Any]) -> Dict[str, Any]:
+    """jit_options / jax_options / torch_options, taken off `options` and checked against the
+    backend's framework: its compiler's keyword arguments (emitters.JIT_OPTIONS)."""
+    from .emitters import JIT_OPTIONS
+
+    given = {k: options.pop(k) for k in ("jit_options", "jax_options", "torch_options") if options.get(k) is not None}
+    for k in ("jit_options", "jax_options", "torch_options"):
+        options.pop(k, None)
+    framework = backend.framework if isinstance(backend, _FrameworkBackend) else None
+    merged: Dict[str, Any] = {}
+    for key, value in given.items():
+        if not isinstance(value, Mapping):
+            raise TypeError(f"compile(): {key} must be a dict, got {type(value).__name__}")
+        if key != "jit_options" and key != f"{framework}_options":
+            names = {"jax_options": "JaxBackend", "torch_options": "TorchBackend"}
+            raise TypeError(f"compile(): {key} is for {names[key]}, not {type(backend).__name__}")
+        if framework is None:
+            raise TypeError(f"compile(): {key} is for the JAX and PyTorch backends (their jax.jit / torch.compile), "
+                            f"not {type(backend).__name__}")
+        valid = JIT_OPTIONS[framework]
+        for name in value:
+            if name not in valid:
+                raise TypeError(f"compile(): {key} has an unknown key '{name}' (valid for {framework}: "
+                                f"{', '.join(valid) or 'none: NumPy has no compiler'})")
+        merged.update(value)
+    return merged
 
 
 def compile_option_names() -> List[str]:
@@ -228,6 +260,7 @@ def _compile_model(model: "_ingot.Model", backend: Any, options: Dict[str, Any])
         if key not in valid:
             raise TypeError(f"compile() got an unknown option '{key}' (valid options: {', '.join(valid)})")
     options = dict(options)
+    jit_options = _framework_jit_options(backend, options)
     visualize = options.pop("visualize", False)
     if not isinstance(visualize, bool):
         raise TypeError(f"compile(): visualize must be True or False, got {visualize!r}")
@@ -239,7 +272,7 @@ def _compile_model(model: "_ingot.Model", backend: Any, options: Dict[str, Any])
     if save:
         options["custom_passes"] = list(options.get("custom_passes") or []) + [
             ("save_intermediates", "end", _intermediates.expose_every_value)]
-    pm = _compile_model_natively(model, backend, options)
+    pm = _compile_model_natively(model, backend, options, jit_options)
     if save:
         pm._intermediates = saving
     if visualize:
@@ -247,7 +280,8 @@ def _compile_model(model: "_ingot.Model", backend: Any, options: Dict[str, Any])
     return pm
 
 
-def _compile_model_natively(model: "_ingot.Model", backend: Any, options: Dict[str, Any]) -> PhysicalModel:
+def _compile_model_natively(model: "_ingot.Model", backend: Any, options: Dict[str, Any],
+                            jit_options: Dict[str, Any]) -> PhysicalModel:
     for key in ("file_path", "dump_graph"):
         if options.get(key) is not None:
             options[key] = os.fspath(options[key])
@@ -255,6 +289,9 @@ def _compile_model_natively(model: "_ingot.Model", backend: Any, options: Dict[s
         if backend.file_path and options.get("file_path") is None:
             options["file_path"] = os.fspath(backend.file_path)
         emitter = backend._emitter(None)
+        # jit (True by default): the generated function runs under jax.jit / torch.compile.
+        emitter.jit = bool(options.get("jit", True))
+        emitter.jit_options = jit_options
         pm = _ingot.compile(model, _ingot.PythonBackend(backend.framework, emitter), options)
         return PhysicalModel(pm, backend, emitter)
     if not isinstance(backend, _ingot.Backend):

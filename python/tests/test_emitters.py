@@ -12,7 +12,7 @@ import pytest
 
 import ingot as ml
 from ingot.emitters import emit_source
-from conftest import needs_jax
+from conftest import needs_jax, needs_torch
 
 EVIL = 'x"); __import__("os").system("echo pwned")  #\n\u00e9'
 
@@ -132,6 +132,55 @@ def test_jax_source_runs_under_jax():
     x = np.random.default_rng(0).normal(size=(2, 784)).astype(np.float32)
     ref = ml.compile(ml.ExampleMLP(), ml.ReferenceBackend(), shapes={"input": [2, 784]}).evaluate(p, {"input": x})
     np.testing.assert_allclose(pm.evaluate(p, {"input": x})["output"], ref["output"], rtol=1e-4, atol=1e-5)
+
+
+@needs_jax
+def test_jax_backend_runs_under_jax_jit_by_default():
+    """jit=True (the default) wraps the generated function in jax.jit, with jax_options passed
+    through; jit=False runs it eagerly; both give the reference's values."""
+    x = np.random.default_rng(1).normal(size=(2, 784)).astype(np.float32)
+    ref = ml.compile(ml.ExampleMLP(), ml.ReferenceBackend(), shapes={"input": [2, 784]})
+    p = ref.randomize_params()
+    want = ref.evaluate(p, {"input": x})["output"]
+    for options in ({}, {"jit": False}, {"jax_options": {"inline": True}}, {"jit_options": {"keep_unused": True}}):
+        pm = ml.compile(ml.ExampleMLP(), ml.JaxBackend(), shapes={"input": [2, 784]}, **options)
+        np.testing.assert_allclose(pm.evaluate(p, {"input": x})["output"], want, rtol=1e-4, atol=1e-5)
+        jitted = hasattr(pm._emitter.runner._forward, "lower")  # what jax.jit returns
+        assert jitted == options.get("jit", True), options
+
+
+@needs_torch
+def test_torch_backend_runs_under_torch_compile_by_default():
+    """jit=True: torch.compile (torch_options passed through: here the 'eager' backend, which
+    skips code generation); the random ops still give ingot's streams inside it."""
+    m = ml.Model()
+    m += ml.Linear(8, 4)(input="x")
+    m += ml.Dropout(p=0.5, seed=3)(output=ml.IOKey("y", expose=True))
+    x = np.random.default_rng(2).normal(size=(3, 8)).astype(np.float32)
+    ref = ml.compile(m, ml.ReferenceBackend(), shapes={"x": [3, 8]})
+    p = ref.randomize_params()
+    want = ref.evaluate(p, {"x": x})["y"]
+    for options in ({"torch_options": {"backend": "eager"}}, {"jit": False}):
+        pm = ml.compile(m, ml.TorchBackend(), shapes={"x": [3, 8]}, **options)
+        np.testing.assert_allclose(pm.evaluate(p, {"x": x})["y"], want, rtol=1e-5, atol=1e-6)
+        compiled = hasattr(pm._emitter.runner._forward, "_torchdynamo_orig_callable")
+        assert compiled == options.get("jit", True), options
+
+
+def test_jit_options_are_checked():
+    m = ml.Model()
+    m += ml.Sigmoid()
+    with pytest.raises(TypeError, match="torch_options is for TorchBackend, not JaxBackend"):
+        ml.compile(m, ml.JaxBackend(), torch_options={"mode": "max-autotune"})
+    with pytest.raises(TypeError, match="jit_options is for the JAX and PyTorch backends .* not CpuBackend"):
+        ml.compile(m, ml.CpuBackend(), jit_options={"mode": "x"})
+    with pytest.raises(TypeError, match="torch_options has an unknown key 'donate_argnums' \\(valid for torch: backend, "
+                                        "mode, fullgraph, dynamic, options, disable\\)"):
+        ml.compile(m, ml.TorchBackend(), torch_options={"donate_argnums": (0,)})
+    with pytest.raises(TypeError, match="jit_options has an unknown key 'mode' \\(valid for numpy: none"):
+        ml.compile(m, ml.NumpyBackend(), jit_options={"mode": "x"})
+    with pytest.raises(TypeError, match="jax_options must be a dict"):
+        ml.compile(m, ml.JaxBackend(), jax_options=["inline"])
 
 
 def test_graph_json_is_what_emitters_read():

@@ -17,6 +17,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 __all__ = ["Emitter", "emit_source", "FRAMEWORKS"]
 
+# The options each framework's compiler takes through jit_options / jax_options / torch_options
+# (jax.jit's and torch.compile's keyword arguments); another key is a TypeError naming these.
+JIT_OPTIONS = {
+    "jax": ("static_argnums", "static_argnames", "donate_argnums", "donate_argnames", "keep_unused", "inline"),
+    "torch": ("backend", "mode", "fullgraph", "dynamic", "options", "disable"),
+    "numpy": (),
+}
+
 # backend name -> (module users install, op module in this package, display name)
 FRAMEWORKS = {
     "numpy": ("numpy", "numpy_ops", "NumPy"),
@@ -172,9 +180,14 @@ class Emitter:
     with gradients="ingot", the joint forward + backward graph (`gradient_runner`; its source is
     written beside `file_path` as <name>_grad.py)."""
 
-    def __init__(self, framework: str, file_path: Optional[str] = None):
+    def __init__(self, framework: str, file_path: Optional[str] = None, jit: bool = False,
+                 jit_options: Optional[Dict[str, Any]] = None):
         self.framework = framework
         self.file_path = file_path
+        # jit: the generated function runs under the framework's compiler (jax.jit, torch.compile)
+        # with `jit_options` passed through; NumPy has none (ignored).
+        self.jit = jit
+        self.jit_options = dict(jit_options or {})
         self.runner: Optional[Runner] = None
         self.gradient_runner: Optional[Runner] = None
         self._lowering_gradients = False
@@ -201,7 +214,10 @@ class Emitter:
         namespace: Dict[str, Any] = {}
         exec(compile(source, path or f"<ingot {self.framework} backend>", "exec"), namespace)
         constants = [ops.constant(v["constant"]) for v in graph["values"] if v["producer"] < 0 and v["kind"] == "constant"]
-        runner = Runner(source, ops, constants, namespace["forward"])
+        forward = namespace["forward"]
+        if self.jit and hasattr(ops, "jit"):
+            forward = ops.jit(forward, self.jit_options)
+        runner = Runner(source, ops, constants, forward)
         if joint:
             self.gradient_runner = runner
         else:

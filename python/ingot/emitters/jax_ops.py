@@ -26,6 +26,10 @@ class JaxOps(ArrayOps):
     def constant(self, c):
         return np.asarray(constant_array(c))  # converted to jax arrays inside the x64 scope
 
+    def jit(self, forward, options):
+        """The generated function under jax.jit (compile(..., jit=True), the default)."""
+        return jax.jit(forward, **options)
+
     def erf(self, x):
         return jax.scipy.special.erf(self._float(x))
 

@@ -43,6 +43,11 @@ def constant(c):
     return from_numpy(constant_array(c))
 
 
+def jit(forward, options):
+    """The generated function under torch.compile (compile(..., jit=True), the default)."""
+    return torch.compile(forward, **options)
+
+
 def cast(x, dtype):
     dt = _DTYPES[dtype]
     x = torch.as_tensor(x)
@@ -255,18 +260,31 @@ def slice(x, starts, ends, axes=None, steps=None):  # noqa: A001
     return x
 
 
+# The counter-based streams are computed in NumPy's uint64 arithmetic; torch.compile would trace
+# that NumPy code as torch ops (which have no uint64 multiply) and get other numbers, so the
+# random ops run eagerly inside a compiled function.
+_eager = getattr(getattr(torch, "compiler", None), "disable", None) or torch._dynamo.disable
+
+
+@_eager
 def random_uniform(shape, seed, low=0.0, high=1.0, dtype="float32"):
     return torch.from_numpy((low + (high - low) * uniform01(seed, int(np.prod(shape))).astype(np.float64)).reshape(shape))
 
 
+@_eager
 def random_normal(shape, seed, mean=0.0, std=1.0, dtype="float32"):
     return torch.from_numpy((mean + std * normal01(seed, int(np.prod(shape)))).reshape(shape))
+
+
+@_eager
+def _keep_mask(shape, p, seed):
+    return torch.from_numpy(uniform01(seed, int(np.prod(shape))).astype(np.float64).reshape(shape) >= p)
 
 
 def dropout(x, p, seed, training=0):
     if not training:
         return x
-    keep = torch.from_numpy(uniform01(seed, int(np.prod(tuple(x.shape)))).astype(np.float64).reshape(tuple(x.shape)) >= p)
+    keep = _keep_mask(tuple(x.shape), p, seed)
     return torch.where(keep, x * (1.0 / (1.0 - p)), torch.zeros_like(x))
 
 
