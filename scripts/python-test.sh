@@ -2,7 +2,7 @@
 # The Python package's tests: a virtual environment in build/python-venv with the build tools
 # and test dependencies from PyPI, `pip install .` (scikit-build-core builds the library and the
 # nanobind extension in build/python, reusing ccache's objects from build/release), then pytest.
-#   INGOT_PY_EXTRAS="jax torch"  also installs those frameworks, so their emitter tests run
+#   INGOT_PY_EXTRAS="jax torch mlx[cpu]"  also installs those frameworks, so their emitter tests run
 #                                (otherwise they are skipped, and pytest -rs says so).
 #   INGOT_PY_FRAMEWORKS_FROM=DIR  uses the frameworks already installed in the virtual
 #                                environment DIR (e.g. ~/.cache/ingot-bench-venv, which

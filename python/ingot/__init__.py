@@ -17,7 +17,7 @@ Lazy arrays and function compile (MLX-style)::
     y = np.asarray(gelu(x))
 
 Backends: ``CpuBackend`` (native fused code), ``ReferenceBackend`` (the oracle), and the framework
-emitters ``NumpyBackend``, ``TorchBackend``, ``JaxBackend`` (generated Python source).
+emitters ``NumpyBackend``, ``TorchBackend``, ``JaxBackend``, ``MlxBackend`` (generated Python source).
 """
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ from ._ingot import (  # noqa: F401 - re-exported API
 )
 from . import random
 from ._ingot import onnx  # ml.onnx.load(path_or_bytes): ONNX import
-from ._backends import JaxBackend, NumpyBackend, TorchBackend
+from ._backends import JaxBackend, MlxBackend, NumpyBackend, TorchBackend
 from ._compile import PhysicalModel, compile, compile_option_names
 from ._dtypes import DType, bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: F401
 from ._dtypes import bool  # noqa: F401,A004 - ml.bool, as MLX and NumPy name it
@@ -170,7 +170,7 @@ _ARRAY_API = [
 __all__ = [
     "Add", "AvgPool2d", "BasicBlock", "BatchNorm2d", "BlockCall", "Bottleneck", "Connection", "Conv2d", "CpuBackend",
     "CrossEntropyLoss", "Dropout", "Embedding", "ExampleCNN", "ExampleMLP", "Flatten", "Gelu", "GlobalAvgPool2d",
-    "IOKey", "Identity", "IngotError", "InvertedResidual", "JaxBackend", "LayerNorm", "Linear", "LogSoftmax", "MLP",
+    "IOKey", "Identity", "IngotError", "InvertedResidual", "JaxBackend", "LayerNorm", "MlxBackend", "Linear", "LogSoftmax", "MLP",
     "MSELoss", "MaxPool2d", "MobileNetV2", "Model", "MultiHeadAttention", "Multiply", "NumpyBackend", "PhysicalModel", "Profile",
     "RMSNorm", "ReferenceBackend", "Relu", "Relu6", "ResNet18", "ResNet50", "Sigmoid", "Softmax", "Tanh",
     "TransformerEncoderLayer",

@@ -1,4 +1,4 @@
-"""The framework-emitter backends: generated Python source run in NumPy, PyTorch or JAX."""
+"""The framework-emitter backends: generated Python source run in NumPy, PyTorch, JAX or MLX."""
 from __future__ import annotations
 
 from typing import Optional
@@ -27,7 +27,7 @@ class _FrameworkBackend:
 
     @property
     def name(self) -> str:
-        """The backend's name ('numpy', 'torch' or 'jax')."""
+        """The backend's name ('numpy', 'torch', 'jax' or 'mlx')."""
         return self.framework
 
     def _emitter(self, file_path: Optional[str]) -> Emitter:
@@ -59,3 +59,11 @@ class JaxBackend(_FrameworkBackend):
     backward graph with gradients='ingot')."""
 
     framework = "jax"
+
+
+class MlxBackend(_FrameworkBackend):
+    """Generates MLX source (mlx.core; its CPU build runs on Linux) for the optimized graph and runs
+    it, under mx.compile with jit=True (the default); gradients through mx.vjp (or ingot's backward
+    graph with gradients='ingot')."""
+
+    framework = "mlx"

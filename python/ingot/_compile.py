@@ -218,7 +218,7 @@ def compile(target: Any = None, backend: Any = None, **options: Any) -> Any:  # 
 
 # Options ingot's Python layer handles itself (the rest are C++ CompileOptions).
 _PY_MODEL_OPTIONS = ("visualize", "viz_options", "save_intermediates", "intermediate_dir", "intermediate_format",
-                     "jit_options", "jax_options", "torch_options")
+                     "jit_options", "jax_options", "torch_options", "mlx_options")
 
 
 def _framework_jit_options(backend: Any, options: Dict[str, Any]) -> Dict[str, Any]:
@@ -226,8 +226,9 @@ def _framework_jit_options(backend: Any, options: Dict[str, Any]) -> Dict[str, A
     backend's framework: its compiler's keyword arguments (emitters.JIT_OPTIONS)."""
     from .emitters import JIT_OPTIONS
 
-    given = {k: options.pop(k) for k in ("jit_options", "jax_options", "torch_options") if options.get(k) is not None}
-    for k in ("jit_options", "jax_options", "torch_options"):
+    keys = ("jit_options", "jax_options", "torch_options", "mlx_options")
+    given = {k: options.pop(k) for k in keys if options.get(k) is not None}
+    for k in keys:
         options.pop(k, None)
     framework = backend.framework if isinstance(backend, _FrameworkBackend) else None
     merged: Dict[str, Any] = {}
@@ -235,10 +236,10 @@ def _framework_jit_options(backend: Any, options: Dict[str, Any]) -> Dict[str, A
         if not isinstance(value, Mapping):
             raise TypeError(f"compile(): {key} must be a dict, got {type(value).__name__}")
         if key != "jit_options" and key != f"{framework}_options":
-            names = {"jax_options": "JaxBackend", "torch_options": "TorchBackend"}
+            names = {"jax_options": "JaxBackend", "torch_options": "TorchBackend", "mlx_options": "MlxBackend"}
             raise TypeError(f"compile(): {key} is for {names[key]}, not {type(backend).__name__}")
         if framework is None:
-            raise TypeError(f"compile(): {key} is for the JAX and PyTorch backends (their jax.jit / torch.compile), "
+            raise TypeError(f"compile(): {key} is for the JAX, PyTorch and MLX backends (jax.jit, torch.compile, mx.compile), "
                             f"not {type(backend).__name__}")
         valid = JIT_OPTIONS[framework]
         for name in value:

@@ -13,9 +13,11 @@ import ingot as ml
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 HAVE_JAX = importlib.util.find_spec("jax") is not None
+HAVE_MLX = importlib.util.find_spec("mlx") is not None
 HAVE_ML_DTYPES = importlib.util.find_spec("ml_dtypes") is not None
 needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch is not installed (pip install torch)")
 needs_jax = pytest.mark.skipif(not HAVE_JAX, reason="JAX is not installed (pip install jax)")
+needs_mlx = pytest.mark.skipif(not HAVE_MLX, reason="MLX is not installed (pip install mlx[cpu])")
 needs_ml_dtypes = pytest.mark.skipif(not HAVE_ML_DTYPES, reason="ml_dtypes is not installed")
 
 _CACHE = tempfile.TemporaryDirectory(prefix="ingot-pytest-")
@@ -27,10 +29,11 @@ def cpu() -> ml.CpuBackend:
 
 
 _FRAMEWORK_BACKENDS = {"jax": (HAVE_JAX, "JAX is not installed (pip install jax): JaxBackend not compared"),
-                       "torch": (HAVE_TORCH, "PyTorch is not installed (pip install torch): TorchBackend not compared")}
+                       "torch": (HAVE_TORCH, "PyTorch is not installed (pip install torch): TorchBackend not compared"),
+                       "mlx": (HAVE_MLX, "MLX is not installed (pip install mlx[cpu]): MlxBackend not compared")}
 
 # Every backend: tests parametrized over these skip, with the reason, where a framework is missing.
-BACKEND_NAMES = ["reference", "cpu", "numpy", "jax", "torch"]
+BACKEND_NAMES = ["reference", "cpu", "numpy", "jax", "torch", "mlx"]
 
 
 def available_backend_names():
@@ -43,7 +46,7 @@ def backend(name: str):
     if not installed:
         pytest.skip(reason)
     return {"reference": ml.ReferenceBackend, "cpu": cpu, "numpy": ml.NumpyBackend, "jax": ml.JaxBackend,
-            "torch": ml.TorchBackend}[name]()
+            "torch": ml.TorchBackend, "mlx": ml.MlxBackend}[name]()
 
 
 def op_model(op: str, inputs, outputs=("output",), **attrs) -> ml.Model:

@@ -115,7 +115,7 @@ def test_every_compile_option_is_a_keyword(tmp_path, rng):
         gradient_checkpointing=True,
         checkpoint_segments=2, visualize=True, viz_options={"format": "dot", "output_path": tmp_path / "graph.dot"},
         save_intermediates=False, intermediate_dir=tmp_path / "intermediates", intermediate_format="npy",
-        jit_options=None, jax_options=None, torch_options=None)
+        jit_options=None, jax_options=None, torch_options=None, mlx_options=None)
     assert set(options) == set(ml.compile_option_names())
     pm = ml.compile(m, ml.ReferenceBackend(), **options)
     assert seen, "the custom pass ran"

@@ -12,7 +12,7 @@ import pytest
 
 import ingot as ml
 from ingot.emitters import emit_source
-from conftest import needs_jax, needs_torch
+from conftest import needs_jax, needs_mlx, needs_torch
 
 EVIL = 'x"); __import__("os").system("echo pwned")  #\n\u00e9'
 
@@ -145,8 +145,8 @@ def test_jax_backend_runs_under_jax_jit_by_default():
     for options in ({}, {"jit": False}, {"jax_options": {"inline": True}}, {"jit_options": {"keep_unused": True}}):
         pm = ml.compile(ml.ExampleMLP(), ml.JaxBackend(), shapes={"input": [2, 784]}, **options)
         np.testing.assert_allclose(pm.evaluate(p, {"input": x})["output"], want, rtol=1e-4, atol=1e-5)
-        jitted = hasattr(pm._emitter.runner._forward, "lower")  # what jax.jit returns
-        assert jitted == options.get("jit", True), options
+        assert pm._emitter.runner.jitted == options.get("jit", True), options
+        assert hasattr(pm._emitter.runner._forward, "lower") == options.get("jit", True)  # what jax.jit returns
 
 
 @needs_torch
@@ -167,12 +167,32 @@ def test_torch_backend_runs_under_torch_compile_by_default():
         assert compiled == options.get("jit", True), options
 
 
+@needs_mlx
+def test_mlx_backend_runs_under_mx_compile_and_differentiates_with_mx_vjp():
+    """MlxBackend: the generated MLX source under mx.compile (jit=True) or eagerly, the reference's
+    values either way, and gradients from mx.vjp (the default) or ingot's backward graph."""
+    x = np.random.default_rng(4).normal(size=(2, 784)).astype(np.float32)
+    ref = ml.compile(ml.ExampleMLP(), ml.ReferenceBackend(), shapes={"input": [2, 784]})
+    p = ref.randomize_params()
+    seed = {"output": np.ones((2, 10), np.float32)}
+    want, want_grads = ref.evaluate(p, {"input": x}, output_gradients=seed)
+    for backend, options in ((ml.MlxBackend(), {}), (ml.MlxBackend(), {"jit": False}),
+                             (ml.MlxBackend(gradients="ingot"), {"mlx_options": {"shapeless": False}})):
+        pm = ml.compile(ml.ExampleMLP(), backend, shapes={"input": [2, 784]}, **options)
+        out, grads = pm.evaluate(p, {"input": x}, output_gradients=seed)
+        assert "from ingot.emitters import mlx_ops as ops" in pm.source
+        np.testing.assert_allclose(out["output"], want["output"], rtol=1e-4, atol=1e-5)
+        for k in want_grads:
+            np.testing.assert_allclose(grads[k], want_grads[k], rtol=1e-4, atol=1e-5, err_msg=k)
+        assert pm._emitter.runner.jitted == options.get("jit", True), options
+
+
 def test_jit_options_are_checked():
     m = ml.Model()
     m += ml.Sigmoid()
     with pytest.raises(TypeError, match="torch_options is for TorchBackend, not JaxBackend"):
         ml.compile(m, ml.JaxBackend(), torch_options={"mode": "max-autotune"})
-    with pytest.raises(TypeError, match="jit_options is for the JAX and PyTorch backends .* not CpuBackend"):
+    with pytest.raises(TypeError, match="jit_options is for the JAX, PyTorch and MLX backends .* not CpuBackend"):
         ml.compile(m, ml.CpuBackend(), jit_options={"mode": "x"})
     with pytest.raises(TypeError, match="torch_options has an unknown key 'donate_argnums' \\(valid for torch: backend, "
                                         "mode, fullgraph, dynamic, options, disable\\)"):

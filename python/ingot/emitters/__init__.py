@@ -22,6 +22,7 @@ __all__ = ["Emitter", "emit_source", "FRAMEWORKS"]
 JIT_OPTIONS = {
     "jax": ("static_argnums", "static_argnames", "donate_argnums", "donate_argnames", "keep_unused", "inline"),
     "torch": ("backend", "mode", "fullgraph", "dynamic", "options", "disable"),
+    "mlx": ("shapeless",),
     "numpy": (),
 }
 
@@ -30,6 +31,7 @@ FRAMEWORKS = {
     "numpy": ("numpy", "numpy_ops", "NumPy"),
     "torch": ("torch", "torch_ops", "PyTorch"),
     "jax": ("jax", "jax_ops", "JAX"),
+    "mlx": ("mlx", "mlx_ops", "MLX"),
 }
 
 # Every op of src/ops/families.h: the forward ops, and the ops marked (grad) there, which appear
@@ -152,6 +154,7 @@ class Runner:
         self.ops = ops_module
         self._constants = constants
         self._forward = forward
+        self.jitted = False
 
     def __call__(self, inputs: Sequence[Any]) -> List[Any]:
         with self.ops.scope():
@@ -218,6 +221,7 @@ class Emitter:
         if self.jit and hasattr(ops, "jit"):
             forward = ops.jit(forward, self.jit_options)
         runner = Runner(source, ops, constants, forward)
+        runner.jitted = forward is not namespace["forward"]  # under the framework's compiler
         if joint:
             self.gradient_runner = runner
         else:

@@ -96,6 +96,9 @@ class ArrayOps:
         x = self.xp.asarray(x)
         return x if x.dtype == dt else x.astype(dt)
 
+    def _is_bool(self, x) -> bool:
+        return self.xp.asarray(x).dtype == bool
+
     def _float(self, x):
         """Float operands stay; others compute in float32 (ingot's to_floating)."""
         x = self.xp.asarray(x)
@@ -207,7 +210,7 @@ class ArrayOps:
         scale = scale or 1.0 / math.sqrt(q.shape[-1])
         s = xp.matmul(q, xp.swapaxes(k, -1, -2)) * scale
         if mask is not None:
-            s = xp.where(xp.asarray(mask), s, -xp.inf) if xp.asarray(mask).dtype == bool else s + mask
+            s = xp.where(xp.asarray(mask), s, -xp.inf) if self._is_bool(mask) else s + mask
         if causal:
             i = xp.arange(q.shape[-2])[:, None]
             j = xp.arange(k.shape[-2])[None, :]
@@ -242,7 +245,7 @@ class ArrayOps:
             dk, dv = fold(dk), fold(dv)
         if mask is None:
             dmask = xp.zeros((0,), dtype=q.dtype)
-        elif xp.asarray(mask).dtype == bool:
+        elif self._is_bool(mask):
             dmask = xp.zeros(mask.shape, dtype=q.dtype)
         else:
             lead = ds.ndim - mask.ndim
