@@ -215,10 +215,11 @@ std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, co
       const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, algorithm,
                                               cfg.src, wei_md, s.has_bias ? bias_md : memory::desc(), cfg.dst,
                                               dims.strides, dims.dilates, dims.pad_l, dims.pad_r);
+      const memory::desc& dst = cfg.dst;  // (clang 14 cannot capture a structured binding)
       auto make = [&](bool relu_as_clip) {
         dnnl::primitive_attr attr;
         attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // thread-safe execution
-        attr.set_post_ops(post_ops_for(s, cfg.dst, &c, relu_as_clip));
+        attr.set_post_ops(post_ops_for(s, dst, &c, relu_as_clip));
         c.pd = dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
         c.name = c.pd.impl_info_str();
       };
