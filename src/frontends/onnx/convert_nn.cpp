@@ -510,6 +510,8 @@ void register_nn_conversions() {
     const std::optional<Shape> s = c.static_shape(0);
     if (!s) c.fail("Flatten at axis " + std::to_string(axis) + " needs the input's size while importing");
     const int64_t r = static_cast<int64_t>(s->size()), a = axis < 0 ? axis + r : axis;
+    // (fuzz_onnx: an axis past the rank read past the shape)
+    if (a < 0 || a > r) c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
     return Outs{c.in(0).reshape({std::accumulate(s->begin(), s->begin() + a, int64_t{1}, std::multiplies<>()), -1})};
   });
   register_conversion("ReduceMean", [](NodeContext& c) { return reduce(c, "mean", 18); });
