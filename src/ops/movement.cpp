@@ -284,6 +284,9 @@ SliceSpec slice_spec(const Attrs& attrs, int rank) {
   if (!attrs.has("axes"))
     for (size_t i = 0; i < n; ++i) axes.push_back(static_cast<int64_t>(i));
   INGOT_CHECK(axes.size() == n, "slice: ", n, " starts but ", axes.size(), " axes");
+  // (normalize_axis lets axis 0 of a scalar through, for the ops that treat it as a vector;
+  // a slice cannot: fuzz_onnx's Slice of a scalar indexed `seen` past its end)
+  INGOT_CHECK(n == 0 || rank > 0, "slice: a scalar has no axis to slice");
   std::vector<bool> seen(static_cast<size_t>(rank), false);
   for (int64_t a : axes) {
     const int ax = normalize_axis(a, rank, "slice");
