@@ -257,8 +257,13 @@ Outs softmax(NodeContext& c, const char* op) {
   std::vector<int64_t> flat;
   if (axis == 1) flat = {0, -1};
   else if (axis == 0) flat = {1, -1};
-  else if (s) flat = {std::accumulate(s->begin(), s->begin() + (axis < 0 ? axis + rank : axis), int64_t{1}, std::multiplies<>()), -1};
-  else c.fail("softmax over a flattened axis needs the input's size while importing");
+  else if (s) {
+    const int64_t a = axis < 0 ? axis + rank : axis;  // (fuzz_onnx: an axis past the rank read past the shape)
+    if (a < 0 || a > rank) c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+    flat = {std::accumulate(s->begin(), s->begin() + a, int64_t{1}, std::multiplies<>()), -1};
+  } else {
+    c.fail("softmax over a flattened axis needs the input's size while importing");
+  }
   const Connection y = c.op(op, {x.reshape(flat)}, {{"axis", int64_t{-1}}});
   return {c.op("reshape_like", {y, x})};
 }
