@@ -2,15 +2,17 @@
 """The exporter's side of bench/onnx_models.py: real architectures exported to ONNX by PyTorch
 (torch.onnx.export, opset 17, random weights: nothing is downloaded) and run by ONNX Runtime.
 
-For each model it writes <out>/<name>.onnx, <name>.npz (the input and ONNX Runtime's outputs)
-and ONNX Runtime's time (its own loop after a warm-up, 2 threads) into <out>/ort.json.
-Models: torchvision's ResNet-18, MobileNetV2 and ResNet-50 (batch 1, 3x224x224, non-trivial
-batch-norm statistics) and a transformer encoder block (pre-norm, attention and GELU MLP
-written out: d_model 256, 4 heads, feed-forward 1024, batch 1, sequence 128), and BERT-base's
+For each model and batch size (`--configs NAME@BATCH,...`) it writes <out>/<key>.onnx and
+<key>.npz (the input, ONNX Runtime's and PyTorch's outputs; <key> is the name, with _b<batch>
+past batch 1) and into <out>/ort.json the times of ONNX Runtime, PyTorch eager and
+torch.compile (each in its own loop after a warm-up, 2 threads; torch.compile's first call,
+which compiles, timed apart). Models: torchvision's ResNet-18, MobileNetV2 and ResNet-50
+(3x224x224, non-trivial batch-norm statistics), a transformer encoder block (pre-norm, attention
+and GELU MLP written out: d_model 256, 4 heads, feed-forward 1024, sequence 128), and BERT-base's
 encoder and GPT-2 small's causal block stack (12 layers each, d_model 768, sequence 128; see
 transformer_stack).
 
-  python bench/onnx_export.py --out DIR [--models resnet18,...,gpt2_small] [--reps 5]
+  python bench/onnx_export.py --out DIR [--configs resnet50@1,resnet50@32,...] [--reps 5] [--no-torch-compile]
 """
 import argparse
 import json
@@ -102,25 +104,50 @@ def transformer_stack(torch, causal):
     return Stack().eval()
 
 
-def make(name, torch, torchvision):
+# The issue's table: ResNet-50 and MobileNetV2 at batch 1 and 32, BERT-base at 1 and 8; the
+# other models at batch 1.
+CONFIGS = ("resnet18@1,mobilenet_v2@1,mobilenet_v2@32,resnet50@1,resnet50@32,transformer@1,"
+           "bert_base@1,bert_base@8,gpt2_small@1")
+
+
+def make(name, torch, torchvision, batch=1):
     if name in ("bert_base", "gpt2_small"):
         torch.manual_seed(0)
-        x = np.random.default_rng(0).standard_normal((1, 128, 768)).astype(np.float32)
+        x = np.random.default_rng(0).standard_normal((batch, 128, 768)).astype(np.float32)
         return transformer_stack(torch, causal=name == "gpt2_small"), x
     if name == "transformer":
         torch.manual_seed(0)
-        x = np.random.default_rng(0).standard_normal((1, 128, 256)).astype(np.float32)
+        x = np.random.default_rng(0).standard_normal((batch, 128, 256)).astype(np.float32)
         return transformer_block(torch), x
     model = build(name, torch, torchvision)
-    x = np.random.default_rng(1).uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)
+    x = np.random.default_rng(1).uniform(-1, 1, (batch, 3, 224, 224)).astype(np.float32)
     return model, x
+
+
+def config_key(name, batch):
+    return name if batch == 1 else f"{name}_b{batch}"
+
+
+def torch_compile_times(torch, model, xt, reps):
+    """torch.compile's first call (it compiles: seconds) and then its own timing loop."""
+    import time
+
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        t = time.perf_counter()
+        compiled(xt)
+        first = time.perf_counter() - t
+        row = timed(lambda: compiled(xt), reps)
+    row["first_call_s"] = first
+    return row
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--models", default="resnet18,mobilenet_v2,resnet50,transformer,bert_base,gpt2_small")
+    ap.add_argument("--configs", default=CONFIGS, help="NAME@BATCH,... (the batch defaults to 1)")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile (minutes per model)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     import onnxruntime as ort
@@ -129,9 +156,12 @@ def main():
     torch.set_num_threads(THREADS)
     result = {"machine": cpu_model(), "measured_utc": measured_utc(), "threads": THREADS,
               "versions": {"torch": torch.__version__, "onnxruntime": ort.__version__}, "models": {}}
-    for name in args.models.split(","):
-        model, x = make(name, torch, torchvision)
-        path = os.path.join(args.out, f"{name}.onnx")
+    for config in args.configs.split(","):
+        name, _, b = config.partition("@")
+        batch = int(b or 1)
+        key = config_key(name, batch)
+        model, x = make(name, torch, torchvision, batch)
+        path = os.path.join(args.out, f"{key}.onnx")
         with torch.no_grad():
             torch.onnx.export(model, (torch.from_numpy(x),), path, input_names=["input"], output_names=["output"],
                               opset_version=17, dynamo=False)
@@ -141,9 +171,17 @@ def main():
         so.inter_op_num_threads = 1
         sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
         got = sess.run(None, {"input": x})[0]
-        np.savez(os.path.join(args.out, f"{name}.npz"), input=x, ort=got, torch=want_torch)
-        result["models"][name] = {"shape": list(x.shape), "onnxruntime": timed(lambda: sess.run(None, {"input": x}), args.reps)}
-        print(name, json.dumps(result["models"][name]), flush=True)
+        np.savez(os.path.join(args.out, f"{key}.npz"), input=x, ort=got, torch=want_torch)
+        row = {"model": name, "batch": batch, "shape": list(x.shape),
+               "onnxruntime": timed(lambda: sess.run(None, {"input": x}), args.reps)}
+        del sess
+        xt = torch.from_numpy(x)
+        with torch.no_grad():
+            row["torch_eager"] = timed(lambda: model(xt), args.reps)
+        if not args.no_torch_compile:
+            row["torch_compile"] = torch_compile_times(torch, model, xt, args.reps)
+        result["models"][key] = row
+        print(key, json.dumps(row), flush=True)
     with open(os.path.join(args.out, "ort.json"), "w") as f:
         json.dump(result, f, indent=1)
 

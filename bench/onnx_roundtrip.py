@@ -30,7 +30,7 @@ def main():
     with open(path) as f:
         results = json.load(f)
     for row in results["rows"]:
-        name = row["model"]
+        name = row.get("key", row["model"])
         again = os.path.join(args.dir, f"{name}.ingot.onnx")
         if not os.path.exists(again):
             continue

@@ -57,24 +57,28 @@ Batch bypassed(const Batch& b, NodeId n, ValueId by) {
   return pruned(std::move(c));
 }
 
-// Node `n`'s result replaced by a new input of its shape and dtype.
+// Node `n`'s results replaced by new inputs of their shapes and dtypes (each result its own: a
+// top_k's values and indices, so that its k no longer pins the sizes around it).
 Batch replaced_by_input(const Batch& b, NodeId n, int serial) {
   Batch c = b;
-  const Value out = c.graph.value(c.graph.node(n).outputs[0]);
-  const std::string name = "s" + std::to_string(serial);
-  const ValueId leaf = c.graph.add_input(name);
-  c.graph.value(leaf).dtype = out.dtype;
-  c.graph.value(leaf).shape = out.shape;
-  c.graph.value(leaf).shape_known = true;
-  Shape s;
-  for (const SymDim& d : out.shape) s.push_back(d.value);
-  std::mt19937_64 rng(static_cast<uint64_t>(serial) * 7919 + b.seed);
-  std::uniform_real_distribution<double> u(-2.0, 2.0);
-  Tensor t(DType::Float64, s);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] = is_floating(out.dtype) ? u(rng) : 0.0;
-  c.inputs[name] = t.astype(out.dtype);
-  c.special_inputs[name] = c.inputs[name];
-  replace_uses(c.graph, c.graph.node(n).outputs[0], leaf);
+  const std::vector<ValueId> outs = c.graph.node(n).outputs;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const Value out = c.graph.value(outs[k]);
+    const std::string name = "s" + std::to_string(serial) + (outs.size() > 1 ? "_" + std::to_string(k) : "");
+    const ValueId leaf = c.graph.add_input(name);
+    c.graph.value(leaf).dtype = out.dtype;
+    c.graph.value(leaf).shape = out.shape;
+    c.graph.value(leaf).shape_known = true;
+    Shape s;
+    for (const SymDim& d : out.shape) s.push_back(d.value);
+    std::mt19937_64 rng(static_cast<uint64_t>(serial) * 7919 + b.seed + k);
+    std::uniform_real_distribution<double> u(-2.0, 2.0);
+    Tensor t(DType::Float64, s);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] = is_floating(out.dtype) ? u(rng) : 0.0;
+    c.inputs[name] = t.astype(out.dtype);
+    c.special_inputs[name] = c.inputs[name];
+    replace_uses(c.graph, outs[k], leaf);
+  }
   return pruned(std::move(c));
 }
 
@@ -157,12 +161,13 @@ Batch shrink(const Batch& failing, const Variation& v, const CpuBackend::CpuOpti
     for (NodeId n = static_cast<NodeId>(best.graph.nodes().size()) - 1; n >= 0 && s.budget > 0; --n) {
       if (n >= static_cast<NodeId>(best.graph.nodes().size())) continue;
       const Node node = best.graph.node(n);
-      if (node.outputs.size() != 1) continue;
-      const Value& out = best.graph.value(node.outputs[0]);
       std::vector<Batch> candidates;
-      for (ValueId in : node.inputs) {
-        const Value& x = best.graph.value(in);
-        if (x.dtype == out.dtype && x.shape == out.shape) candidates.push_back(bypassed(best, n, in));
+      if (node.outputs.size() == 1) {
+        const Value& out = best.graph.value(node.outputs[0]);
+        for (ValueId in : node.inputs) {
+          const Value& x = best.graph.value(in);
+          if (x.dtype == out.dtype && x.shape == out.shape) candidates.push_back(bypassed(best, n, in));
+        }
       }
       candidates.push_back(replaced_by_input(best, n, serial++));
       for (Batch& c : candidates)

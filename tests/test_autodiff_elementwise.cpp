@@ -7,9 +7,14 @@ namespace ingot::testing {
 namespace {
 
 TEST(AutodiffElementwise, UnaryOps) {
-  for (const char* op : {"exp", "sin", "cos", "tanh", "sigmoid", "erf", "neg", "abs", "relu"}) {
+  for (const char* op : {"exp", "sin", "cos", "tanh", "sigmoid", "erf", "neg", "abs", "relu", "atan"}) {
     SCOPED_TRACE(op);
     check_op_gradients(op, {rnd({3, 4}, 1, -2, 2)});
+  }
+  // Inside (-1, 1) where the function needs it.
+  for (const char* op : {"asin", "acos"}) {
+    SCOPED_TRACE(op);
+    check_op_gradients(op, {rnd({3, 4}, 5, -0.9, 0.9)});
   }
   // Positive inputs where the function needs them.
   for (const char* op : {"log", "sqrt", "rsqrt"}) {

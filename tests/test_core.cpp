@@ -100,6 +100,17 @@ TEST(Tensor, CreateReadConvert) {
   EXPECT_THROW(Tensor(DType::Float32, {2, -1}), Error);
 }
 
+// Floats out of an integer type's range saturate and NaN becomes 0, as the cast op's kernel
+// does (C leaves the conversion undefined: UBSan caught 1.4e219 -> int64 in the ONNX importer).
+TEST(Tensor, AsTypeToIntegersSaturates) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor x = Tensor::from_vector<double>({1.4e219, -1.4e219, inf, -inf, nan, -7.9, 300}, {7});
+  EXPECT_EQ(x.astype(DType::Int64).to_vector<int64_t>(),
+            (std::vector<int64_t>{INT64_MAX, INT64_MIN, INT64_MAX, INT64_MIN, 0, -7, 300}));
+  EXPECT_EQ(x.astype(DType::Int8).to_vector<int64_t>(), (std::vector<int64_t>{127, -128, 127, -128, 0, -7, 127}));
+  EXPECT_EQ(x.astype(DType::UInt8).to_vector<int64_t>(), (std::vector<int64_t>{255, 0, 255, 0, 0, 0, 255}));
+}
+
 TEST(Tensor, ViewsAndCopies) {
   Tensor t = Tensor::from_vector<int32_t>({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor tt = t.transpose({1, 0});

@@ -33,7 +33,8 @@ namespace {
 
 TEST(CpuBackend, UnaryOpsAllNative) {
   const std::vector<std::string> ops = {"exp",  "log",  "sqrt", "rsqrt", "sin",  "cos",  "tanh",  "sigmoid",
-                                        "erf",  "gelu", "neg",  "abs",   "relu", "sign", "floor", "ceil"};
+                                        "erf",  "gelu", "neg",  "abs",   "relu", "sign", "floor", "ceil",
+                                        "asin", "acos", "atan"};
   Graph g = make_graph({{"x", {3, 37}}}, [&](Graph& g, std::vector<ValueId>& in) {
     for (const std::string& op : ops) g.set_output(op, g.add_op(op, {in[0]}));
     g.set_output("gelu_tanh", g.add_op("gelu", {in[0]}, {{"approximate", std::string("tanh")}}));

@@ -277,6 +277,29 @@ TEST(OnnxImportOps, HardmaxTriluTileArgMaxLast) {
   expect_both_backends(m, in, "last", {2, 2});
 }
 
+// Flatten and Softmax (opset 11) of inputs with no elements: the shape is written out, since a
+// reshape to [0, -1] has no answer ([0, 2, 1, 1]: OnnxExport.RandomProgramsRoundTrip, seed 274).
+TEST(OnnxImportOps, FlattenAndOldSoftmaxOfEmptyInputs) {
+  OnnxModel o(11);
+  o.input("x", DType::Float32, {int64_t{0}, int64_t{2}, int64_t{1}, int64_t{3}});
+  o.input("y", DType::Float32, {int64_t{2}, int64_t{0}, int64_t{3}});
+  o.node("Flatten", {"x"}, {"f1"});
+  attr(o.node("Flatten", {"y"}, {"f2"}), "axis", int64_t{2});
+  attr(o.node("Softmax", {"y"}, {"s"}), "axis", int64_t{1});
+  o.node("Flatten", {"y"}, {"f_nonempty_batch"});
+  for (const char* out : {"f1", "f2", "s", "f_nonempty_batch"}) o.output(out);
+  const Model m = ingot::onnx::load_bytes(o.bytes());
+  for (int b = 0; b < 2; ++b) {
+    const PhysicalModel pm = b == 0 ? compile(m, ReferenceBackend()) : compile(m, CpuBackend(cpu_test::cpu_options()));
+    EXPECT_TRUE(pm.input_names().empty());  // nothing to read: every result is known while importing
+    const TensorMap out = pm.evaluate({}, {});
+    EXPECT_EQ(out.at("f1").shape(), (Shape{0, 6}));
+    EXPECT_EQ(out.at("f2").shape(), (Shape{0, 3}));
+    EXPECT_EQ(out.at("s").shape(), (Shape{2, 0, 3}));
+    EXPECT_EQ(out.at("f_nonempty_batch").shape(), (Shape{2, 0}));
+  }
+}
+
 // Resize (values are judged by ONNX's own 39 Resize tests in the conformance run): linear and
 // cubic interpolation are matmuls with constant matrices, nearest a gather, so gradients flow;
 // checked against finite differences, and nearest upsampling by 2 against a hand expansion.

@@ -94,6 +94,9 @@ std::vector<UnaryCase> float_unary_cases() {
       {"tanh", [](double x) { return std::tanh(x); }, -4, 4, {}},
       {"sigmoid", sigmoid, -8, 8, {}},
       {"erf", [](double x) { return std::erf(x); }, -3, 3, {}},
+      {"asin", [](double x) { return std::asin(x); }, -0.99, 0.99, {}},
+      {"acos", [](double x) { return std::acos(x); }, -0.99, 0.99, {}},
+      {"atan", [](double x) { return std::atan(x); }, -5, 5, {}},
       {"gelu", gelu_erf, -4, 4, {}},
       {"gelu", gelu_erf, -4, 4, {{"approximate", std::string("none")}}},
       {"gelu", gelu_tanh, -4, 4, {{"approximate", std::string("tanh")}}},
@@ -111,7 +114,7 @@ TEST(ElementwiseOps, AllRegisteredAsElementwiseWithDocs) {
         "sigmoid", "erf",           "gelu",    "neg",   "abs",       "relu", "sign",
         "floor",   "ceil",          "cast",    "add",   "sub",       "mul",  "div",
         "pow",     "maximum",       "minimum", "equal", "not_equal", "less", "less_equal",
-        "greater", "greater_equal", "where"}) {
+        "greater", "greater_equal", "where", "asin", "acos", "atan", "mod", "fmod"}) {
     const OpDef* def = find_op(name);
     ASSERT_NE(def, nullptr) << name;
     EXPECT_EQ(def->fusion, FusionClass::Elementwise) << name;

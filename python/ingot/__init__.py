@@ -166,6 +166,14 @@ _ARRAY_API = [
     "scaled_dot_product_attention", "set_compile_config", "sigmoid", "sign", "sin", "softmax", "sqrt", "square", "subtract", "sum", "take",
     "take_along_axis", "tanh", "top_k", "transpose", "value_and_grad", "vjp", "wait_for_background_compiles", "where", "zeros",
 ]
+# An elementwise op that joins the catalogue is ml.<op> with no line here: the extension binds it
+# from its definition (python/src/bind_array_ops.cpp), and it is re-exported below.
+from . import _ingot as _native  # noqa: E402
+
+for _name in _native.elementwise_forms():
+    if _name not in globals() and hasattr(_native, _name):
+        globals()[_name] = getattr(_native, _name)
+        _ARRAY_API.append(_name)
 
 __all__ = [
     "Add", "AvgPool2d", "BasicBlock", "BatchNorm2d", "BlockCall", "Bottleneck", "Connection", "Conv2d", "CpuBackend",

@@ -2,6 +2,9 @@
 // argument forms over the C++ array API (include/ingot/array.h), ml.op for any op of the registry
 // by name, creation functions and the random ops. Arguments may be ml.arrays, Python numbers
 // (weak literals: they take the other operand's dtype) or array data (copied).
+#include <deque>
+#include <set>
+
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -9,6 +12,7 @@
 #include "bindings.h"
 #include "convert.h"
 #include "ingot/error.h"
+#include "ir/op_registry.h"
 
 namespace ingot::python {
 
@@ -91,6 +95,30 @@ Shape to_shape(nb::handle shape) {
 
 nb::object op_result(const std::vector<Array>& outs) {
   return outs.size() == 1 ? nb::cast(outs[0]) : nb::object(to_tuple(outs));
+}
+
+// Every elementwise op of the catalogue without attributes that is not bound above (under its
+// own name or NumPy's: ml.subtract for sub) becomes ml.<op>, so an op needs no line here.
+void bind_catalogue_elementwise(nb::module_& m) {
+  using K = ElementwiseForms::Kind;
+  std::set<std::string> bound = {"neg"};  // ml.negative
+  for (const Binary& b : kBinary) bound.insert(b.op);
+  static std::deque<std::string> docs;  // nanobind keeps the pointer
+  for (const OpDef* def : all_ops()) {
+    if (!def->elementwise || bound.count(def->name) || nb::hasattr(m, def->name.c_str())) continue;
+    const K kind = def->elementwise->kind;
+    const std::string name = def->name;
+    if (kind == K::UnaryFloat || kind == K::UnarySame) {
+      docs.push_back(def->doc + ", elementwise.");
+      m.def(name.c_str(), [name](nb::handle x) { return op(name, {operand(x, "x")}); }, nb::arg("x"),
+            docs.back().c_str());
+    } else if (kind == K::Binary || kind == K::Compare) {
+      docs.push_back(def->doc + ", elementwise with NumPy broadcasting.");
+      m.def(name.c_str(), [name](nb::handle x1, nb::handle x2) {
+        return op(name, {operand(x1, "x1"), operand(x2, "x2")});
+      }, nb::arg("x1"), nb::arg("x2"), docs.back().c_str());
+    }
+  }
 }
 
 }  // namespace
@@ -218,6 +246,7 @@ void bind_array_ops(nb::module_& m) {
   }, nb::arg("shape"), nb::arg("mean"), nb::arg("std"), nb::arg("dtype"), nb::arg("key").none(),
         "ml.random.normal's implementation.");
   m.def("_random_seed", [](uint64_t seed) { random::seed(seed); }, nb::arg("seed"), "ml.random.seed's implementation.");
+  bind_catalogue_elementwise(m);
 }
 
 }  // namespace ingot::python

@@ -225,6 +225,20 @@ void bind_compile(nb::module_& m) {
     for (const OpDef* op : all_ops()) out.push_back(op->name);
     return out;
   }, "The op catalogue (src/ops/families.h), sorted by name.");
+  m.def("elementwise_forms", [] {
+    nb::dict out;
+    for (const OpDef* op : all_ops()) {
+      if (!op->elementwise) continue;
+      nb::dict form;
+      form["kind"] = std::string(elementwise_kind_name(op->elementwise->kind));
+      form["arity"] = op->min_inputs;
+      form["python"] = op->elementwise->python;
+      form["onnx"] = op->elementwise->onnx;
+      out[op->name.c_str()] = form;
+    }
+    return out;
+  }, "The elementwise ops' forms (ElementwiseForms in src/ir/op_registry.h) by op name: kind, arity,\n"
+     "python (an expression over x or a, b and array-API functions; '' when each emitter writes it), onnx.");
 
   nb::class_<PhysicalModel>(m, "PhysicalModel", "A compiled model (see ingot.PhysicalModel for the documented wrapper).")
       .def("randomize_params", [](const PhysicalModel& pm, uint64_t seed) { return to_dict(pm.randomize_params(seed)); },

@@ -207,3 +207,27 @@ def test_graph_json_is_what_emitters_read():
     pm = ml.compile(ml.ExampleMLP(), ml.ReferenceBackend(), shapes={"input": [1, 784]})
     graph = json.loads(pm.graph_json())
     assert graph["format"] == "ingot.graph" and "def forward" in emit_source(graph, "numpy")
+
+
+def test_elementwise_ops_come_from_their_definitions():
+    """An elementwise op is one definition (ElementwiseForms in src/ir/op_registry.h): the emitters
+    build every op whose definition gives a Python form from that form, and ml.<op> is bound from
+    the catalogue, so atan (defined only in src/ops/unary.cpp) needs no line in Python."""
+    from ingot.emitters import SUPPORTED_OPS, numpy_ops
+    from ingot.emitters._catalogue import forms, python_ops
+
+    table = forms()
+    assert table == ml._ingot.elementwise_forms()
+    assert table["atan"] == {"kind": "unary_float", "arity": 1, "python": "atan(x)", "onnx": "Atan"}
+    assert table["sub"]["python"] == "subtract(a, b)" and table["sub"]["kind"] == "binary"
+    assert python_ops() <= SUPPORTED_OPS
+    for op in python_ops():
+        assert callable(getattr(numpy_ops, op)), op
+    assert numpy_ops.atan.__doc__.endswith("(the op's Python form)")  # built, not written
+    x = np.array([-2.0, 0.5, 3.0], np.float32)
+    np.testing.assert_allclose(numpy_ops.atan(x), np.arctan(x), rtol=1e-6)
+    assert numpy_ops.atan(np.array([1], np.int32)).dtype == np.float32  # integers compute in float32
+    np.testing.assert_allclose(np.asarray(ml.atan(ml.array(x))), np.arctan(x), rtol=1e-6)
+    assert "atan" in ml.__all__
+    with pytest.raises(TypeError, match="takes 1 operand"):
+        numpy_ops.atan(x, x)

@@ -144,15 +144,17 @@ UNARY = {
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "sin": np.sin, "cos": np.cos,
     "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "erf": _erf, "abs": np.abs,
     "relu": lambda x: np.maximum(x, 0), "sign": np.sign, "floor": np.floor, "ceil": np.ceil, "square": np.square,
-    "negative": np.negative,
+    "negative": np.negative, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
 }
 POSITIVE_ONLY = {"log", "sqrt", "rsqrt"}
+UNIT_ONLY = {"asin", "acos"}  # inside (-1, 1)
 
 
 @pytest.mark.parametrize("name", sorted(UNARY))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_unary(rng, name, dtype):
-    x = rand(rng, 3, 5, dtype=dtype, low=0.1 if name in POSITIVE_ONLY else -2.0)
+    x = rand(rng, 3, 5, dtype=dtype, low=0.1 if name in POSITIVE_ONLY else -0.9 if name in UNIT_ONLY else -2.0,
+             high=0.9 if name in UNIT_ONLY else 2.0)
     assert_close(getattr(ml, name)(ml.array(x)), UNARY[name](x).astype(dtype))
 
 

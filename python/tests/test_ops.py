@@ -41,7 +41,8 @@ def check_family(name, specs, inputs, expected, dtype=np.float32):
 def test_unary(name, dtype, rng):
     x = rng.uniform(-3, 3, size=(3, 17)).astype(dtype)
     pos = rng.uniform(0.1, 4, size=(3, 17)).astype(dtype)
-    x64 = x.astype(np.float64)
+    unit = rng.uniform(-0.95, 0.95, size=(3, 17)).astype(dtype)
+    x64, u64 = x.astype(np.float64), unit.astype(np.float64)
     table = {
         "neg": -x64, "abs": np.abs(x64), "exp": np.exp(x64), "sin": np.sin(x64), "cos": np.cos(x64),
         "tanh": np.tanh(x64), "sigmoid": 1 / (1 + np.exp(-x64)), "relu": np.maximum(x64, 0), "erf": _erf(x64),
@@ -50,14 +51,16 @@ def test_unary(name, dtype, rng):
     specs = [(op, ["x"], op, {}) for op in table]
     specs += [("log", ["p"], "log", {}), ("sqrt", ["p"], "sqrt", {}), ("rsqrt", ["p"], "rsqrt", {}),
               ("gelu", ["x"], "gelu", {}), ("gelu", ["x"], "gelu_tanh", {"approximate": "tanh"}),
-              ("cast", ["x"], "cast", {"dtype": "int32"})]
+              ("cast", ["x"], "cast", {"dtype": "int32"}), ("asin", ["u"], "asin", {}), ("acos", ["u"], "acos", {}),
+              ("atan", ["x"], "atan", {})]
     p64 = pos.astype(np.float64)
     expected = {k: v.astype(dtype) for k, v in table.items()}
     expected.update(log=np.log(p64).astype(dtype), sqrt=np.sqrt(p64).astype(dtype), rsqrt=(1 / np.sqrt(p64)).astype(dtype),
                     gelu=(0.5 * x64 * (1 + _erf(x64 / np.sqrt(2)))).astype(dtype),
                     gelu_tanh=(0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64 ** 3)))).astype(dtype),
-                    cast=x.astype(np.int32))
-    check_family(name, specs, {"x": x, "p": pos}, expected, dtype)
+                    cast=x.astype(np.int32), asin=np.arcsin(u64).astype(dtype), acos=np.arccos(u64).astype(dtype),
+                    atan=np.arctan(x64).astype(dtype))
+    check_family(name, specs, {"x": x, "p": pos, "u": unit}, expected, dtype)
 
 
 @pytest.mark.parametrize("name", BACKEND_NAMES)

@@ -1,6 +1,7 @@
 #include "ingot/tensor.h"
 
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <sstream>
 
@@ -67,8 +68,12 @@ T cast_from_double(double v) {
   } else if constexpr (std::is_class_v<T>) {
     return T(static_cast<float>(v));
   } else if constexpr (std::is_integral_v<T>) {
+    // As the cast op does: NaN is 0, out of range saturates (a float too large for int64 was
+    // undefined behaviour: fuzz_onnx, a Slice bound of 1.4e219 read through astype).
     if (std::isnan(v)) return T{0};
-    return static_cast<T>(static_cast<int64_t>(v));
+    if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+    if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    return static_cast<T>(v);
   } else {
     return static_cast<T>(v);
   }

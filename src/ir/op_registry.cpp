@@ -23,8 +23,27 @@ std::string_view fusion_class_name(FusionClass c) {
   return "?";
 }
 
+std::string_view elementwise_kind_name(ElementwiseForms::Kind kind) {
+  using K = ElementwiseForms::Kind;
+  switch (kind) {
+    case K::UnaryFloat: return "unary_float";
+    case K::UnarySame: return "unary_same";
+    case K::Binary: return "binary";
+    case K::Compare: return "compare";
+    case K::Cast: return "cast";
+    case K::Where: return "where";
+    case K::Identity: return "identity";
+  }
+  return "?";
+}
+
 namespace {
 using Registry = std::map<std::string, std::unique_ptr<OpDef>, std::less<>>;
+
+std::vector<const OpDef*>& registration_order() {
+  static std::vector<const OpDef*> order;
+  return order;
+}
 
 Registry& raw_registry() {
   static Registry r;
@@ -46,7 +65,8 @@ void register_op(OpDef def) {
   INGOT_CHECK(def.shape && def.dtype && def.eval, "register_op: op '", def.name,
               "' needs a shape rule, a dtype rule and a reference kernel");
   std::string name = def.name;
-  r.emplace(std::move(name), std::make_unique<OpDef>(std::move(def)));
+  const auto it = r.emplace(std::move(name), std::make_unique<OpDef>(std::move(def))).first;
+  registration_order().push_back(it->second.get());
 }
 
 void set_attr_sampler(std::string_view name, AttrSampler sampler) {
@@ -79,6 +99,11 @@ std::vector<const OpDef*> all_ops() {
   std::vector<const OpDef*> out;
   for (auto& [name, def] : registry()) out.push_back(def.get());
   return out;
+}
+
+std::vector<const OpDef*> ops_in_registration_order() {
+  registry();  // registers the built-in families first
+  return registration_order();
 }
 
 }  // namespace ingot

@@ -168,6 +168,43 @@ struct SampledOperands {
 };
 using OperandSampler = SampledOperands (*)(std::span<const Shape> inputs, uint64_t seed);
 
+// How an elementwise op is written outside its reference kernel: by the CPU code generator, the
+// Python emitters and ONNX import/export. It sits in the op's definition (src/ops/<family>.cpp),
+// and those consumers read it instead of keeping op tables of their own, so that adding an
+// elementwise op is one definition plus its test.
+struct ElementwiseForms {
+  // How generated C++ computes one element (with the reference kernel's semantics):
+  enum class Kind {
+    UnaryFloat,  // fn<C>(x), C the floating compute type of the result (integers compute in float32)
+    UnarySame,   // fn<C>(x), C the compute type of the result
+    Binary,      // fn<C>(a, b), both operands converted to the result's compute type
+    Compare,     // a <fn> b (a C++ operator) in the operands' promoted compute type; bool result
+    Cast,        // the operand converted to the result's dtype
+    Where,       // cond ? a : b
+    Identity,    // the first operand unchanged (dropout at inference; broadcast_to_like)
+  };
+  Kind kind = Kind::Identity;
+  // The generated code's function (ig_exp) or, for Compare, the operator ("<").
+  std::string cpu_function = {};
+  // Its definition, a template over the compute type C, pasted into every generated program in
+  // the order ops register; it may use the prelude's helpers (ig_wrap, ig_cast, the ig_v* vector
+  // math). Written apart from the reference kernel on purpose: the oracle shares no code with the
+  // backends it checks.
+  std::string cpu_source = {};
+  // float32 compute calls the prelude's vector math ig_v<name> (ig_vexp for ig_exp) instead.
+  bool cpu_vector_math = false;
+  // The function for these attributes when it is not cpu_function (gelu's tanh form), or nullptr.
+  std::string (*cpu_variant)(const Node& n) = nullptr;
+  // The op as a Python expression over its operands (x; or a, b) and functions of the Python
+  // array API standard (exp, where, zeros_like...), which the NumPy, JAX, PyTorch and MLX emitters
+  // evaluate in their own namespaces; "" when each emitter writes the op itself.
+  std::string python = {};
+  // The ONNX operator of the same meaning (opset 17): export writes it, import reads it back
+  // unless a converter for it is registered; "" when converters write the op.
+  std::string onnx = {};
+};
+std::string_view elementwise_kind_name(ElementwiseForms::Kind kind);
+
 struct OpDef {
   std::string name;
   int min_inputs = 1;
@@ -181,6 +218,7 @@ struct OpDef {
   VjpRule vjp = nullptr;  // gradient rule; nullptr: not differentiable (an error if needed)
   AttrSampler sample_attrs = nullptr;  // the fuzzer's attributes; nullptr: none (the defaults)
   OperandSampler sample_operands = nullptr;  // the fuzzer's attributes and operands (see above)
+  std::optional<ElementwiseForms> elementwise = std::nullopt;  // elementwise ops: how the other layers write them
 };
 
 void register_op(OpDef def);  // throws if the name is taken
@@ -190,5 +228,6 @@ void set_operand_sampler(std::string_view name, OperandSampler sampler);
 const OpDef& get_op(std::string_view name);  // throws "Unknown op 'x'"
 const OpDef* find_op(std::string_view name);
 std::vector<const OpDef*> all_ops();  // sorted by name
+std::vector<const OpDef*> ops_in_registration_order();  // the order their definitions run
 
 }  // namespace ingot

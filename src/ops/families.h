@@ -9,12 +9,14 @@
 // neither. The ops marked (grad) below exist for backward graphs: `like` operands are read only
 // for their shapes, so symbolic sizes ("N") are resolved at run time.
 //
-// elementwise.cpp (FusionClass::Elementwise; binary and ternary ops broadcast like NumPy)
+// unary.cpp, binary.cpp: the elementwise family (FusionClass::Elementwise; binary and ternary
+// ops broadcast like NumPy). Each op's definition carries its ElementwiseForms (CPU function,
+// Python and ONNX forms), so a new elementwise op is written there only; `ingot ops` lists them.
 //   unary, float result (ints compute in float32): exp log sqrt rsqrt sin cos tanh sigmoid erf
-//       gelu {approximate: "none" | "tanh"}
+//       asin acos atan, gelu {approximate: "none" | "tanh"}
 //   unary, same dtype: neg abs relu sign floor ceil
 //   cast {dtype: "<dtype name>"}
-//   binary, promoted dtype: add sub mul pow maximum minimum; div (float result)
+//   binary, promoted dtype: add sub mul pow mod fmod maximum minimum; div (float result)
 //   binary, bool result: equal not_equal less less_equal greater greater_equal
 //   where(cond, a, b): cond is nonzero-is-true; dtype promote(a, b)
 // reduce.cpp
@@ -90,7 +92,8 @@
 
 namespace ingot::ops {
 
-void register_elementwise_ops();
+void register_unary_ops();
+void register_binary_ops();
 void register_reduce_ops();
 void register_normalization_ops();
 void register_linalg_ops();
@@ -100,7 +103,8 @@ void register_attention_ops();
 void register_sort_ops();
 
 inline void register_all_families() {
-  register_elementwise_ops();
+  register_unary_ops();
+  register_binary_ops();
   register_reduce_ops();
   register_normalization_ops();
   register_linalg_ops();

@@ -928,7 +928,11 @@ void register_movement_ops() {
                       .dtype = dtype,
                       .eval = eval,
                       .doc = doc,
-                      .vjp = vjp});
+                      .vjp = vjp,
+                      // Elementwise here: out[i] = x[broadcast i], read through the loop's strides.
+                      .elementwise = fusion == FusionClass::Elementwise
+                                         ? std::optional(ElementwiseForms{.kind = ElementwiseForms::Kind::Identity})
+                                         : std::nullopt});
   };
   add("identity", identity_shape, dtype_same_as_input, identity_eval, "copy of the input", identity_vjp);
   add("reshape", reshape_shape, dtype_same_as_input, reshape_eval,

@@ -178,7 +178,9 @@ void register_random_ops() {
                     .eval = dropout_eval,
                     .doc = "training: zeroes elements with probability p, scales the rest by "
                            "1/(1-p); else identity",
-                    .vjp = dropout_vjp});
+                    .vjp = dropout_vjp,
+                    // Compiled code runs it only at inference (the CPU backend's is_native).
+                    .elementwise = ElementwiseForms{.kind = ElementwiseForms::Kind::Identity}});
 }
 
 }  // namespace ingot::ops

@@ -15,6 +15,9 @@ import math
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from .._files import write_atomically
+from ._catalogue import python_ops
+
 __all__ = ["Emitter", "emit_source", "FRAMEWORKS"]
 
 # The options each framework's compiler takes through jit_options / jax_options / torch_options
@@ -42,9 +45,10 @@ GRAD_OPS = frozenset(
     reshape_like expand_dims zeros_like slice_scatter concat_part index_add scatter_add
     scaled_dot_product_attention_grad""".split()
 )
-SUPPORTED_OPS = GRAD_OPS | frozenset(
-    """neg abs exp log sqrt rsqrt sin cos tanh sigmoid relu gelu erf sign floor ceil cast
-    add sub mul div pow mod fmod maximum minimum equal not_equal less less_equal greater greater_equal where
+# The elementwise ops with a Python form in their definition (_catalogue) reach every emitter by
+# themselves; the others each op module writes.
+SUPPORTED_OPS = GRAD_OPS | python_ops() | frozenset(
+    """rsqrt sigmoid relu gelu erf cast fmod where
     sum mean max min argmax moments softmax log_softmax layer_norm rms_norm batch_norm
     matmul conv2d max_pool2d avg_pool2d global_avg_pool2d scaled_dot_product_attention
     identity reshape transpose broadcast_to slice concat gather take_along_axis top_k
@@ -211,9 +215,8 @@ class Emitter:
         joint = self._lowering_gradients
         source = emit_source(graph, self.framework)
         path = self.file_path and (gradient_file_path(self.file_path) if joint else self.file_path)
-        if path:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(source)
+        if path:  # atomically: a reader never sees half a module
+            write_atomically(path, source.encode("utf-8"))
         namespace: Dict[str, Any] = {}
         exec(compile(source, path or f"<ingot {self.framework} backend>", "exec"), namespace)
         constants = [ops.constant(v["constant"]) for v in graph["values"] if v["producer"] < 0 and v["kind"] == "constant"]

@@ -12,6 +12,8 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
+from ._catalogue import catalogue_op, python_ops
+
 _M64 = (1 << 64) - 1
 
 
@@ -104,21 +106,20 @@ class ArrayOps:
         x = self.xp.asarray(x)
         return x if self.xp.issubdtype(x.dtype, self.xp.floating) else x.astype(np.float32)
 
-    # -- elementwise
-    def neg(self, x): return -x
-    def abs(self, x): return self.xp.abs(x)
-    def exp(self, x): return self.xp.exp(self._float(x))
-    def log(self, x): return self.xp.log(self._float(x))
-    def sqrt(self, x): return self.xp.sqrt(self._float(x))
-    def rsqrt(self, x): return 1 / self.xp.sqrt(self._float(x))
-    def sin(self, x): return self.xp.sin(self._float(x))
-    def cos(self, x): return self.xp.cos(self._float(x))
-    def tanh(self, x): return self.xp.tanh(self._float(x))
-    def sigmoid(self, x): return 1 / (1 + self.xp.exp(-self._float(x)))
-    def relu(self, x): return self.xp.where(x > 0, x, self.xp.zeros_like(x))
-    def sign(self, x): return self.xp.sign(x)
-    def floor(self, x): return self.xp.floor(x)
-    def ceil(self, x): return self.xp.ceil(x)
+    # -- elementwise: the catalogue's Python forms (see __getattr__), and those it leaves to us
+    def __getattr__(self, name):
+        """ops.<op> for an elementwise op from its Python form (_catalogue), resolved once."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        op = catalogue_op(name, self._function, self._float)
+        if op is None:
+            raise AttributeError(f"{type(self).__name__} has no op '{name}'")
+        setattr(self, name, op)
+        return op
+
+    def _function(self, name):
+        """The namespace's function of an array-API name (None when it has none)."""
+        return getattr(self.xp, name, None)
 
     def erf(self, x):
         x = self._float(x)
@@ -130,21 +131,7 @@ class ArrayOps:
             return 0.5 * x * (1 + self.xp.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
         return 0.5 * x * (1 + self.erf(x * 0.7071067811865476))
 
-    def add(self, a, b): return self.xp.add(a, b)
-    def sub(self, a, b): return self.xp.subtract(a, b)
-    def mul(self, a, b): return self.xp.multiply(a, b)
-    def div(self, a, b): return self.xp.true_divide(a, b)
-    def pow(self, a, b): return self.xp.power(a, b)
-    def mod(self, a, b): return self.xp.remainder(a, b)
     def fmod(self, a, b): return self.xp.fmod(a, b)
-    def maximum(self, a, b): return self.xp.maximum(a, b)
-    def minimum(self, a, b): return self.xp.minimum(a, b)
-    def equal(self, a, b): return self.xp.equal(a, b)
-    def not_equal(self, a, b): return self.xp.not_equal(a, b)
-    def less(self, a, b): return self.xp.less(a, b)
-    def less_equal(self, a, b): return self.xp.less_equal(a, b)
-    def greater(self, a, b): return self.xp.greater(a, b)
-    def greater_equal(self, a, b): return self.xp.greater_equal(a, b)
     def where(self, c, a, b): return self.xp.where(self.xp.asarray(c) != 0, a, b)
 
     # -- reductions
@@ -492,4 +479,7 @@ def export(ops: ArrayOps, namespace: dict) -> None:
     """Makes every op a module-level function of `namespace` (the generated code calls ops.<op>)."""
     for name in dir(ops):
         if not name.startswith("_"):
+            namespace[name] = getattr(ops, name)
+    for name in python_ops():  # the catalogue's elementwise ops, unless `ops` writes them itself
+        if name not in namespace:
             namespace[name] = getattr(ops, name)

@@ -42,10 +42,6 @@ class _Namespace:
         return a if dtype is None else a.astype(_mx_dtype(dtype))
 
     @staticmethod
-    def true_divide(a, b):
-        return mx.divide(a, b)
-
-    @staticmethod
     def fmod(a, b):
         return a - b * mx.trunc(a / b) if mx.issubdtype(mx.array(a).dtype, mx.floating) else a - b * (a // b)
 

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from ._array_ops import constant_array, normal01, uniform01
+from ._catalogue import catalogue_op, python_ops
 
 _DTYPES = {
     "bool": torch.bool, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
@@ -62,42 +63,29 @@ def _axes(axes):
     return None if not axes else tuple(axes)
 
 
-neg = torch.neg
-abs = torch.abs  # noqa: A001 - the op's name
-sign = torch.sign
-floor = torch.floor
-ceil = torch.ceil
-
-
-def exp(x): return torch.exp(_float(x))
-def log(x): return torch.log(_float(x))
-def sqrt(x): return torch.sqrt(_float(x))
+# The elementwise ops come from their Python forms (_catalogue) over torch's functions, with
+# operands as tensors; these are torch's own (better) functions, or ops the forms leave out.
 def rsqrt(x): return torch.rsqrt(_float(x))
-def sin(x): return torch.sin(_float(x))
-def cos(x): return torch.cos(_float(x))
-def tanh(x): return torch.tanh(_float(x))
 def sigmoid(x): return torch.sigmoid(_float(x))
 def erf(x): return torch.erf(_float(x))
 def relu(x): return torch.relu(x)
 def gelu(x, approximate="none"): return F.gelu(_float(x), approximate=approximate)
-
-
-def add(a, b): return torch.add(torch.as_tensor(a), b)
-def sub(a, b): return torch.sub(torch.as_tensor(a), b)
-def mul(a, b): return torch.mul(torch.as_tensor(a), b)
-def div(a, b): return torch.true_divide(torch.as_tensor(a), b)
-def pow(a, b): return torch.pow(torch.as_tensor(a), b)  # noqa: A001
-def mod(a, b): return torch.remainder(torch.as_tensor(a), b)
 def fmod(a, b): return torch.fmod(torch.as_tensor(a), b)
 def maximum(a, b): return torch.maximum(*torch.broadcast_tensors(*_promoted(a, b)))
 def minimum(a, b): return torch.minimum(*torch.broadcast_tensors(*_promoted(a, b)))
-def equal(a, b): return torch.eq(torch.as_tensor(a), b)
-def not_equal(a, b): return torch.ne(torch.as_tensor(a), b)
-def less(a, b): return torch.lt(torch.as_tensor(a), b)
-def less_equal(a, b): return torch.le(torch.as_tensor(a), b)
-def greater(a, b): return torch.gt(torch.as_tensor(a), b)
-def greater_equal(a, b): return torch.ge(torch.as_tensor(a), b)
 def where(c, a, b): return torch.where(torch.as_tensor(c) != 0, *_promoted(a, b))
+
+
+# Array-API names torch spells otherwise (torch.equal compares whole tensors).
+_TORCH_NAMES = {"equal": "eq"}
+
+
+def _torch_function(name):
+    return getattr(torch, _TORCH_NAMES.get(name, name), None)
+
+
+def _tensors(operands):
+    return [torch.as_tensor(o) for o in operands]
 
 
 def _promoted(a, b):
@@ -367,3 +355,8 @@ def vjp(forward, inputs, constants, cotangents, wrt):
 import builtins as _builtins  # noqa: E402
 
 builtins_min, builtins_max = _builtins.min, _builtins.max
+
+
+for _name in python_ops():
+    if _name not in globals():
+        globals()[_name] = catalogue_op(_name, _torch_function, _float, _tensors)

@@ -69,35 +69,10 @@ std::string broadcast_guards(const std::vector<Mono>& operand, const std::vector
   return s;
 }
 
-// ---- the elementwise ops: how each computes, in the reference kernels' types ------------------
-enum class EwKind { UnaryFloat, UnarySame, Cast, Binary, Compare, Where, Identity };
-struct EwOp {
-  EwKind kind;
-  const char* fn;  // prelude function (ig_<fn>) or C++ operator for compares
-};
-const std::map<std::string, EwOp>& ew_ops() {
-  static const std::map<std::string, EwOp> m = {
-      {"exp", {EwKind::UnaryFloat, "ig_exp"}},       {"log", {EwKind::UnaryFloat, "ig_log"}},
-      {"sqrt", {EwKind::UnaryFloat, "ig_sqrt"}},     {"rsqrt", {EwKind::UnaryFloat, "ig_rsqrt"}},
-      {"sin", {EwKind::UnaryFloat, "ig_sin"}},       {"cos", {EwKind::UnaryFloat, "ig_cos"}},
-      {"tanh", {EwKind::UnaryFloat, "ig_tanh"}},     {"sigmoid", {EwKind::UnaryFloat, "ig_sigmoid"}},
-      {"erf", {EwKind::UnaryFloat, "ig_erf"}},       {"gelu", {EwKind::UnaryFloat, "ig_gelu"}},
-      {"neg", {EwKind::UnarySame, "ig_neg"}},        {"abs", {EwKind::UnarySame, "ig_abs"}},
-      {"relu", {EwKind::UnarySame, "ig_relu"}},      {"sign", {EwKind::UnarySame, "ig_sign"}},
-      {"floor", {EwKind::UnarySame, "ig_floor"}},    {"ceil", {EwKind::UnarySame, "ig_ceil"}},
-      {"cast", {EwKind::Cast, ""}},                  {"add", {EwKind::Binary, "ig_add"}},
-      {"sub", {EwKind::Binary, "ig_sub"}},           {"mul", {EwKind::Binary, "ig_mul"}},
-      {"div", {EwKind::Binary, "ig_div"}},           {"pow", {EwKind::Binary, "ig_pow"}},
-      {"mod", {EwKind::Binary, "ig_mod"}},           {"fmod", {EwKind::Binary, "ig_fmod"}},
-      {"maximum", {EwKind::Binary, "ig_maximum"}},   {"minimum", {EwKind::Binary, "ig_minimum"}},
-      {"equal", {EwKind::Compare, "=="}},            {"not_equal", {EwKind::Compare, "!="}},
-      {"less", {EwKind::Compare, "<"}},              {"less_equal", {EwKind::Compare, "<="}},
-      {"greater", {EwKind::Compare, ">"}},           {"greater_equal", {EwKind::Compare, ">="}},
-      {"where", {EwKind::Where, ""}},                {"dropout", {EwKind::Identity, ""}},
-      // Reads only its first operand, broadcast to the iteration shape (the second gives the shape).
-      {"broadcast_to_like", {EwKind::Identity, ""}},
-  };
-  return m;
+// ---- the elementwise ops: how each computes is in its definition (ElementwiseForms) ----------
+const ElementwiseForms* elementwise_forms(const std::string& op) {
+  const OpDef* def = find_op(op);
+  return def != nullptr && def->elementwise ? &*def->elementwise : nullptr;
 }
 
 std::string ctype(DType t) {
@@ -636,36 +611,33 @@ class Generator {
   }
 
   std::string expr(const Node& n, const std::map<ValueId, std::string>& names) const {
-    const EwOp& op = ew_ops().at(n.op);
+    using K = ElementwiseForms::Kind;
+    const ElementwiseForms& op = *elementwise_forms(n.op);
     const DType od = g_.value(n.outputs[0]).dtype;
     const std::string to = ctype(od), c = comptype(od);
     auto in = [&](int i) { return n.inputs[static_cast<size_t>(i)]; };
     auto raw = [&](int i) { return operand(in(i), g_.value(in(i)).dtype, names); };
+    const std::string fn = op.cpu_variant ? op.cpu_variant(n) : op.cpu_function;
     switch (op.kind) {
-      case EwKind::UnaryFloat: {
-        std::string fn = op.fn;
-        if (n.op == "gelu" && n.attrs.get_string("approximate", "none") == "tanh") fn = "ig_gelu_tanh";
+      case K::UnaryFloat:
         // float compute: the prelude's vectorizable ig_v* math instead of libm (float64 keeps libm).
-        static const std::set<std::string> vectorized = {"ig_exp", "ig_log", "ig_tanh", "ig_sigmoid",
-                                                         "ig_erf", "ig_gelu", "ig_gelu_tanh"};
-        if (c == "float" && vectorized.count(fn))
+        if (c == "float" && op.cpu_vector_math)
           return to + "(ig_v" + fn.substr(3) + "(static_cast<float>(" + raw(0) + ")))";
         return to + "(" + fn + "<" + c + ">(static_cast<" + c + ">(" + raw(0) + ")))";
-      }
-      case EwKind::UnarySame:
-        return to + "(" + std::string(op.fn) + "<" + c + ">(static_cast<" + c + ">(" + raw(0) + ")))";
-      case EwKind::Cast: return operand(in(0), od, names);
-      case EwKind::Identity: return raw(0);
-      case EwKind::Binary:
-        return to + "(" + std::string(op.fn) + "<" + c + ">(static_cast<" + c + ">(" +
-               operand(in(0), od, names) + "), static_cast<" + c + ">(" + operand(in(1), od, names) + ")))";
-      case EwKind::Compare: {
+      case K::UnarySame:
+        return to + "(" + fn + "<" + c + ">(static_cast<" + c + ">(" + raw(0) + ")))";
+      case K::Cast: return operand(in(0), od, names);
+      case K::Identity: return raw(0);
+      case K::Binary:
+        return to + "(" + fn + "<" + c + ">(static_cast<" + c + ">(" + operand(in(0), od, names) +
+               "), static_cast<" + c + ">(" + operand(in(1), od, names) + ")))";
+      case K::Compare: {
         const DType p = promote_types(g_.value(in(0)).dtype, g_.value(in(1)).dtype);
         const std::string pc = comptype(p);
-        return "(static_cast<" + pc + ">(" + operand(in(0), p, names) + ") " + op.fn + " static_cast<" +
+        return "(static_cast<" + pc + ">(" + operand(in(0), p, names) + ") " + fn + " static_cast<" +
                pc + ">(" + operand(in(1), p, names) + "))";
       }
-      case EwKind::Where:
+      case K::Where:
         return "(" + operand(in(0), DType::Bool, names) + " ? " + operand(in(1), od, names) + " : " +
                operand(in(2), od, names) + ")";
     }
@@ -1342,7 +1314,7 @@ bool is_native(const Graph& g, const Node& n) {
   auto dt = [&](ValueId v) { return g.value(v).dtype; };
   auto rank = [&](ValueId v) { return static_cast<int>(g.value(v).shape.size()); };
   const std::string& op = n.op;
-  if (ew_ops().count(op)) {
+  if (elementwise_forms(op) != nullptr) {
     if (n.outputs.size() != 1) return false;
     if (op == "gelu") {
       const std::string m = n.attrs.get_string("approximate", "none");

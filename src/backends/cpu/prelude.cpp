@@ -1,5 +1,7 @@
 #include "backends/cpu/prelude.h"
 
+#include "ir/op_registry.h"
+
 namespace ingot::cpu {
 namespace {
 
@@ -283,113 +285,10 @@ IG_VMATH float ig_vgelu_tanh(float x) {
 }
 // ---- end vectorized float math ----
 
-template <class C> inline C ig_exp(C x) {
-  if constexpr (std::is_same<C, float>::value) return ig_vexp(x); else return std::exp(x);
-}
-template <class C> inline C ig_log(C x) {
-  if constexpr (std::is_same<C, float>::value) return ig_vlog(x); else return std::log(x);
-}
-template <class C> inline C ig_sqrt(C x) { return std::sqrt(x); }
-template <class C> inline C ig_rsqrt(C x) { return C(1) / std::sqrt(x); }
-template <class C> inline C ig_sin(C x) { return std::sin(x); }
-template <class C> inline C ig_cos(C x) { return std::cos(x); }
-template <class C> inline C ig_tanh(C x) {
-  if constexpr (std::is_same<C, float>::value) return ig_vtanh(x); else return std::tanh(x);
-}
-template <class C> inline C ig_erf(C x) {
-  if constexpr (std::is_same<C, float>::value) return ig_verf(x); else return std::erf(x);
-}
-template <class C> inline C ig_sigmoid(C x) {
-  if constexpr (std::is_same<C, float>::value) {
-    return ig_vsigmoid(x);
-  } else {
-    if (x >= C(0)) return C(1) / (C(1) + std::exp(-x));
-    const C e = std::exp(x);
-    return e / (C(1) + e);
-  }
-}
-template <class C> inline C ig_gelu(C x) {
-  if constexpr (std::is_same<C, float>::value) return ig_vgelu(x);
-  else return C(0.5) * x * (C(1) + std::erf(x / C(1.41421356237309504880168872420969808L)));
-}
-template <class C> inline C ig_gelu_tanh(C x) {
-  if constexpr (std::is_same<C, float>::value) {
-    return ig_vgelu_tanh(x);
-  } else {
-    const C k = C(1.41421356237309504880168872420969808L) * C(0.564189583547756286948079451560772586L);
-    return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));
-  }
-}
-template <class C> inline C ig_neg(C x) {
-  if constexpr (std::is_integral<C>::value) return ig_wrap(C(0), x, ig_minus{}); else return -x;
-}
-template <class C> inline C ig_abs(C x) {
-  if constexpr (std::is_unsigned<C>::value) return x;
-  else if constexpr (std::is_integral<C>::value) return x < 0 ? ig_neg(x) : x;
-  else return std::abs(x);
-}
-template <class C> inline C ig_relu(C x) {
-  if constexpr (std::is_unsigned<C>::value) return x; else return x < C(0) ? C(0) : x;
-}
-template <class C> inline C ig_sign(C x) {
-  if constexpr (std::is_unsigned<C>::value) return static_cast<C>(x != 0);
-  else return x > C(0) ? C(1) : x < C(0) ? C(-1) : x;
-}
-template <class C> inline C ig_floor(C x) {
-  if constexpr (std::is_integral<C>::value) return x; else return std::floor(x);
-}
-template <class C> inline C ig_ceil(C x) {
-  if constexpr (std::is_integral<C>::value) return x; else return std::ceil(x);
-}
-template <class C> inline C ig_add(C a, C b) {
-  if constexpr (std::is_integral<C>::value) return ig_wrap(a, b, ig_plus{}); else return a + b;
-}
-template <class C> inline C ig_sub(C a, C b) {
-  if constexpr (std::is_integral<C>::value) return ig_wrap(a, b, ig_minus{}); else return a - b;
-}
-template <class C> inline C ig_mul(C a, C b) {
-  if constexpr (std::is_integral<C>::value) return ig_wrap(a, b, ig_times{}); else return a * b;
-}
-template <class C> inline C ig_div(C a, C b) { return a / b; }
-template <class C> inline C ig_pow(C a, C b) {
-  if constexpr (std::is_integral<C>::value) return ig_cast<C>(std::pow(double(a), double(b)));
-  else return std::pow(a, b);
-}
-// mod / fmod: the reference kernels' (src/ops/elementwise.cpp Mod, FMod).
-template <class C> inline C ig_mod(C a, C b) {
-  if constexpr (std::is_integral<C>::value) {
-    if (b == C(0)) return C(0);
-    if constexpr (std::is_signed<C>::value)
-      if (b == C(-1)) return C(0);
-    C r = static_cast<C>(a % b);
-    if (r != C(0) && ((r < C(0)) != (b < C(0)))) r = static_cast<C>(r + b);
-    return r;
-  } else {
-    C r = std::fmod(a, b);
-    if (std::isnan(r)) return r;
-    if (r == C(0)) return std::copysign(C(0), b);
-    return (r < C(0)) != (b < C(0)) ? r + b : r;
-  }
-}
-template <class C> inline C ig_fmod(C a, C b) {
-  if constexpr (std::is_integral<C>::value) {
-    if (b == C(0)) return C(0);
-    if constexpr (std::is_signed<C>::value)
-      if (b == C(-1)) return C(0);
-    return static_cast<C>(a % b);
-  } else {
-    return std::fmod(a, b);
-  }
-}
-template <class C> inline C ig_maximum(C a, C b) {
-  if constexpr (std::is_floating_point<C>::value) { if (std::isnan(a) || std::isnan(b)) return a + b; }
-  return a < b ? b : a;
-}
-template <class C> inline C ig_minimum(C a, C b) {
-  if constexpr (std::is_floating_point<C>::value) { if (std::isnan(a) || std::isnan(b)) return a + b; }
-  return b < a ? b : a;
-}
+)IGPRELUDE";
 
+// After the elementwise ops' functions, which prelude() inserts from the op registry.
+const char* const kRuntime = R"IGPRELUDE(
 // ---- run-time support ----
 struct ig_ctx {
   const int64_t* dims;
@@ -1035,6 +934,12 @@ int ig_conv2d(const ig_ctx* ctx, const T* __restrict x, const T* __restrict w, c
 std::string prelude(bool blas) {
   std::string s = "// ---- ingot CPU runtime prelude -------------------------------------------------\n";
   s += kCore;
+  // The elementwise ops' functions, from their definitions (ElementwiseForms in ir/op_registry.h),
+  // in the order the ops register: a function may call one registered before it (abs calls neg).
+  s += "// ---- elementwise ops (src/ops/*.cpp) ----\n";
+  for (const OpDef* op : ops_in_registration_order())
+    if (op->elementwise && !op->elementwise->cpu_source.empty()) s += op->elementwise->cpu_source + "\n";
+  s += kRuntime;
   s += blas ? kGemmBlas : kGemmLoops;
   if (!blas) s += kGemmSerialLoops;
   s += kGemmPlain;

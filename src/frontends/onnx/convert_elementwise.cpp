@@ -7,6 +7,7 @@
 #include "ingot/error.h"
 #include "frontends/onnx/importer.h"
 #include "frontends/onnx/tensor_proto.h"
+#include "ir/op_registry.h"
 
 namespace ingot::onnx_import {
 namespace {
@@ -36,15 +37,7 @@ void variadic(const char* onnx_op, const char* ingot_op, bool mean) {
 }  // namespace
 
 void register_elementwise_conversions() {
-  for (const auto& [o, i] : std::vector<std::pair<const char*, const char*>>{
-           {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Exp", "exp"}, {"Log", "log"},
-           {"Sqrt", "sqrt"}, {"Neg", "neg"}, {"Abs", "abs"}, {"Erf", "erf"}, {"Floor", "floor"}, {"Ceil", "ceil"},
-           {"Sin", "sin"}, {"Cos", "cos"}, {"Sign", "sign"}, {"Identity", "identity"}})
-    unary(o, i);
-  for (const auto& [o, i] : std::vector<std::pair<const char*, const char*>>{
-           {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Equal", "equal"}, {"Less", "less"},
-           {"Greater", "greater"}, {"LessOrEqual", "less_equal"}, {"GreaterOrEqual", "greater_equal"}})
-    binary(o, i);
+  unary("Identity", "identity");
   // Shrink: x + bias below -lambd, x - bias above lambd, 0 between.
   register_conversion("Shrink", [](NodeContext& c) {
     const double lambd = c.attr_float("lambd", 0.5f), bias = c.attr_float("bias", 0.0f);
@@ -221,6 +214,14 @@ void register_elementwise_conversions() {
     if (c.node.output_size() > 1) outs.push_back(c.op("equal", {c.op("zeros_like", {x}), 0.0}));
     return outs;
   });
+}
+
+void register_catalogue_conversions() {
+  for (const OpDef* op : all_ops()) {
+    if (!op->elementwise || op->elementwise->onnx.empty() || has_conversion(op->elementwise->onnx)) continue;
+    if (op->min_inputs == 1) unary(op->elementwise->onnx.c_str(), op->name.c_str());
+    else binary(op->elementwise->onnx.c_str(), op->name.c_str());
+  }
 }
 
 }  // namespace ingot::onnx_import

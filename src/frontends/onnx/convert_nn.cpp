@@ -247,6 +247,21 @@ Outs lrn(NodeContext& c) {
 
 // Softmax and LogSoftmax: opset 13 on, over `axis` (default -1); before, over the input
 // flattened to 2-D at `axis` (default 1).
+// The shape [product of dims before `a`, product of the rest] of ONNX's Flatten (and of Softmax
+// before opset 13) for an input of static shape `s`, written out: a -1 (and ingot's 0, which
+// copies a dim) cannot give a literal 0, so [0, -1] of a [0, 2, 1, 1] input had no answer.
+std::vector<int64_t> flattened(const Shape& s, int64_t a) {
+  const auto split = s.begin() + a;
+  return {std::accumulate(s.begin(), split, int64_t{1}, std::multiplies<>()),
+          std::accumulate(split, s.end(), int64_t{1}, std::multiplies<>())};
+}
+
+// A result with no elements, known while importing (no op can shape one from a reshape).
+Outs empty_result(NodeContext& c, const std::vector<int64_t>& shape) {
+  c.known_outputs[0] = Tensor(c.dtype(0).value_or(DType::Float32), Shape(shape.begin(), shape.end()));
+  return {};
+}
+
 Outs softmax(NodeContext& c, const char* op) {
   const Connection x = c.in(0);
   if (c.opset >= 13) return {c.op(op, {x}, {{"axis", c.attr_int("axis", -1)}})};
@@ -255,12 +270,13 @@ Outs softmax(NodeContext& c, const char* op) {
   const int64_t rank = s ? static_cast<int64_t>(s->size()) : -1;
   if (rank > 0 && (axis == rank - 1 || axis == -1)) return {c.op(op, {x}, {{"axis", int64_t{-1}}})};
   std::vector<int64_t> flat;
-  if (axis == 1) flat = {0, -1};
-  else if (axis == 0) flat = {1, -1};
-  else if (s) {
-    const int64_t a = axis < 0 ? axis + rank : axis;  // (fuzz_onnx: an axis past the rank read past the shape)
-    if (a < 0 || a > rank) c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-    flat = {std::accumulate(s->begin(), s->begin() + a, int64_t{1}, std::multiplies<>()), -1};
+  if (s) {
+    if (numel(*s) == 0) return empty_result(c, *s);
+    flat = flattened(*s, c.axis(axis, rank, true));  // (fuzz_onnx: an axis past the rank read past the shape)
+  } else if (axis == 1) {
+    flat = {0, -1};
+  } else if (axis == 0) {
+    flat = {1, -1};
   } else {
     c.fail("softmax over a flattened axis needs the input's size while importing");
   }
@@ -316,8 +332,7 @@ Outs reduce_prod(NodeContext& c) {
   const int64_t r = static_cast<int64_t>(s->size());
   std::vector<bool> reduced(static_cast<size_t>(r), axes.empty());
   for (int64_t a : axes) {
-    if (a < -r || a >= r) c.fail("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(r));
-    reduced[static_cast<size_t>(a < 0 ? a + r : a)] = true;
+    reduced[static_cast<size_t>(c.axis(a, r))] = true;
   }
   std::vector<int64_t> perm, kept, out_shape;
   int64_t n = 1;
@@ -357,8 +372,7 @@ std::pair<int64_t, int64_t> static_axis(NodeContext& c, int64_t axis, const char
   const std::optional<Shape> s = c.static_shape(0);
   if (!s) c.fail(std::string(why) + " needs the input's size while importing");
   const int64_t r = static_cast<int64_t>(s->size());
-  if (axis < -r || axis >= r) c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
-  const int64_t a = axis < 0 ? axis + r : axis;
+  const int64_t a = c.axis(axis, r);
   return {(*s)[static_cast<size_t>(a)], a};
 }
 
@@ -399,9 +413,7 @@ Outs hardmax(NodeContext& c) {
   if (!s) c.fail("Hardmax needs the input's size while importing");
   const int64_t r = static_cast<int64_t>(s->size());
   Connection x = c.in(0);
-  int64_t axis = c.attr_int("axis", c.opset >= 13 ? -1 : 1);
-  if (axis < -r || axis >= r) c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
-  if (axis < 0) axis += r;
+  int64_t axis = c.axis(c.attr_int("axis", c.opset >= 13 ? -1 : 1), r);
   int64_t n = (*s)[static_cast<size_t>(axis)];
   if (c.opset < 13) {
     const int64_t rows = std::accumulate(s->begin(), s->begin() + axis, int64_t{1}, std::multiplies<>());
@@ -425,8 +437,7 @@ Outs hardmax(NodeContext& c) {
 // The normalized axes from `axis` to the last (negative, so the rank need not be known).
 std::vector<int64_t> trailing_axes(NodeContext& c, int64_t axis) {
   std::vector<int64_t> axes;
-  if (const std::optional<Shape> s = c.static_shape(0); s && (axis < -static_cast<int64_t>(s->size()) || axis >= static_cast<int64_t>(s->size())))
-    c.fail("axis " + std::to_string(axis) + " is out of range for an input of rank " + std::to_string(s->size()));
+  if (const std::optional<Shape> s = c.static_shape(0)) c.axis(axis, static_cast<int64_t>(s->size()));
   if (axis < -64)  // no rank is that large: an axis from a file must not size the loop below
     c.fail("axis " + std::to_string(axis) + " is out of range");
   if (axis < 0) {
@@ -510,14 +521,14 @@ void register_nn_conversions() {
   register_conversion("LogSoftmax", [](NodeContext& c) { return softmax(c, "log_softmax"); });
   register_conversion("Flatten", [](NodeContext& c) {
     const int64_t axis = c.attr_int("axis", 1);
+    if (const std::optional<Shape> s = c.static_shape(0)) {
+      // (fuzz_onnx: an axis past the rank read past the shape)
+      const std::vector<int64_t> flat = flattened(*s, c.axis(axis, static_cast<int64_t>(s->size()), true));
+      return numel(*s) == 0 ? empty_result(c, flat) : Outs{c.in(0).reshape(flat)};
+    }
     if (axis == 0) return Outs{c.in(0).reshape({1, -1})};
     if (axis == 1) return Outs{c.in(0).reshape({0, -1})};
-    const std::optional<Shape> s = c.static_shape(0);
-    if (!s) c.fail("Flatten at axis " + std::to_string(axis) + " needs the input's size while importing");
-    const int64_t r = static_cast<int64_t>(s->size()), a = axis < 0 ? axis + r : axis;
-    // (fuzz_onnx: an axis past the rank read past the shape)
-    if (a < 0 || a > r) c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
-    return Outs{c.in(0).reshape({std::accumulate(s->begin(), s->begin() + a, int64_t{1}, std::multiplies<>()), -1})};
+    c.fail("Flatten at axis " + std::to_string(axis) + " needs the input's size while importing");
   });
   register_conversion("ReduceMean", [](NodeContext& c) { return reduce(c, "mean", 18); });
   register_conversion("ReduceSum", [](NodeContext& c) { return reduce(c, "sum", 13); });
@@ -545,10 +556,8 @@ void register_nn_conversions() {
       const int64_t r = static_cast<int64_t>(s->size());
       // Checked first: an axis of -9e18 from a file made this loop run until memory ran out
       // (found by fuzz_onnx).
-      if (axis < -r || axis >= r)
-        c.fail("axis " + std::to_string(axis) + " is out of range for an input of rank " + std::to_string(r));
       std::vector<int64_t> axes;
-      for (int64_t a = axis < 0 ? axis + r : axis; a < r; ++a) axes.push_back(a);
+      for (int64_t a = c.axis(axis, r); a < r; ++a) axes.push_back(a);
       const std::vector<Connection> mv = c.op_n("moments", {c.in(0)}, 2, {{"axes", axes}, {"keepdims", int64_t{1}}});
       outs.push_back(mv[0]);
       outs.push_back(c.op("rsqrt", {mv[1] + eps}));

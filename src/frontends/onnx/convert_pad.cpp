@@ -72,8 +72,7 @@ Outs pad(NodeContext& c) {
   const int64_t k = static_cast<int64_t>(axes.size());
   Connection y = c.in(0);
   for (int64_t i = 0; i < k; ++i) {
-    const int64_t axis = axes[static_cast<size_t>(i)] < 0 ? axes[static_cast<size_t>(i)] + rank : axes[static_cast<size_t>(i)];
-    if (axis < 0 || axis >= rank) c.fail("axis " + std::to_string(axes[static_cast<size_t>(i)]) + " is out of range");
+    const int64_t axis = c.axis(axes[static_cast<size_t>(i)], rank);
     const int64_t before = pads[static_cast<size_t>(i)], after = pads[static_cast<size_t>(i + k)];
     if (before == 0 && after == 0) continue;
     if (mode == "constant" || (before <= 0 && after <= 0)) {
@@ -130,8 +129,7 @@ Outs center_crop_pad(NodeContext& c) {
   if (axes.size() != sizes.size()) c.fail("its shape has " + std::to_string(sizes.size()) + " values for " + std::to_string(axes.size()) + " axes");
   Connection y = c.op("identity", {c.in(0)});
   for (size_t i = 0; i < axes.size(); ++i) {
-    const int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
-    if (a < 0 || a >= r) c.fail("axis " + std::to_string(axes[i]) + " is out of range for rank " + std::to_string(r));
+    const int64_t a = c.axis(axes[i], r);
     if (sizes[i] < 0) c.fail("a negative size");
     const int64_t d = sizes[i] - (*s)[static_cast<size_t>(a)];  // > 0 pads, < 0 crops
     const int64_t before = d / 2, after = d - d / 2;              // truncation: the odd one at the end

@@ -195,10 +195,7 @@ Outs resize(NodeContext& c, bool upsample) {
     axes = c.attr_ints("axes", {});
   }
   if (r.mode == "nearest" && r.antialias) c.fail("antialias is not defined for mode nearest");
-  for (int64_t& a : axes) {
-    if (a < -rank || a >= rank) c.fail("axis " + std::to_string(a) + " is out of range");
-    if (a < 0) a += rank;
-  }
+  for (int64_t& a : axes) a = c.axis(a, rank);
   if (axes.empty())
     for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
   const size_t k = axes.size();

@@ -159,8 +159,7 @@ Outs size(NodeContext& c) {
 Outs split(NodeContext& c) {
   const std::optional<Shape> s = c.static_shape(0);
   if (!s) c.fail("Split needs the input's size while importing");
-  const int64_t r = static_cast<int64_t>(s->size()), axis = c.attr_int("axis", 0), ax = axis < 0 ? axis + r : axis;
-  if (ax < 0 || ax >= r) c.fail("axis " + std::to_string(axis) + " is out of range");
+  const int64_t ax = c.axis(c.attr_int("axis", 0), static_cast<int64_t>(s->size()));
   const int64_t dim = (*s)[static_cast<size_t>(ax)];
   std::vector<int64_t> sizes;
   if (c.opset >= 13 && c.has_input(1)) sizes = ints_of(c.constant_input(1, "split"));
@@ -228,9 +227,7 @@ Outs cumulative(NodeContext& c, const char* op, double identity) {
   const int64_t r = static_cast<int64_t>(s->size());
   const std::vector<int64_t> axes = ints_of(c.constant_input(1, "axis"));
   if (axes.size() != 1) c.fail("its axis must be one value, got " + std::to_string(axes.size()));
-  int64_t axis = axes[0];
-  if (axis < -r || axis >= r) c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
-  if (axis < 0) axis += r;
+  const int64_t axis = c.axis(axes[0], r);
   const int64_t n = (*s)[static_cast<size_t>(axis)];
   const bool exclusive = c.attr_int("exclusive", 0) != 0, reverse = c.attr_int("reverse", 0) != 0;
   const Connection x = c.in(0);
@@ -257,9 +254,7 @@ Outs one_hot(NodeContext& c) {
   const std::optional<Shape> s = c.static_shape(0);
   if (!s) c.fail("OneHot needs the indices' rank while importing");
   const int64_t r = static_cast<int64_t>(s->size()) + 1;
-  int64_t axis = c.attr_int("axis", -1);
-  if (axis < -r || axis >= r) c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
-  if (axis < 0) axis += r;
+  const int64_t axis = c.axis(c.attr_int("axis", -1), r);
   const std::vector<double> depths = c.constant_input(1, "depth").astype(DType::Float64).to_vector<double>();
   if (depths.size() != 1) c.fail("its depth must be one value");
   if (!(depths[0] >= 1 && depths[0] <= static_cast<double>(kMaxFoldedElements)))

@@ -8,6 +8,7 @@
 
 #include "frontends/onnx/exporter.h"
 #include "ingot/error.h"
+#include "ir/op_registry.h"
 
 namespace ingot::onnx_export {
 namespace {
@@ -93,21 +94,20 @@ void reduction(std::map<std::string, Emitter>& t, const char* op, const char* on
 
 std::map<std::string, Emitter> make_table() {
   std::map<std::string, Emitter> t;
-  for (const auto& [op, onnx_op] : std::vector<std::pair<const char*, const char*>>{
-           {"abs", "Abs"}, {"neg", "Neg"}, {"exp", "Exp"}, {"log", "Log"}, {"sqrt", "Sqrt"}, {"sin", "Sin"},
-           {"cos", "Cos"}, {"tanh", "Tanh"}, {"sigmoid", "Sigmoid"}, {"relu", "Relu"}, {"sign", "Sign"},
-           {"floor", "Floor"}, {"ceil", "Ceil"}, {"erf", "Erf"}, {"identity", "Identity"}})
-    unary(t, op, onnx_op);
-  for (const auto& [op, onnx_op] : std::vector<std::pair<const char*, const char*>>{
-           {"add", "Add"}, {"sub", "Sub"}, {"mul", "Mul"}, {"div", "Div"}, {"pow", "Pow"}, {"maximum", "Max"},
-           {"minimum", "Min"}})
-    binary(t, op, onnx_op);
-  compare(t, "equal", "Equal");
+  // The elementwise ops whose definition names their ONNX operator (ElementwiseForms::onnx).
+  for (const OpDef* op : all_ops()) {
+    if (!op->elementwise || op->elementwise->onnx.empty()) continue;
+    const char* onnx_op = op->elementwise->onnx.c_str();  // the registry outlives the table
+    switch (op->elementwise->kind) {
+      case ElementwiseForms::Kind::UnaryFloat:
+      case ElementwiseForms::Kind::UnarySame: unary(t, op->name.c_str(), onnx_op); break;
+      case ElementwiseForms::Kind::Binary: binary(t, op->name.c_str(), onnx_op); break;
+      case ElementwiseForms::Kind::Compare: compare(t, op->name.c_str(), onnx_op); break;
+      default: INGOT_CHECK(false, "ONNX export: op '", op->name, "' names ONNX ", onnx_op, " but is not unary, binary or a comparison");
+    }
+  }
+  unary(t, "identity", "Identity");
   compare(t, "not_equal", "Equal", true);
-  compare(t, "less", "Less");
-  compare(t, "less_equal", "LessOrEqual");
-  compare(t, "greater", "Greater");
-  compare(t, "greater_equal", "GreaterOrEqual");
   reduction(t, "sum", "ReduceSum");
   reduction(t, "mean", "ReduceMean");
   reduction(t, "max", "ReduceMax");

@@ -83,6 +83,14 @@ std::map<std::string, Conversion>& conversion_table() {
 }
 
 void register_conversion(const std::string& op_type, Conversion c) { conversion_table()[op_type] = std::move(c); }
+bool has_conversion(const std::string& op_type) { return conversion_table().count(op_type) != 0; }
+
+int64_t NodeContext::axis(int64_t axis, int64_t rank, bool allow_rank) const {
+  const int64_t limit = allow_rank ? rank + 1 : rank;
+  if (axis < -rank || axis >= limit)
+    fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
 
 const std::map<std::string, Conversion>& conversions() {
   static const bool registered = [] {
@@ -96,6 +104,9 @@ const std::map<std::string, Conversion>& conversions() {
     register_norm_conversions();
     register_rnn_conversions();
     register_einsum_conversion();
+    // Last: the elementwise ops whose definition names an ONNX operator (ElementwiseForms::onnx)
+    // that no converter above writes with more care (Div and Pow of integers, variadic Max/Min).
+    register_catalogue_conversions();
     return true;
   }();
   (void)registered;

@@ -56,6 +56,10 @@ struct NodeContext {
                                Attrs attrs = {}) const;
   Connection scalar(double v, DType dt) const;  // a constant of that dtype
   [[noreturn]] void fail(const std::string& why) const;
+  // `axis` of a value of rank `rank` as 0..rank-1 (0..rank with `allow_rank`: Flatten's split
+  // point), counting a negative one from the end; out of range fails naming both. Every axis
+  // from a file goes through here before it indexes a shape.
+  int64_t axis(int64_t axis, int64_t rank, bool allow_rank = false) const;
 
   // A result known while importing (Shape of a value of fixed size): output i is this tensor,
   // whatever the conversion returns for it.
@@ -67,6 +71,7 @@ using Conversion = std::function<std::vector<Connection>(NodeContext&)>;
 // The conversions by ONNX op type (default domain), filled by the convert_*.cpp files.
 const std::map<std::string, Conversion>& conversions();
 void register_conversion(const std::string& op_type, Conversion c);
+bool has_conversion(const std::string& op_type);  // registered so far
 void register_elementwise_conversions();
 void register_nn_conversions();
 void register_shape_conversions();
@@ -77,6 +82,9 @@ void register_attention_conversions();
 void register_norm_conversions();
 void register_rnn_conversions();
 void register_einsum_conversion();
+// The elementwise ops that name their ONNX operator (ElementwiseForms::onnx) and have no
+// converter of their own: registered last.
+void register_catalogue_conversions();
 
 // `x` (of rank `rank`, the element type of the node's input 0) with `before` and `after`
 // elements of `value` (plus `fed_value`, a scalar known at run time, where given) added along
