@@ -437,6 +437,12 @@ def compile_option_names() -> list[str]:
 def op_names() -> list[str]:
     """The op catalogue (src/ops/families.h), sorted by name."""
 
+def elementwise_forms() -> dict:
+    """
+    The elementwise ops' forms (ElementwiseForms in src/ir/op_registry.h) by op name: kind, arity,
+    python (an expression over x or a, b and array-API functions; '' when each emitter writes it), onnx.
+    """
+
 class PhysicalModel:
     """A compiled model (see ingot.PhysicalModel for the documented wrapper)."""
 
@@ -887,6 +893,15 @@ def dropout(x: object, p: float, key: object | None = None) -> array:
     """
     Inverted dropout: zeroes each element with probability p and scales the rest by 1 / (1 - p).
     """
+
+def acos(x: object) -> array:
+    """inverse cosine, elementwise."""
+
+def asin(x: object) -> array:
+    """inverse sine, elementwise."""
+
+def atan(x: object) -> array:
+    """inverse tangent, elementwise."""
 
 class RandomState:
     """
