@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -94,6 +95,60 @@ TEST(CpuCache, ChangedFlagsOrOptionsMiss) {
   auto d = CpuBackend(o).lower(g, {});
   EXPECT_EQ(CpuBackend::compile_count(), before + 4);
   expect_runs_right(*d, g);
+}
+
+// CompileOptions::code_transformers rewrite the source before it is keyed and built: a
+// transformed model is its own cache entry and runs what the transformer wrote; a transformer
+// that throws or empties the source is an error naming it; the reference backend refuses them.
+TEST(CpuCache, CodeTransformersRewriteWhatIsBuiltAndKeyed) {
+  TempDir dir("ingot-cpu-cache");
+  Graph g = small_graph(1.75);
+  CompileOptions plain, tanh_to_sigmoid;
+  tanh_to_sigmoid.code_transformers = {
+      [](const std::string& s) {
+        std::string out = s;
+        const std::string from = "ig_vtanh(static_cast<float>", to = "ig_vsigmoid(static_cast<float>";
+        const size_t at = out.rfind(from);  // the kernel's call, after the prelude's definitions
+        EXPECT_NE(at, std::string::npos);
+        return out.replace(at, from.size(), to);
+      },
+      [](const std::string& s) { return s + "\n// second transformer\n"; }};
+  const int before = CpuBackend::compile_count();
+  auto a = CpuBackend(options_in(dir.path)).lower(g, plain);
+  auto b = CpuBackend(options_in(dir.path)).lower(g, tanh_to_sigmoid);
+  EXPECT_EQ(CpuBackend::compile_count(), before + 2);  // two sources, two entries
+  expect_runs_right(*a, g);
+  EXPECT_NE(b->source().find("// second transformer"), std::string::npos);
+  const std::vector<Tensor> ins = {random_tensor({3, 8}, 1), random_tensor({8}, 2)};
+  const Tensor got = b->run(ins)[0], pre = a->run(ins)[0];  // sigmoid(u) = (1 + tanh(u / 2)) / 2, not tanh(u)
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const float t = pre.data<float>()[i], u = std::atanh(t);
+    EXPECT_NEAR(got.data<float>()[i], 1 / (1 + std::exp(-u)), 1e-4) << i;
+  }
+  CompileOptions throwing, emptying;
+  throwing.code_transformers = {[](const std::string&) -> std::string { throw std::runtime_error("no thanks"); }};
+  emptying.code_transformers = {[](const std::string& s) { return s; }, [](const std::string&) { return std::string(); }};
+  EXPECT_THROW(
+      {
+        try {
+          CpuBackend(options_in(dir.path)).lower(g, throwing);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("transformer 0 failed: no thanks"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+  EXPECT_THROW(
+      {
+        try {
+          CpuBackend(options_in(dir.path)).lower(g, emptying);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("transformer 1 returned empty source"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+  EXPECT_THROW(ReferenceBackend().lower(g, tanh_to_sigmoid), Error);
 }
 
 void corrupt_and_check(const std::function<void(const std::string& so, const std::string& manifest)>& damage, double salt) {

@@ -26,6 +26,9 @@ struct CustomPass {
   std::function<void(Graph&)> fn;
 };
 
+// A function from source text to source text (CompileOptions::code_transformers).
+using CodeTransformer = std::function<std::string(const std::string& source)>;
+
 struct CompileOptions {
   // Shape templates per terminal (numbers, symbols, nullptr for unknown, "Batch..." variadic).
   std::map<std::string, ShapeTemplate> shapes;
@@ -54,6 +57,10 @@ struct CompileOptions {
   // in the pipeline); unknown names are errors.
   std::map<std::string, bool> optimizations;
   std::vector<CustomPass> custom_passes;
+  // Applied in order to the code a backend generates (the CPU backend's C++, the Python
+  // emitters' module) before it is built or run; what file_path writes and the cache keys is the
+  // result. The reference backend generates no code: giving it transformers is an error.
+  std::vector<CodeTransformer> code_transformers;
   // With dump_graph set: also write <dump_graph>.<index>.<pass>.<ext> after every pass that ran.
   bool dump_after_each_pass = false;
   // How the CPU backend stores convolution activations (src/compiler/layout_plan.h): auto (the

@@ -281,6 +281,19 @@ def _compile_model(model: "_ingot.Model", backend: Any, options: Dict[str, Any])
     return pm
 
 
+def _code_transformers(value: Any) -> List[Any]:
+    """The code_transformers option as a list of callables (a clear TypeError otherwise)."""
+    if value is None:
+        return []
+    if callable(value) or isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise TypeError(f"compile(): code_transformers must be a list of functions (source: str) -> str, "
+                        f"got {type(value).__name__}")
+    for i, fn in enumerate(value):
+        if not callable(fn):
+            raise TypeError(f"compile(): code_transformers[{i}] is {type(fn).__name__}, not a function (source: str) -> str")
+    return list(value)
+
+
 def _compile_model_natively(model: "_ingot.Model", backend: Any, options: Dict[str, Any],
                             jit_options: Dict[str, Any]) -> PhysicalModel:
     for key in ("file_path", "dump_graph"):
@@ -293,6 +306,8 @@ def _compile_model_natively(model: "_ingot.Model", backend: Any, options: Dict[s
         # jit (True by default): the generated function runs under jax.jit / torch.compile.
         emitter.jit = bool(options.get("jit", True))
         emitter.jit_options = jit_options
+        # code_transformers rewrite the generated module (the C++ side's rewrite the CPU backend's C++).
+        emitter.code_transformers = _code_transformers(options.pop("code_transformers", None))
         pm = _ingot.compile(model, _ingot.PythonBackend(backend.framework, emitter), options)
         return PhysicalModel(pm, backend, emitter)
     if not isinstance(backend, _ingot.Backend):

@@ -123,6 +123,25 @@ CustomPass to_custom_pass(nb::handle item) {
   return p;
 }
 
+// A Python function (source: str) -> str; anything else it returns is an error naming the type.
+CodeTransformer to_code_transformer(nb::handle item) {
+  INGOT_CHECK(PyCallable_Check(item.ptr()), "Option 'code_transformers': entries are functions (source: str) -> str, got ",
+              nb::cast<std::string>(nb::str(item.type().attr("__name__"))));
+  SharedObject fn = share(nb::borrow(item));
+  return [fn](const std::string& source) {
+    nb::gil_scoped_acquire gil;
+    nb::object r;
+    try {
+      r = (*fn)(nb::str(source.c_str(), source.size()));
+    } catch (nb::python_error& e) {  // "RuntimeError: why", not the whole traceback
+      INGOT_FAIL(nb::cast<std::string>(nb::str(e.type().attr("__name__"))), ": ", nb::cast<std::string>(nb::str(e.value())));
+    }
+    INGOT_CHECK(nb::isinstance<nb::str>(r), "a code transformer returned ",
+                nb::cast<std::string>(nb::str(r.type().attr("__name__"))), ", not the source as a str");
+    return nb::cast<std::string>(r);
+  };
+}
+
 std::string option_string(nb::handle v) {
   if (nb::isinstance<nb::bool_>(v)) return nb::cast<bool>(v) ? "true" : "false";
   if (nb::hasattr(v, "__fspath__")) return nb::cast<std::string>(v.attr("__fspath__")());
@@ -158,6 +177,10 @@ CompileOptions to_options(const nb::dict& kwargs) {
       o.set(name, spec);
     } else if (name == "custom_passes") {
       for (nb::handle item : v) o.custom_passes.push_back(to_custom_pass(item));
+    } else if (name == "code_transformers") {
+      INGOT_CHECK(!PyCallable_Check(v.ptr()) && !nb::isinstance<nb::str>(v),
+                  "Option 'code_transformers': expected a list of functions (source: str) -> str");
+      for (nb::handle item : v) o.code_transformers.push_back(to_code_transformer(item));
     } else {
       o.set(name, option_string(v));
     }

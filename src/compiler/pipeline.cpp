@@ -60,7 +60,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 std::vector<std::string> CompileOptions::option_names() {
   return {"shapes", "types", "constant_keys", "data_keys", "trainable_keys", "discard_keys",
           "static_shapes", "inference", "jit", "file_path", "dump_graph", "dump_format", "verbose",
-          "optimization_level", "optimizations", "custom_passes", "dump_after_each_pass",
+          "optimization_level", "optimizations", "custom_passes", "code_transformers", "dump_after_each_pass",
           "layout_target", "memory_planning", "max_memory_gb", "mixed_precision", "gradient_checkpointing",
           "checkpoint_segments"};
 }

@@ -174,6 +174,17 @@ class Runner:
             return [self.ops.to_numpy(y) for y in outs], [None if g is None else self.ops.to_numpy(g) for g in grads]
 
 
+def transformed(source: str, transformers: Sequence[Callable[[str], str]]) -> str:
+    """`source` through each code transformer in turn; each must return the new source as a str."""
+    for i, fn in enumerate(transformers):
+        source = fn(source)
+        if not isinstance(source, str):
+            raise TypeError(f"code_transformers[{i}] returned {type(source).__name__}, not the source as a str")
+        if not source:
+            raise ValueError(f"code_transformers[{i}] returned empty source")
+    return source
+
+
 def gradient_file_path(file_path: str) -> str:
     """Where the backward graph's source goes beside the model's: 'mlp.py' -> 'mlp_grad.py'."""
     root, ext = os.path.splitext(file_path)
@@ -195,6 +206,9 @@ class Emitter:
         # with `jit_options` passed through; NumPy has none (ignored).
         self.jit = jit
         self.jit_options = dict(jit_options or {})
+        # code_transformers: functions (source: str) -> str applied in order to the generated module
+        # before it is written and run (compile(..., code_transformers=[...])).
+        self.code_transformers: List[Callable[[str], str]] = []
         self.runner: Optional[Runner] = None
         self.gradient_runner: Optional[Runner] = None
         self._lowering_gradients = False
@@ -213,7 +227,7 @@ class Emitter:
         ops = _import_framework(self.framework)
         graph = json.loads(graph_json)
         joint = self._lowering_gradients
-        source = emit_source(graph, self.framework)
+        source = transformed(emit_source(graph, self.framework), self.code_transformers)
         path = self.file_path and (gradient_file_path(self.file_path) if joint else self.file_path)
         if path:  # atomically: a reader never sees half a module
             write_atomically(path, source.encode("utf-8"))

@@ -405,7 +405,7 @@ std::unique_ptr<Executable> CpuBackend::lower(const Graph& graph, const CompileO
   const std::optional<Graph> widened = cpu::widen_half_dense(graph);  // mixed precision's dense ops
   const Graph& g = widened ? *widened : graph;
   return cpu::lower_with_plan(g, fusion_plan_for(g, options), options_, options.verbose, options.memory_planning,
-                              requested_layout(options), options.file_path);
+                              requested_layout(options), options.file_path, options.code_transformers);
 }
 
 cpu::PreparedCode cpu::prepare_code(const Graph& graph, const FusionPlan& plan, const CpuBackend::CpuOptions& options,
@@ -426,12 +426,24 @@ cpu::PreparedCode cpu::prepare_code(const Graph& graph, const FusionPlan& plan, 
 std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const FusionPlan& plan,
                                                  const CpuBackend::CpuOptions& options_, bool verbose,
                                                  const std::string& memory_planning, Layout layout,
-                                                 const std::string& file_path) {
+                                                 const std::string& file_path,
+                                                 const std::vector<CodeTransformer>& transformers) {
   const std::string cache_dir = cpu::cache_dir_of(options_);
   cpu::PreparedCode prepared =
       cpu::prepare_code(graph, plan, options_, memory_planning, layout, options_.cache ? cache_dir : "");
   const cpu::Toolchain& tc = prepared.toolchain;
   cpu::GeneratedCode& code = prepared.code;
+  for (size_t i = 0; i < transformers.size(); ++i) {
+    INGOT_CHECK(static_cast<bool>(transformers[i]), "Option 'code_transformers': entry ", i, " is empty");
+    std::string out;
+    try {
+      out = transformers[i](code.source);
+    } catch (const std::exception& e) {
+      INGOT_FAIL("Option 'code_transformers': transformer ", i, " failed: ", e.what());
+    }
+    INGOT_CHECK(!out.empty(), "Option 'code_transformers': transformer ", i, " returned empty source");
+    code.source = std::move(out);
+  }
   cpu::BuildRequest req;
   req.source = code.source;
   req.flags = cpu::compile_flags(options_.extra_flags);

@@ -36,10 +36,13 @@ std::vector<BufferRequest> arena_requests(const Graph& graph, const GeneratedCod
 // layout: the target layout (requested_layout(options)); buffers are stored as plan_layouts
 // decides for this backend and that target, or all NCHW for Layout::Nchw. file_path (CompileOptions::file_path): where compile writes the
 // source; `verbose` then prints the command that builds that file, not the cache's copy.
+// `transformers` (CompileOptions::code_transformers) rewrite the generated source, in order,
+// before it is keyed, built and written.
 std::unique_ptr<Executable> lower_with_plan(const Graph& graph, const FusionPlan& plan,
                                             const CpuBackend::CpuOptions& options, bool verbose,
                                             const std::string& memory_planning = "greedy",
-                                            Layout layout = host_layout(), const std::string& file_path = "");
+                                            Layout layout = host_layout(), const std::string& file_path = "",
+                                            const std::vector<CodeTransformer>& transformers = {});
 
 // What a CPU executable runs with for these input shapes (planned at load for static shapes, on
 // the first call otherwise): the arena requests (one per intermediate buffer, steps = generated

@@ -70,7 +70,10 @@ class ReferenceExecutable final : public Executable {
 
 }  // namespace
 
-std::unique_ptr<Executable> ReferenceBackend::lower(const Graph& graph, const CompileOptions&) const {
+std::unique_ptr<Executable> ReferenceBackend::lower(const Graph& graph, const CompileOptions& options) const {
+  INGOT_CHECK(options.code_transformers.empty(),
+              "Option 'code_transformers': the reference backend generates no code to transform (the CPU backend "
+              "and the NumPy, PyTorch, JAX and MLX backends do)");
   return std::make_unique<ReferenceExecutable>(graph);
 }
 
