@@ -49,6 +49,11 @@ struct CompileOptions {
   std::string dump_graph;      // write the final graph here ("-" = stdout)
   std::string dump_format = "text";  // text | json | dot
   bool verbose = false;        // print each stage and what it decided (to stderr)
+  // Time each compile stage, the passes inside optimize and the backend's steps inside lower
+  // (src/compiler/compile_profile.h): written to profile_output as JSON that is also a Chrome
+  // trace, or, without a path, printed to stderr as a table.
+  bool profile = false;
+  std::string profile_output;
 
   // Graph optimizations (src/compiler/passes/, README "Graph optimizations and memory planning").
   std::string optimization_level = "medium";  // none | low | medium | high

@@ -9,6 +9,7 @@
 
 #include "compiler/autodiff.h"
 #include "compiler/checkpointing.h"
+#include "compiler/compile_profile.h"
 #include "compiler/frontend.h"
 #include "compiler/gradient_pipeline.h"
 #include "compiler/memory_plan.h"
@@ -59,7 +60,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 std::vector<std::string> CompileOptions::option_names() {
   return {"shapes", "types", "constant_keys", "data_keys", "trainable_keys", "discard_keys",
-          "static_shapes", "inference", "jit", "file_path", "dump_graph", "dump_format", "verbose",
+          "static_shapes", "inference", "jit", "file_path", "dump_graph", "dump_format", "verbose", "profile", "profile_output",
           "optimization_level", "optimizations", "custom_passes", "code_transformers", "dump_after_each_pass",
           "layout_target", "memory_planning", "max_memory_gb", "mixed_precision", "gradient_checkpointing",
           "checkpoint_segments"};
@@ -70,6 +71,8 @@ void CompileOptions::set(const std::string& name, const std::string& value) {
   else if (name == "inference") inference = parse_bool(name, value);
   else if (name == "jit") jit = parse_bool(name, value);
   else if (name == "verbose") verbose = parse_bool(name, value);
+  else if (name == "profile") profile = parse_bool(name, value);
+  else if (name == "profile_output") profile_output = value;
   else if (name == "file_path") file_path = value;
   else if (name == "dump_graph") dump_graph = value;
   else if (name == "dump_format") { parse_dump_format(value); dump_format = value; }
@@ -202,6 +205,7 @@ class StageLog {
   explicit StageLog(bool verbose) : verbose_(verbose) {}
   template <class F>
   auto run(const char* stage, F&& f) {
+    const ProfileScope span(stage);
     auto t0 = std::chrono::steady_clock::now();
     auto result = f();
     if (verbose_) {
@@ -394,11 +398,15 @@ GradientMemory joint_memory(const JointGraph& joint) {
 }
 
 PhysicalModel compile(const Model& model, const Backend& backend, const CompileOptions& options) {
+  CompileProfileSession profile(options.profile, options.profile_output);
   StageLog log(options.verbose);
-  return compile_inferred(inferred_half(model, options, log), backend, options);
+  PhysicalModel pm = compile_inferred(inferred_half(model, options, log), backend, options);
+  profile.finish();
+  return pm;
 }
 
 PhysicalModel compile_inferred(Graph inferred, const Backend& backend, const CompileOptions& options) {
+  CompileProfileSession profile(options.profile, options.profile_output);  // unless compile() opened one
   StageLog log(options.verbose);
   Graph unoptimized;
   if (!options.inference) unoptimized = inferred;
@@ -426,7 +434,7 @@ PhysicalModel compile_inferred(Graph inferred, const Backend& backend, const Com
       return e;
     });
   }
-  return log.run("function generation", [&] {
+  PhysicalModel result = log.run("function generation", [&] {
     PhysicalModel pm(std::move(g), be, opts, exe);
     pm.set_memory_plan(std::move(plan));
     if (!options.inference) pm.set_differentiation_graph(std::move(unoptimized));
@@ -435,6 +443,8 @@ PhysicalModel compile_inferred(Graph inferred, const Backend& backend, const Com
              std::to_string(pm.output_names().size()) + (options.jit ? "" : " (lowering on first evaluate)"));
     return pm;
   });
+  profile.finish();
+  return result;
 }
 
 }  // namespace ingot

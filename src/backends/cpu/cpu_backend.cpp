@@ -18,6 +18,7 @@
 #include "backends/cpu/executable.h"
 #include "backends/cpu/toolchain.h"
 #include "backends/cpu/widen.h"
+#include "compiler/compile_profile.h"
 #include "compiler/fusion_plan.h"
 #include "core/buffer_cache.h"
 #include "compiler/memory_plan.h"
@@ -429,6 +430,7 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
                                                  const std::string& file_path,
                                                  const std::vector<CodeTransformer>& transformers) {
   const std::string cache_dir = cpu::cache_dir_of(options_);
+  std::optional<ProfileScope> step(std::in_place, "cpu: generate C++");
   cpu::PreparedCode prepared =
       cpu::prepare_code(graph, plan, options_, memory_planning, layout, options_.cache ? cache_dir : "");
   const cpu::Toolchain& tc = prepared.toolchain;
@@ -470,8 +472,11 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
     std::cerr << "\n[cpu] build " << (file_path.empty() ? "the cached source" : "the file_path file " + source_path)
               << " by hand: " << cpu::join_command(cpu::build_command(tc, req.flags, source_path, library_path)) << "\n";
   }
+  step.emplace("cpu: build or load the library (cache " + std::string(options_.cache ? "on" : "off") + ")");
   std::shared_ptr<const cpu::LoadedLibrary> lib = cpu::load_or_build(req);
+  step.emplace("cpu: executable (static plan, oneDNN primitives)");
   auto exe = std::make_unique<CpuExecutable>(graph, std::move(code), std::move(lib), memory_planning, options_.winograd);
+  step.reset();
   if (verbose && exe->static_plan() != nullptr) {
     const Binding& b = *exe->static_plan();
     int inplace = 0;

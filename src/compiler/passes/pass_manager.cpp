@@ -3,6 +3,7 @@
 #include <set>
 
 #include "compiler/passes/passes.h"
+#include "compiler/compile_profile.h"
 #include "compiler/shape_inference.h"
 #include "ingot/error.h"
 #include "runtime/atomic_file.h"
@@ -174,6 +175,7 @@ OptimizeResult optimize(Graph& g, const CompileOptions& options,
     for (const CustomPass& cp : options.custom_passes) {
       if (cp.after != point) continue;
       size_t before = g.nodes().size();
+      const ProfileScope span("custom pass " + cp.name);
       try {
         cp.fn(g);
         reannotate(g);
@@ -191,6 +193,7 @@ OptimizeResult optimize(Graph& g, const CompileOptions& options,
   };
   // Runs built-in pass `p`, reports it (`when` follows its summary) and returns its changes.
   auto run_builtin = [&](const PassInfo& p, const std::string& when) {
+    const ProfileScope span("pass " + p.name);
     PassReport r = p.fn(g, ctx);
     r.pass = p.name;
     check_annotated(g, "pass '" + p.name + "'");
