@@ -103,6 +103,30 @@ TEST(ShapeInference, BackwardFromOutput) {
   EXPECT_EQ(f.shape(z), "[32, 10]");
 }
 
+// trace_shapes: each step that sized dimensions names the rule or template that did it and
+// the dims it sized, in order: here the batch comes back from the output's template.
+TEST(ShapeInference, TraceNamesTheRuleThatSizedEachDimension) {
+  register_test_ops();
+  Fixture f;
+  ValueId x = f.input("x");
+  ValueId w = f.input("w", ShapeTemplate{nullptr, 10});
+  ValueId y = f.g.add_op("test_mm", {x, w});
+  f.g.value(y).name = "y";
+  f.constrain(y, {32, nullptr});
+  f.constrain(x, {nullptr, 7});
+  const ShapeInferenceReport r = infer_shapes(f.g, f.cs, true);
+  const std::vector<std::string> want = {
+      "sweep 1, shape of 'w': 'w'[1] = 10",
+      "sweep 1, template on 'y': 'y'[0] = 32",
+      "sweep 1, template on 'x': 'x'[1] = 7",
+      "sweep 1, test_mm: 'w'[0] = 7",  // unified with x's, which the template sized
+      "sweep 1, test_mm: 'x'[0] = 32",
+      "sweep 1, test_mm: 'y'[1] = 10",
+  };
+  EXPECT_EQ(r.trace, want);
+  EXPECT_TRUE(infer_shapes(f.g, f.cs).trace.empty());  // off by default
+}
+
 TEST(ShapeInference, SymbolsAreScoped) {
   register_test_ops();
   Fixture f;

@@ -54,6 +54,9 @@ struct CompileOptions {
   // trace, or, without a path, printed to stderr as a table.
   bool profile = false;
   std::string profile_output;
+  // Print each shape-inference step that sized dimensions, with the op rule or shape template
+  // that did it ("[ingot] shape: sweep 1, matmul in 'fc1': 'fc1.output'[1] = 10"), to stderr.
+  bool trace_shapes = false;
 
   // Graph optimizations (src/compiler/passes/, README "Graph optimizations and memory planning").
   std::string optimization_level = "medium";  // none | low | medium | high

@@ -33,3 +33,13 @@ def test_profile_options_are_listed_and_checked():
     assert {"profile", "profile_output"} <= set(ml.compile_option_names())
     with pytest.raises(ml.IngotError, match="profile"):
         ml.compile(ml.ExampleMLP(), ml.ReferenceBackend(), shapes={"input": [2, 784]}, profile="often")
+
+
+def test_trace_shapes_names_the_rule_that_sized_each_dimension(capfd):
+    """trace_shapes=True: each shape-inference step that sized dimensions, with its rule."""
+    ml.compile(ml.ExampleMLP(), ml.ReferenceBackend(), shapes={"input": [2, 784]}, trace_shapes=True)
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("[ingot] shape: ")]
+    assert any("shapes['input']" in line and "'input'[0]" in line and line.endswith("= 2") for line in lines), lines
+    assert any("matmul" in line and line.endswith("= 256") for line in lines), lines  # the first layer's width
+    ml.compile(ml.ExampleMLP(), ml.ReferenceBackend(), shapes={"input": [2, 784]})
+    assert "[ingot] shape:" not in capfd.readouterr().err

@@ -60,7 +60,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 std::vector<std::string> CompileOptions::option_names() {
   return {"shapes", "types", "constant_keys", "data_keys", "trainable_keys", "discard_keys",
-          "static_shapes", "inference", "jit", "file_path", "dump_graph", "dump_format", "verbose", "profile", "profile_output",
+          "static_shapes", "inference", "jit", "file_path", "dump_graph", "dump_format", "verbose", "profile", "profile_output", "trace_shapes",
           "optimization_level", "optimizations", "custom_passes", "code_transformers", "dump_after_each_pass",
           "layout_target", "memory_planning", "max_memory_gb", "mixed_precision", "gradient_checkpointing",
           "checkpoint_segments"};
@@ -72,6 +72,7 @@ void CompileOptions::set(const std::string& name, const std::string& value) {
   else if (name == "jit") jit = parse_bool(name, value);
   else if (name == "verbose") verbose = parse_bool(name, value);
   else if (name == "profile") profile = parse_bool(name, value);
+  else if (name == "trace_shapes") trace_shapes = parse_bool(name, value);
   else if (name == "profile_output") profile_output = value;
   else if (name == "file_path") file_path = value;
   else if (name == "dump_graph") dump_graph = value;
@@ -254,7 +255,8 @@ Graph inferred_half(const Model& model, const CompileOptions& options, StageLog&
   });
   Graph g = std::move(resolved.graph);
   log.run("shape inference", [&] {
-    ShapeInferenceReport report = infer_shapes(g, resolved.constraints);
+    ShapeInferenceReport report = infer_shapes(g, resolved.constraints, options.trace_shapes);
+    for (const std::string& line : report.trace) std::cerr << "[ingot] shape: " << line << "\n";
     log.note("fixpoint after " + std::to_string(report.iterations) + " sweeps");
     for (auto& a : report.assumptions) log.note(a);
     for (const Value& v : g.values())

@@ -24,8 +24,9 @@ class Engine final : public ShapeInfer {
  public:
   explicit Engine(Graph& g) : g_(g), shapes_(g.values().size()) {}
 
-  ShapeInferenceReport run(const std::vector<ShapeConstraint>& constraints) {
+  ShapeInferenceReport run(const std::vector<ShapeConstraint>& constraints, bool trace = false) {
     ShapeInferenceReport report;
+    if (trace) trace_ = &report.trace;
     for (const Value& v : g_.values()) {
       if (v.producer < 0 && v.shape_known) {  // constants and pre-shaped leaves
         where_ = "the value of '" + v.name + "'";
@@ -126,6 +127,7 @@ class Engine final : public ShapeInfer {
       mismatch(size_[ra], origin_[ra], size_[rb], origin_[rb]);
     // The root keeps the size, the user's symbol name and the origin of whichever has them.
     if (size_[rb] >= 0 && size_[ra] < 0) std::swap(ra, rb);
+    if (size_[ra] >= 0 && size_[rb] < 0) traced(rb, size_[ra]);  // rb's dims get ra's size
     if (size_[ra] < 0 && symbol_[ra].empty() && !symbol_[rb].empty()) std::swap(ra, rb);
     parent_[rb] = ra;
     if (symbol_[ra].empty()) symbol_[ra] = symbol_[rb];
@@ -137,6 +139,7 @@ class Engine final : public ShapeInfer {
     if (size_[r] == size) return;
     if (size < 0) fail("negative dimension " + std::to_string(size));
     if (size_[r] >= 0) mismatch(size_[r], origin_[r], size, where_);
+    traced(r, size);
     size_[r] = size;
     origin_[r] = where_;
     changed_ = true;
@@ -175,6 +178,23 @@ class Engine final : public ShapeInfer {
     DimVar a, b, out;
     std::string where;
   };
+
+  // trace_shapes: the dims of `root`'s class (still without a size) get `size` from where_.
+  void traced(DimVar root, int64_t size) {
+    if (trace_ == nullptr) return;
+    std::vector<std::string> dims;
+    for (size_t v = 0; v < shapes_.size(); ++v) {
+      if (!shapes_[v]) continue;
+      for (size_t i = 0; i < shapes_[v]->size(); ++i)
+        if (find((*shapes_[v])[i]) == root)
+          dims.push_back("'" + describe_value(g_, static_cast<ValueId>(v)) + "'[" + std::to_string(i) + "]");
+    }
+    if (dims.empty()) return;  // a symbol's variable, no value's dimension yet
+    std::string list;
+    for (size_t k = 0; k < dims.size() && k < 4; ++k) list += (k ? ", " : "") + dims[k];
+    if (dims.size() > 4) list += " and " + std::to_string(dims.size() - 4) + " more";
+    trace_->push_back("sweep " + std::to_string(sweep_) + ", " + where_ + ": " + list + " = " + std::to_string(size));
+  }
 
   DimVar fresh() {
     parent_.push_back(static_cast<DimVar>(parent_.size()));
@@ -280,7 +300,7 @@ class Engine final : public ShapeInfer {
     do {
       changed_ = false;
       deferred_.clear();
-      ++report.iterations;
+      sweep_ = ++report.iterations;
       node_ = nullptr;
       for (const ShapeConstraint& c : constraints) {
         where_ = c.origin.empty() ? "shape template " + to_string(c.shape) : c.origin;
@@ -345,6 +365,8 @@ class Engine final : public ShapeInfer {
   std::map<std::string, DimVar> symbols_;
   std::map<std::string, std::vector<DimVar>> variadics_;
   std::vector<Deferred> deferred_;
+  std::vector<std::string>* trace_ = nullptr;  // trace_shapes: where each step goes
+  int sweep_ = 0;
   const Node* node_ = nullptr;
   std::string where_;
   std::string current_value_;
@@ -353,9 +375,9 @@ class Engine final : public ShapeInfer {
 
 }  // namespace
 
-ShapeInferenceReport infer_shapes(Graph& g, const std::vector<ShapeConstraint>& constraints) {
+ShapeInferenceReport infer_shapes(Graph& g, const std::vector<ShapeConstraint>& constraints, bool trace) {
   Engine engine(g);
-  return engine.run(constraints);
+  return engine.run(constraints, trace);
 }
 
 namespace {

@@ -26,11 +26,14 @@ struct ShapeConstraint {
 struct ShapeInferenceReport {
   int iterations = 0;
   std::vector<std::string> assumptions;  // e.g. broadcast of two unknown dims taken as equal
+  // With `trace`: each step that gave dimensions a size, in order ("sweep 1, matmul in 'fc1':
+  // 'fc1.output'[1] = 10"), the rule or shape template that did it first.
+  std::vector<std::string> trace;
 };
 
 // Fills Value::shape for every value. Throws ingot::Error ("Cannot infer shape for 'x': ...")
 // on contradictions or on a value whose rank nothing determines.
-ShapeInferenceReport infer_shapes(Graph& g, const std::vector<ShapeConstraint>& constraints);
+ShapeInferenceReport infer_shapes(Graph& g, const std::vector<ShapeConstraint>& constraints, bool trace = false);
 
 // Infers the shapes and dtypes of one node's outputs from its inputs' (already inferred) shapes
 // and dtypes, without revisiting the rest of the graph: for transforms that grow an inferred
