@@ -115,10 +115,13 @@ def test_every_compile_option_is_a_keyword(tmp_path, rng):
         gradient_checkpointing=True,
         checkpoint_segments=2, visualize=True, viz_options={"format": "dot", "output_path": tmp_path / "graph.dot"},
         save_intermediates=False, intermediate_dir=tmp_path / "intermediates", intermediate_format="npy",
-        jit_options=None, jax_options=None, torch_options=None, mlx_options=None)
+        jit_options=None, jax_options=None, torch_options=None, mlx_options=None,
+        profile=True, profile_output=tmp_path / "profile.json", trace_shapes=False,
+        code_transformers=None)  # the reference backend generates no code (test_code_transformers.py)
     assert set(options) == set(ml.compile_option_names())
     pm = ml.compile(m, ml.ReferenceBackend(), **options)
     assert seen, "the custom pass ran"
+    assert "traceEvents" in json.loads((tmp_path / "profile.json").read_text())
     assert json.loads(dump.read_text())["format"] == "ingot.graph"
     out = pm.evaluate({"linear_0.weight": np.ones((4, 3), np.float32)}, {"input": np.ones((2, 4), np.float32)})
     np.testing.assert_allclose(out["output"], np.full((2, 3), 4.0))  # inference: dropout is identity
