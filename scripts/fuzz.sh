@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of every parser of files a user may get from someone else (safetensors
-# parameters, model JSON, the disk cache's manifests, ONNX models), with clang's libFuzzer under
+# parameters, model JSON, the disk cache's manifests, ONNX models, NumPy .npy inputs), with clang's libFuzzer under
 # AddressSanitizer + UndefinedBehaviorSanitizer:
 #   1. builds build/fuzz (clang++, -DINGOT_FUZZ=ON -DINGOT_SANITIZE=ON; apt's clang provides
 #      libFuzzer);
@@ -11,7 +11,7 @@
 #      to fuzz/regressions/<parser>/, which ctest replays on every build (fuzz_<parser>_corpus).
 #
 #   ./scripts/fuzz.sh [seconds per target, default 60] [target ...]   (targets: safetensors,
-#   model_json, cache_manifest, onnx; default all)
+#   model_json, cache_manifest, onnx, npy; default all)
 #   ./scripts/fuzz.sh cpu <seconds> [target ...]
 #     the targets side by side at the lowest priority (nice 19, so they take only the cores other
 #     work leaves), each stopped once its process has used <seconds> of CPU time (read from
@@ -49,7 +49,7 @@ fi
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors model_json cache_manifest onnx)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors model_json cache_manifest onnx npy)
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is not installed (apt-get install clang)" >&2; exit 2; }
 CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINGOT_FUZZ=ON \
   -DINGOT_SANITIZE=ON -DINGOT_BUILD_TESTS=OFF >/dev/null || exit 1

@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(g++ cmake ninja-build ccache libgtest-dev nlohmann-json3-dev libopenblas-dev libdnnl-dev)
 # ONNX import (src/onnx_import): Debian's generated ONNX protobuf classes and libprotobuf.
 packages+=(libonnx-dev libprotobuf-dev)
+# .npz archives (src/io/npy.h, `ingot run --output out.npz`): libzip.
+packages+=(libzip-dev pkg-config)
 # The sanitizer build (scripts/build.sh asan) is clang's: ASan, UBSan and libFuzzer's runtime.
 packages+=(clang libclang-rt-14-dev)
 # The Python package (scripts/python-test.sh) builds against Python's headers in a virtual

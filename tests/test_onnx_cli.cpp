@@ -14,6 +14,8 @@
 #include "ingot/models.h"
 #include "ingot/onnx.h"
 #include "ingot/physical_model.h"
+#include "io/npy.h"
+#include "runtime/atomic_file.h"
 #include "op_test_util.h"
 
 using namespace ingot;
@@ -64,3 +66,37 @@ TEST(OnnxCli, RunDumpAndSummaryOfAnOnnxFile) {
   EXPECT_NE(r.output.find("cannot open"), std::string::npos) << r.output;
   std::filesystem::remove_all(dir);
 }
+
+// NumPy's files on the command line: --input NAME=x.npy and --output out.npz (an array per output,
+// by name), as `ingot run model.onnx --input x=a.npy --output out.npz` promises; a bad .npy is a
+// clear error.
+TEST(OnnxCli, RunReadsNpyInputsAndWritesAnNpz) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ingot-onnx-cli-npy-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  Model m;
+  m += MLP({6, 3})({{"input", "features"}, {"output", IOKey("scores").expose()}});
+  CompileOptions o;
+  o.shapes = {{"features", {"N", 4}}};
+  const PhysicalModel pm = compile(m, ReferenceBackend(), o);
+  const TensorMap params = pm.randomize_params(5);
+  ingot::onnx::SaveOptions so;
+  so.shapes = o.shapes;
+  so.params = params;
+  const std::string model = (dir / "mlp.onnx").string(), input = (dir / "x.npy").string();
+  ingot::onnx::save(m, model, so);
+  const Tensor x = ingot::testing::random_tensor({3, 4}, 6);
+  write_file_atomic(input, npy::serialize(x));
+  const std::string out = (dir / "out.npz").string();
+  Result r = run_cli("run " + model + " --input features=" + input + " --backend cpu --reps 1 --output " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto arrays = npy::load_npz(out);
+  ASSERT_EQ(arrays.size(), 1u);
+  EXPECT_EQ(arrays[0].first, "scores");
+  EXPECT_LE(max_abs_diff(arrays[0].second, pm.evaluate(params, {{"features", x}}).at("scores")), 1e-5);
+  write_file_atomic(input, "not numpy");
+  r = run_cli("run " + model + " --input features=" + input);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("not a .npy file"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
+}
+

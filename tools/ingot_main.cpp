@@ -11,6 +11,7 @@
 
 #include "ingot/ingot.h"
 #include "ingot/onnx.h"
+#include "io/npy.h"
 #include "ir/op_registry.h"
 #include "train_demo.h"
 
@@ -44,12 +45,14 @@ usage:
 Model::save, or an ONNX model (.onnx).
 
 run options (and --shape, --inference, --verbose):
-  --input NAME=FILE.pb     an input's value, a serialized ONNX TensorProto (as ONNX's test data
-                           stores them); repeatable. Inputs not given are random: float inputs
+  --input NAME=FILE        an input's value: a NumPy .npy file, or a serialized ONNX TensorProto
+                           (.pb, as ONNX's test data stores them); repeatable. Inputs not
+                           given are random: float inputs
                            uniform in [-1, 1), integer and bool inputs zero; unknown dims 1
   --backend cpu|reference  the backend (default cpu)
   --reps N                 timed runs after the first (default 10)
-  --output DIR             write each output as DIR/output_<k>.pb (graph order)
+  --output OUT.npz|DIR     write the outputs as one NumPy .npz (an array per output, by name), or
+                           each as DIR/output_<k>.pb (graph order)
 
 dump options:
   --shape NAME=D1,D2,...   shape of a terminal; a dim is a number, a symbol (N), None, or a
@@ -130,7 +133,7 @@ Args parse_args(int argc, char** argv, int first) {
     } else if (s == "--input") {
       const std::string spec = value();
       const auto eq = spec.find('=');
-      INGOT_CHECK(eq != std::string::npos && eq > 0, "--input expects NAME=FILE.pb, got '", spec, "'");
+      INGOT_CHECK(eq != std::string::npos && eq > 0, "--input expects NAME=FILE (.npy or .pb), got '", spec, "'");
       a.input_files[spec.substr(0, eq)] = spec.substr(eq + 1);
     } else if (s == "--reps") {
       a.reps = std::stoi(value());
@@ -246,6 +249,10 @@ void demo_model(const std::string& name, const Shape& input_shape, bool show_gra
   std::cout << "\n  first row: " << got.str(10) << "\n\n";
 }
 
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 // `ingot run`: compile, feed (files or random values of the declared shapes), run, report.
 int run_model(const Args& a) {
   INGOT_CHECK(a.positional.size() == 1, "ingot run needs exactly one model (see ingot --help)");
@@ -267,7 +274,7 @@ int run_model(const Args& a) {
   uint64_t seed = 1;
   for (const std::string& n : names) {
     if (auto f = a.input_files.find(n); f != a.input_files.end()) {
-      inputs[n] = ingot::onnx::load_tensor(f->second);
+      inputs[n] = ends_with(f->second, ".npy") ? npy::load(f->second) : ingot::onnx::load_tensor(f->second);
       continue;
     }
     Shape s;
@@ -280,16 +287,23 @@ int run_model(const Args& a) {
   TensorMap out;
   const double first_ms = time_ms([&] { out = pm->evaluate(params, inputs); });
   const double median_ms = time_evaluate(*pm, params, inputs, a.reps);
+  // --output out.npz: one archive, an array per output under its name; --output DIR:
+  // DIR/output_<k>.pb, ONNX TensorProtos in graph order.
+  const bool npz = ends_with(a.output_dir, ".npz");
+  std::vector<std::pair<std::string, Tensor>> arrays;
   int k = 0;
   for (const std::string& n : pm->output_names()) {
     const Tensor& t = out.at(n);
     std::cout << "output " << n << ": " << t.str(6) << "\n";
-    if (!a.output_dir.empty()) {
+    if (npz) {
+      arrays.emplace_back(n, t);
+    } else if (!a.output_dir.empty()) {
       std::filesystem::create_directories(a.output_dir);
       ingot::onnx::save_tensor((std::filesystem::path(a.output_dir) / ("output_" + std::to_string(k) + ".pb")).string(), t);
     }
     ++k;
   }
+  if (npz) npy::save_npz(a.output_dir, arrays);
   std::cout << a.backend << " backend: compile " << compile_ms << " ms, first run " << first_ms << " ms, median of "
             << a.reps << " runs " << median_ms << " ms\n";
   if (!a.output_dir.empty()) std::cout << "wrote " << k << " outputs to " << a.output_dir << "\n";
