@@ -82,7 +82,14 @@ TEST(Npy, MalformedFilesAreClearErrors) {
                        "overflows"));
   EXPECT_TRUE(Contains(err(with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1000,), }")),
                        "bytes of data for 1000 elements"));
+  EXPECT_TRUE(Contains(err(with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2 3), }")),
+                       "not a tuple of sizes"));
   EXPECT_TRUE(Contains(error_of([] { npy::serialize(Tensor(DType::BFloat16, {2})); }), "bfloat16"));
+  // No elements beside sizes whose product overflows int64 (fuzz_npy): an empty tensor, its
+  // strides saturated, not undefined behaviour.
+  const Tensor empty = npy::parse(with_header("{'descr': '<f2', 'fortran_order': False, 'shape': (0, 4294967296, 4294967296, 4294967296), }"));
+  EXPECT_EQ(empty.numel(), 0);
+  EXPECT_EQ(empty.shape(), (Shape{0, 4294967296, 4294967296, 4294967296}));
 }
 
 TEST(Npy, NpzArchivesRoundTripAndBadOnesAreErrors) {

@@ -90,6 +90,8 @@ Header parse_header(const std::string& h, const std::string& what) {
     while (i < h.size() && h[i] == 'L') ++i;  // Python 2's long suffix
     out.shape.push_back(d);
     INGOT_CHECK(out.shape.size() <= 64, what, ": 'shape' has more than 64 dimensions");
+    while (i < h.size() && h[i] == ' ') ++i;
+    INGOT_CHECK(i < h.size() && (h[i] == ',' || h[i] == ')'), what, ": 'shape' is not a tuple of sizes");
   }
   return out;
 }
