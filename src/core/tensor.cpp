@@ -1,6 +1,5 @@
 #include "ingot/tensor.h"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <cstdlib>
@@ -10,19 +9,12 @@
 
 namespace ingot {
 
-// A shape with no elements never addresses memory through its strides, and its other sizes may
-// be as large as int64 holds (a file's [0, 2^40, 2^40]: fuzz_npy): there the strides saturate
-// instead of overflowing. A shape with elements whose count overflows is an error.
 Strides contiguous_strides(const Shape& shape) {
   Strides s(shape.size());
-  const bool empty = std::find(shape.begin(), shape.end(), int64_t{0}) != shape.end();
   int64_t acc = 1;
   for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
     s[i] = acc;
-    if (__builtin_mul_overflow(acc, shape[i], &acc)) {
-      INGOT_CHECK(empty, "Shape ", to_string(shape), " has more elements than int64 can count");
-      acc = std::numeric_limits<int64_t>::max();
-    }
+    acc *= shape[i];
   }
   return s;
 }

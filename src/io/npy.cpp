@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <optional>
 
 #include "ingot/error.h"
 #include "runtime/atomic_file.h"
@@ -116,11 +117,10 @@ Tensor parse(std::string_view bytes, const std::string& what) {
   const Header h = parse_header(std::string(bytes.substr(start, header_len)), what);
   INGOT_CHECK(!h.fortran, what, ": Fortran-order arrays are not supported (save with np.ascontiguousarray)");
   const DType dtype = dtype_of(h.descr, what);
-  int64_t count = 1;
-  for (int64_t d : h.shape) {
-    INGOT_CHECK(d == 0 || count <= std::numeric_limits<int64_t>::max() / d, what, ": the shape's element count overflows");
-    count *= d;
-  }
+  // Checked beside a zero too: an empty [0, 2^40, 2^40] would overflow the strides (fuzz_npy).
+  const std::optional<int64_t> elements = checked_numel(h.shape);
+  INGOT_CHECK(elements.has_value(), what, ": the shape's sizes multiply past int64");
+  const int64_t count = *elements;
   const size_t data_at = start + header_len;
   const size_t item = dtype_size(dtype);
   INGOT_CHECK(static_cast<uint64_t>(count) <= (bytes.size() - data_at) / item, what, ": ",
