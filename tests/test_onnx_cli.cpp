@@ -22,20 +22,38 @@ using namespace ingot;
 
 using namespace ingot::cli_test;
 
-TEST(OnnxCli, RunDumpAndSummaryOfAnOnnxFile) {
-  const auto dir = std::filesystem::temp_directory_path() / ("ingot-onnx-cli-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+namespace {
+
+// An MLP features [N, 4] -> scores [N, 3] with parameters drawn from `seed`, saved as
+// <dir>/mlp.onnx; its compiled form and parameters give the outputs `ingot run` must match.
+struct SavedMlp {
+  std::string path;
+  PhysicalModel pm;
+  TensorMap params;
+};
+
+SavedMlp saved_mlp(const std::filesystem::path& dir, uint64_t seed) {
   Model m;
   m += MLP({6, 3})({{"input", "features"}, {"output", IOKey("scores").expose()}});
   CompileOptions o;
   o.shapes = {{"features", {"N", 4}}};
-  const PhysicalModel pm = compile(m, ReferenceBackend(), o);
-  const TensorMap params = pm.randomize_params(2);
+  PhysicalModel pm = compile(m, ReferenceBackend(), o);
+  TensorMap params = pm.randomize_params(seed);
   ingot::onnx::SaveOptions so;
   so.shapes = o.shapes;
   so.params = params;
-  const std::string model = (dir / "mlp.onnx").string(), input = (dir / "x.pb").string();
-  ingot::onnx::save(m, model, so);
+  const std::string path = (dir / "mlp.onnx").string();
+  ingot::onnx::save(m, path, so);
+  return {path, std::move(pm), std::move(params)};
+}
+
+}  // namespace
+
+TEST(OnnxCli, RunDumpAndSummaryOfAnOnnxFile) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ingot-onnx-cli-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto [model, pm, params] = saved_mlp(dir, 2);
+  const std::string input = (dir / "x.pb").string();
   const Tensor x = ingot::testing::random_tensor({5, 4}, 3);
   ingot::onnx::save_tensor(input, x);
 
@@ -73,17 +91,8 @@ TEST(OnnxCli, RunDumpAndSummaryOfAnOnnxFile) {
 TEST(OnnxCli, RunReadsNpyInputsAndWritesAnNpz) {
   const auto dir = std::filesystem::temp_directory_path() / ("ingot-onnx-cli-npy-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  Model m;
-  m += MLP({6, 3})({{"input", "features"}, {"output", IOKey("scores").expose()}});
-  CompileOptions o;
-  o.shapes = {{"features", {"N", 4}}};
-  const PhysicalModel pm = compile(m, ReferenceBackend(), o);
-  const TensorMap params = pm.randomize_params(5);
-  ingot::onnx::SaveOptions so;
-  so.shapes = o.shapes;
-  so.params = params;
-  const std::string model = (dir / "mlp.onnx").string(), input = (dir / "x.npy").string();
-  ingot::onnx::save(m, model, so);
+  const auto [model, pm, params] = saved_mlp(dir, 5);
+  const std::string input = (dir / "x.npy").string();
   const Tensor x = ingot::testing::random_tensor({3, 4}, 6);
   write_file_atomic(input, npy::serialize(x));
   const std::string out = (dir / "out.npz").string();
