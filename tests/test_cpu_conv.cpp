@@ -313,6 +313,14 @@ Graph clamped_convs() {
                       g.set_output("min_pc", g.add_op("minimum", {in[2], conv()}));
                       g.set_output("relu6", g.add_op("minimum", {g.add_op("relu", {conv()}), scalar(g, 6.0)}));
                       g.set_output("floor", g.add_op("maximum", {conv(), scalar(g, -0.5)}));
+                      // ONNX's Clip(0, 6) as PyTorch exports it, either way round, and two clamps
+                      // whose ranges do not meet (always 0.5; one clip cannot say it).
+                      g.set_output("clip", g.add_op("minimum", {g.add_op("maximum", {conv(), scalar(g, 0.0)}),
+                                                                scalar(g, 6.0)}));
+                      g.set_output("clip_reversed", g.add_op("maximum", {scalar(g, 0.0),
+                                                                         g.add_op("minimum", {conv(), scalar(g, 6.0)})}));
+                      g.set_output("disjoint", g.add_op("minimum", {g.add_op("maximum", {conv(), scalar(g, 1.0)}),
+                                                                    scalar(g, 0.5)}));
                     });
 }
 
@@ -324,7 +332,7 @@ TEST(CpuConvPostOps, ClampingEpiloguesInEveryLayout) {
     check(g, {random_inputs(g, 2, 180), random_inputs(g, 2, 190)}, plan_fusion, 1e-4, 1e-4, target);
   if (!cpu::dnnl_available()) return;
   const cpu::GeneratedCode code = generated_with_dnnl(g);
-  ASSERT_EQ(code.dnnl_convs.size(), 5u);  // relu, max_pc, min_pc, relu6, floor
+  ASSERT_EQ(code.dnnl_convs.size(), 8u);  // relu, max_pc, min_pc, relu6, floor, clip, clip_reversed, disjoint
   EXPECT_EQ(kinds(code.dnnl_convs[1]), (std::vector<Kind>{Kind::Max}));
   EXPECT_EQ(kinds(code.dnnl_convs[2]), (std::vector<Kind>{Kind::Min}));
   EXPECT_EQ(kinds(code.dnnl_convs[3]), (std::vector<Kind>{Kind::Clip})) << "ReLU6 folds whole, as one clip";
@@ -333,6 +341,13 @@ TEST(CpuConvPostOps, ClampingEpiloguesInEveryLayout) {
   // A lone floor folds too: the clip's NaN and inf behaviour is the exact path's (conv_post_ops.h).
   EXPECT_EQ(kinds(code.dnnl_convs[4]), (std::vector<Kind>{Kind::Clip}));
   EXPECT_EQ(code.dnnl_convs[4].post_ops[0].alpha, -0.5f);
+  for (const size_t clip : {5, 6}) {
+    EXPECT_EQ(kinds(code.dnnl_convs[clip]), (std::vector<Kind>{Kind::Clip})) << "a max and a min fold as one clip";
+    EXPECT_EQ(code.dnnl_convs[clip].post_ops[0].alpha, 0.0f);
+    EXPECT_EQ(code.dnnl_convs[clip].post_ops[0].beta, 6.0f);
+  }
+  EXPECT_EQ(kinds(code.dnnl_convs[7]), (std::vector<Kind>{Kind::Clip})) << "only the first of two disjoint clamps";
+  EXPECT_EQ(code.dnnl_convs[7].post_ops[0].alpha, 1.0f);
 }
 
 // The reference (like PyTorch) passes a NaN through relu, maximum and minimum, but oneDNN's

@@ -141,11 +141,20 @@ bool may_be_negative_zero(const ConvPostOp& op, bool before) {
 std::optional<std::vector<ConvPostOp>> extended(const std::vector<ConvPostOp>& chain, const std::vector<ConvPostOp>& step) {
   std::vector<ConvPostOp> ops = chain;
   for (const ConvPostOp& op : step) {
-    // min(relu(y), c) for c >= 0 (ReLU6) is one clip(y, 0, c).
-    if (op.kind == Kind::Clip && !ops.empty() && ops.back().kind == Kind::Relu && op.alpha <= 0.0f && op.beta >= 0.0f)
-      ops.back() = clip(0.0f, op.beta);
-    else
-      ops.push_back(op);
+    // Two clamps in a row are one where their ranges meet: min(relu(y), 6) (ReLU6 as the zoo
+    // writes it) and min(max(y, 0), 6) (as PyTorch's ONNX exporter writes Clip) are clip(y, 0, 6).
+    // relu is clip(y, 0, inf) here (a NaN passes through both; -0 cannot reach a fused clamp).
+    const bool clamp_before = !ops.empty() && (ops.back().kind == Kind::Relu || ops.back().kind == Kind::Clip);
+    if (op.kind == Kind::Clip && clamp_before) {
+      const bool relu = ops.back().kind == Kind::Relu;
+      const float lo = std::max(relu ? 0.0f : ops.back().alpha, op.alpha);
+      const float hi = std::min(relu ? std::numeric_limits<float>::infinity() : ops.back().beta, op.beta);
+      if (lo <= hi) {
+        ops.back() = clip(lo, hi);
+        continue;
+      }
+    }
+    ops.push_back(op);
   }
   // oneDNN 2.6's kernels give every post-op of one algorithm the coefficients of its first
   // (measured: a second linear took the first's alpha and beta), so a chain holds one linear,
