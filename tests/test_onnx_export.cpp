@@ -237,12 +237,32 @@ TEST(OnnxExport, EveryForwardOpHasAnOnnxForm) {
                                          "scaled_dot_product_attention_grad", "slice_scatter", "random_normal",
                                          "random_uniform"};
   for (const OpDef* op : all_ops()) {
+    // Control flow (if, while, scan) is not exported to ONNX's If / Loop / Scan yet: export
+    // refuses it with an error naming the op (OnnxExport.ControlFlowIsRefusedByName).
+    if (!op->subgraph_names.empty()) {
+      EXPECT_FALSE(onnx_export::emitters().count(op->name)) << op->name << " has a form now: take it off the list";
+      continue;
+    }
     if (without.count(op->name)) {
       EXPECT_FALSE(onnx_export::emitters().count(op->name)) << op->name << " has a form now: take it off the list";
       continue;
     }
     EXPECT_TRUE(onnx_export::emitters().count(op->name)) << "op '" << op->name << "' has no ONNX export";
   }
+}
+
+TEST(OnnxExport, ControlFlowIsRefusedByName) {
+  Graph branch;
+  branch.set_output("r", branch.add_input("x"));
+  Graph g;
+  const ValueId p = g.add_input("p"), x = g.add_input("x");
+  g.value(p).dtype = DType::Bool;
+  g.value(p).shape_known = g.value(x).shape_known = true;
+  g.value(x).shape = {2};
+  const ValueId y = g.add_node("if", {p, x}, {}, 1, "gate")[0];
+  g.node(0).subgraphs = {branch, branch};
+  g.set_output("y", y);
+  ingot::testing::expect_error([&] { onnx_export::Exporter(g, {}).run(); }, "op 'if' (in gate) has no ONNX form");
 }
 
 TEST(OnnxExport, BadRequestsAreClearErrors) {

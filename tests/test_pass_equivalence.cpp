@@ -154,6 +154,8 @@ void check_mode(bool training) {
       EXPECT_EQ(fired[p.name], 0);
       continue;
     }
+    // The model graphs hold no control flow: tests/test_control_flow.cpp checks that pass.
+    if (p.name == "control_flow") continue;
     EXPECT_GT(fired[p.name], 0) << p.name << " changed nothing on " << kSeeds << " seeds";
   }
 }

@@ -69,6 +69,8 @@ struct Value {
   bool weak_type = false;    // a scalar literal: takes the dtype of the operand it meets
 };
 
+class Graph;
+
 struct Node {
   NodeId id = -1;
   std::string op;
@@ -76,6 +78,11 @@ struct Node {
   std::vector<ValueId> outputs;
   Attrs attrs;
   std::string scope;  // the logical-model path it came from, e.g. "mlp.linear_1"
+  // The graphs a control-flow op owns (if: then, else; while: condition, body; scan: body): each
+  // is a whole graph whose data inputs, in leaf order, are the formal parameters and whose
+  // outputs, in order, are the results. A subgraph reads nothing of the graph around it; what it
+  // needs comes in as an operand of the node (src/ops/control_flow.cpp states each op's contract).
+  std::vector<Graph> subgraphs;
 };
 
 class Graph {

@@ -432,9 +432,12 @@ void resolve_weak_scalars(Graph& g, const Node& n) {
 }  // namespace
 
 void infer_types(Graph& g) {
-  for (const Node& n : g.nodes()) {
+  for (Node& n : g.nodes()) {
     resolve_weak_scalars(g, n);
     infer_node_dtypes(g, n);
+    if (!n.subgraphs.empty()) {
+      if (auto refine = get_op(n.op).infer_subgraphs) refine(g, n);
+    }
   }
 }
 

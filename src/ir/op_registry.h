@@ -209,7 +209,7 @@ struct OpDef {
   std::string name;
   int min_inputs = 1;
   int max_inputs = 1;  // -1: any number
-  int num_outputs = 1;
+  int num_outputs = 1;  // -1: as many as the node has (control flow: what its subgraphs return)
   FusionClass fusion = FusionClass::Opaque;
   ShapeRule shape = nullptr;
   DTypeRule dtype = nullptr;
@@ -219,6 +219,14 @@ struct OpDef {
   AttrSampler sample_attrs = nullptr;  // the fuzzer's attributes; nullptr: none (the defaults)
   OperandSampler sample_operands = nullptr;  // the fuzzer's attributes and operands (see above)
   std::optional<ElementwiseForms> elementwise = std::nullopt;  // elementwise ops: how the other layers write them
+  // Control flow: the subgraphs the op owns, by name ({"then", "else"}; none for every other op),
+  // and the check of their interface against the node's operands and results, which verify()
+  // calls; it throws an ingot::Error saying what does not match.
+  std::vector<std::string> subgraph_names = {};
+  void (*check_subgraphs)(const Node& n) = nullptr;
+  // Writes the shapes and dtypes of every subgraph's values from the node's inferred operands
+  // (infer_types calls it once the node's own dtypes are known), so backends and dumps see them.
+  void (*infer_subgraphs)(const Graph& g, Node& n) = nullptr;
 };
 
 void register_op(OpDef def);  // throws if the name is taken

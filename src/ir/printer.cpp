@@ -18,6 +18,7 @@
 #include "ingot/error.h"
 #include "ingot/graph.h"
 #include "ir/graph_json.h"
+#include "ir/op_registry.h"
 
 namespace ingot {
 
@@ -240,16 +241,28 @@ std::string node_line(const Graph& g, const Node& n) {
   return s + "\n";
 }
 
-std::string print_text(const Graph& g) {
+// A control-flow op's name for its subgraph k ("then", "body"), or "subgraph k".
+std::string subgraph_name(const Node& n, size_t k) {
+  const OpDef* def = find_op(n.op);
+  if (def != nullptr && k < def->subgraph_names.size()) return def->subgraph_names[k];
+  return "subgraph " + std::to_string(k);
+}
+
+std::string print_text(const Graph& g, const std::string& indent = "") {
   std::string s =
       "graph(" + join(g.leaves(), [&](ValueId id) { return leaf_str(g, id); }) + ") {\n";
-  for (const Node& n : g.nodes()) s += node_line(g, n);
-  s += "  return";
+  for (const Node& n : g.nodes()) {
+    s += indent + node_line(g, n);
+    // Subgraphs nest under their node, indented; their ids are their own.
+    for (size_t k = 0; k < n.subgraphs.size(); ++k)
+      s += indent + "    " + subgraph_name(n, k) + " " + print_text(n.subgraphs[k], indent + "    ");
+  }
+  s += indent + "  return";
   if (!g.outputs().empty())
     s += " " + join(g.outputs(), [](const auto& out) {
            return plain_or_quoted(out.first) + "=" + value_id(out.second);
          });
-  return s + "\n}\n";
+  return s + "\n" + indent + "}\n";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -285,15 +298,17 @@ std::string_view dot_leaf_style(ValueKind k) {
 }
 
 // The DOT node a value flows out of: its producer's box, or its own ellipse.
-std::string dot_source(const Graph& g, ValueId id) {
+// Names carry `prefix` ("s2_0_" inside node 2's first subgraph) so nested graphs never collide.
+std::string dot_source(const Graph& g, ValueId id, const std::string& prefix) {
   const Value* v = find_value(g, id);
   bool produced = v && v->kind == ValueKind::Intermediate && v->producer >= 0 &&
                   static_cast<size_t>(v->producer) < g.nodes().size();
-  return produced ? "\"n" + std::to_string(v->producer) + "\"" : "\"v" + std::to_string(id) + "\"";
+  return produced ? "\"" + prefix + "n" + std::to_string(v->producer) + "\""
+                  : "\"" + prefix + "v" + std::to_string(id) + "\"";
 }
 
-std::string dot_leaf(const Graph& g, ValueId id) {
-  std::string head = "  \"v" + std::to_string(id) + "\" [shape=ellipse, ";
+std::string dot_leaf(const Graph& g, ValueId id, const std::string& prefix) {
+  std::string head = "  \"" + prefix + "v" + std::to_string(id) + "\" [shape=ellipse, ";
   const Value* v = find_value(g, id);
   if (!v) return head + "style=dotted, label=" + dot_label({value_id(id) + " <invalid>"}) + "];\n";
   std::vector<std::string> lines = {value_id(id) + " " + std::string(short_kind(v->kind))};
@@ -304,31 +319,46 @@ std::string dot_leaf(const Graph& g, ValueId id) {
 }
 
 // Named by position, as dot_source refers to producers.
-std::string dot_node(const Graph& g, size_t index) {
+std::string dot_body(const Graph& g, const std::string& prefix);
+
+std::string dot_node(const Graph& g, size_t index, const std::string& prefix) {
   const Node& n = g.nodes()[index];
-  std::string name = "\"n" + std::to_string(index) + "\"";
+  std::string name = "\"" + prefix + "n" + std::to_string(index) + "\"";
   std::vector<std::string> lines = {plain_or_quoted(n.op)};
   std::string types = output_types(g, n);
   if (!types.empty()) lines.push_back(types);
   if (!n.scope.empty()) lines.push_back("# " + plain_or_quoted(n.scope));
   std::string s = "  " + name + " [shape=box, label=" + dot_label(lines) + "];\n";
   for (ValueId in : n.inputs)
-    s += "  " + dot_source(g, in) + " -> " + name + " [label=\"" + value_id(in) + "\"];\n";
+    s += "  " + dot_source(g, in, prefix) + " -> " + name + " [label=\"" + value_id(in) + "\"];\n";
+  // Each subgraph is a cluster beside its node, joined to it by a dashed edge.
+  for (size_t k = 0; k < n.subgraphs.size(); ++k) {
+    const std::string inner = prefix + "s" + std::to_string(index) + "_" + std::to_string(k) + "_";
+    s += "  subgraph \"cluster_" + inner + "\" {\n  label=" + dot_label({subgraph_name(n, k)}) +
+         ";\n  style=dashed;\n" + dot_body(n.subgraphs[k], inner) + "  }\n";
+    const Graph& sub = n.subgraphs[k];
+    if (!sub.outputs().empty())
+      s += "  \"" + inner + "out0\" -> " + name + " [style=dashed, label=" + dot_label({subgraph_name(n, k)}) + "];\n";
+  }
+  return s;
+}
+
+std::string dot_body(const Graph& g, const std::string& prefix) {
+  std::string s;
+  for (ValueId id : g.leaves()) s += dot_leaf(g, id, prefix);
+  for (size_t i = 0; i < g.nodes().size(); ++i) s += dot_node(g, i, prefix);
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const auto& [name, id] = g.outputs()[i];
+    std::string sink = "\"" + prefix + "out" + std::to_string(i) + "\"";
+    s += "  " + sink + " [shape=invhouse, style=bold, label=" + dot_label({plain_or_quoted(name)}) +
+         "];\n";
+    s += "  " + dot_source(g, id, prefix) + " -> " + sink + " [label=\"" + value_id(id) + "\"];\n";
+  }
   return s;
 }
 
 std::string print_dot(const Graph& g) {
-  std::string s = "digraph ingot {\n  node [fontname=\"monospace\"];\n";
-  for (ValueId id : g.leaves()) s += dot_leaf(g, id);
-  for (size_t i = 0; i < g.nodes().size(); ++i) s += dot_node(g, i);
-  for (size_t i = 0; i < g.outputs().size(); ++i) {
-    const auto& [name, id] = g.outputs()[i];
-    std::string sink = "\"out" + std::to_string(i) + "\"";
-    s += "  " + sink + " [shape=invhouse, style=bold, label=" + dot_label({plain_or_quoted(name)}) +
-         "];\n";
-    s += "  " + dot_source(g, id) + " -> " + sink + " [label=\"" + value_id(id) + "\"];\n";
-  }
-  return s + "}\n";
+  return "digraph ingot {\n  node [fontname=\"monospace\"];\n" + dot_body(g, "") + "}\n";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -414,23 +444,32 @@ Json value_json(const Value& v) {
   return j;
 }
 
+Json graph_json(const Graph& g);
+
 Json node_json(const Node& n) {
   Json attrs = Json::object();
   for (const auto& [key, a] : n.attrs.items()) attrs[key] = attr_json(a);
-  return {{"id", n.id},           {"op", n.op},     {"inputs", n.inputs},
-          {"outputs", n.outputs}, {"attrs", attrs}, {"scope", n.scope}};
+  Json j = {{"id", n.id},           {"op", n.op},     {"inputs", n.inputs},
+            {"outputs", n.outputs}, {"attrs", attrs}, {"scope", n.scope}};
+  if (!n.subgraphs.empty()) {  // control flow: each subgraph as a whole graph object
+    Json subs = Json::array();
+    for (const Graph& sub : n.subgraphs) subs.push_back(graph_json(sub));
+    j["subgraphs"] = subs;
+  }
+  return j;
 }
 
-std::string print_json(const Graph& g) {
+Json graph_json(const Graph& g) {
   Json values = Json::array(), nodes = Json::array(), outputs = Json::array();
   for (const Value& v : g.values()) values.push_back(value_json(v));
   for (const Node& n : g.nodes()) nodes.push_back(node_json(n));
   for (const auto& [name, id] : g.outputs()) outputs.push_back({{"name", name}, {"value", id}});
-  Json j = {{"format", kJsonFormat},
-            {"version", kJsonVersion},
-            {"values", values},
-            {"nodes", nodes},
-            {"outputs", outputs}};
+  return {{"values", values}, {"nodes", nodes}, {"outputs", outputs}};
+}
+
+std::string print_json(const Graph& g) {
+  Json j = {{"format", kJsonFormat}, {"version", kJsonVersion}};
+  j.update(graph_json(g));
   // Names are arbitrary bytes; invalid UTF-8 becomes U+FFFD rather than failing the dump.
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
@@ -615,6 +654,8 @@ Value value_from(const In& in, size_t index, size_t num_nodes) {
   return v;
 }
 
+Graph graph_body_from(const In& root);
+
 Node node_from(const In& in, size_t index, size_t num_values) {
   Node n;
   n.id = static_cast<NodeId>(
@@ -624,6 +665,8 @@ Node node_from(const In& in, size_t index, size_t num_values) {
   n.outputs = ids_from(in["outputs"], num_values);
   for (const auto& [key, a] : in["attrs"].entries()) n.attrs.set(key, attr_from(a));
   n.scope = in["scope"].as_string();
+  if (in.has("subgraphs"))
+    for (const In& sub : in["subgraphs"].items()) n.subgraphs.push_back(graph_body_from(sub));
   return n;
 }
 
@@ -636,6 +679,11 @@ Graph graph_from(const In& root) {
   if (version != kJsonVersion)
     root["version"].fail("unsupported version " + std::to_string(version) +
                          " (this build reads version " + std::to_string(kJsonVersion) + ")");
+  return graph_body_from(root);
+}
+
+// The values, nodes and outputs of a graph (the whole dump, or a control-flow node's subgraph).
+Graph graph_body_from(const In& root) {
   std::vector<In> values_in = root["values"].items();
   std::vector<In> nodes_in = root["nodes"].items();
 

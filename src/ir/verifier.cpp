@@ -84,6 +84,31 @@ class Verifier {
     check_arity(index, *def);
     for (size_t k = 0; k < n.inputs.size(); ++k) check_input(index, k);
     for (size_t k = 0; k < n.outputs.size(); ++k) check_output(index, k);
+    check_subgraphs(index, *def);
+  }
+
+  // Each subgraph is a whole graph of its own (verified the same way), fed only through its data
+  // inputs: no parameters inside; the op's own check matches them with the node.
+  void check_subgraphs(NodeId index, const OpDef& def) const {
+    const Node& n = g_.node(index);
+    INGOT_CHECK(n.subgraphs.size() == def.subgraph_names.size(), node_ref(index), ": has ", n.subgraphs.size(),
+                " subgraphs, the op owns ", def.subgraph_names.size());
+    for (size_t k = 0; k < n.subgraphs.size(); ++k) {
+      const Graph& sub = n.subgraphs[k];
+      try {
+        verify(sub);
+        INGOT_CHECK(sub.leaves_of(ValueKind::Parameter).empty(),
+                    "a subgraph holds no parameters (pass them in as operands of the node)");
+      } catch (const Error& e) {
+        INGOT_FAIL(node_ref(index), ": subgraph ", k, ": ", e.what());
+      }
+    }
+    if (def.check_subgraphs == nullptr) return;
+    try {
+      def.check_subgraphs(n);
+    } catch (const Error& e) {
+      INGOT_FAIL(node_ref(index), ": ", e.what());
+    }
   }
 
   // "2", "1 to 3" or "at least 1".
@@ -99,7 +124,7 @@ class Verifier {
     int got = static_cast<int>(n.inputs.size());
     bool ok = got >= def.min_inputs && (def.max_inputs < 0 || got <= def.max_inputs);
     INGOT_CHECK(ok, node_ref(index), ": takes ", arity_text(def), " inputs, got ", got);
-    INGOT_CHECK(static_cast<int>(n.outputs.size()) == def.num_outputs, node_ref(index), ": has ",
+    INGOT_CHECK(def.num_outputs < 0 || static_cast<int>(n.outputs.size()) == def.num_outputs, node_ref(index), ": has ",
                 n.outputs.size(), " outputs, the op produces ", def.num_outputs);
   }
 

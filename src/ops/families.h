@@ -88,6 +88,11 @@
 //   dropout(input, [key]) {p: float, seed: int, training: 0|1}: training keeps x/(1-p) where
 //       uniform(seed, i) >= p, else 0; not training = identity                  (Elementwise)
 //   key: an optional integer scalar input mixed into the seed (run-time random state)
+//
+// control_flow.cpp (ops that own subgraphs; the file's header states each contract)
+//   if(cond, operands...) [then, else]
+//   while(carried..., invariants...) [cond, body] {num_invariant: 0, max_iterations}
+//   scan(carry..., xs..., invariants...) [body] {num_carry, num_xs, reverse: 0|1}
 #pragma once
 
 namespace ingot::ops {
@@ -101,6 +106,7 @@ void register_movement_ops();
 void register_random_ops();
 void register_attention_ops();
 void register_sort_ops();
+void register_control_flow_ops();
 
 inline void register_all_families() {
   register_unary_ops();
@@ -112,6 +118,7 @@ inline void register_all_families() {
   register_random_ops();
   register_attention_ops();
   register_sort_ops();
+  register_control_flow_ops();
 }
 
 }  // namespace ingot::ops

@@ -50,6 +50,7 @@ PassReport eliminate_common_subexpressions(Graph& g, const PassContext&) {
   using Key = std::tuple<std::string, std::vector<ValueId>>;
   std::map<Key, std::vector<NodeId>> seen;
   for (Node& n : g.nodes()) {
+    if (!n.subgraphs.empty()) continue;  // two ifs over the same operands may hold different branches
     Key key{n.op, n.inputs};
     std::vector<NodeId>& same = seen[key];
     bool merged = false;

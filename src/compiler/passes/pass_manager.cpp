@@ -25,6 +25,7 @@ PassContext pass_context(const CompileOptions& options) {
 const std::vector<PassInfo>& builtin_passes() {
   static const std::vector<PassInfo> passes = {
       {"constant_folding", 1, fold_constants, "runs nodes whose inputs are all constants at compile time"},
+      {"control_flow", 1, simplify_control_flow, "an if on a constant condition becomes the branch it takes; a while of max_iterations 0 its operands"},
       {"simplify", 1, simplify, "x*1, x+0, x-0, x/1, broadcast scalars read directly, transpose/reshape chains, no-op casts and identities"},
       {"cse", 2, eliminate_common_subexpressions, "merges nodes with the same op, attrs and inputs"},
       {"attention", 2, fuse_attention, "softmax(q k^T * scale + masks) v written out becomes one scaled_dot_product_attention"},

@@ -72,6 +72,7 @@ OptimizeResult optimize(Graph& g, const CompileOptions& options,
 // ---- the passes (also callable directly) ----
 PassReport fold_constants(Graph& g, const PassContext& ctx = {});
 PassReport simplify(Graph& g, const PassContext& ctx = {});
+PassReport simplify_control_flow(Graph& g, const PassContext& ctx = {});
 PassReport eliminate_common_subexpressions(Graph& g, const PassContext& ctx = {});
 PassReport eliminate_dead_code(Graph& g, const PassContext& ctx = {});
 PassReport fold_conv_batch_norm(Graph& g, const PassContext& ctx = {});

@@ -1,0 +1,319 @@
+// Control flow in the IR (src/ops/control_flow.cpp): if, while and scan against their unrolled
+// equivalents on the reference interpreter, the CPU backend (its host callback runs the
+// subgraphs) and the whole pipeline at every optimization level; shape and dtype inference
+// through subgraphs (symbolic dims included) and written back into them; the verifier, the three
+// dumps with nested subgraphs (JSON read back), constant-condition inlining, CSE that keeps two
+// ifs apart, and the errors: a carried value changing shape or dtype, mismatched branches, a
+// malformed interface.
+#include <gtest/gtest.h>
+
+#include "compiler/gradient_pipeline.h"
+#include "compiler/passes/passes.h"
+#include "cpu_test_util.h"
+#include "ingot/physical_model.h"
+#include "ir/graph_json.h"
+#include "op_test_util.h"
+
+namespace ingot::testing {
+namespace {
+
+using cpu_test::check;
+using cpu_test::cpu_options;
+using cpu_test::expect_same;
+using cpu_test::make_graph;
+
+// A subgraph with data inputs `params` (names) whose body `build` adds nodes and returns outputs.
+Graph subgraph(const std::vector<std::string>& params,
+               const std::function<std::vector<ValueId>(Graph&, const std::vector<ValueId>&)>& build) {
+  Graph g;
+  std::vector<ValueId> in;
+  for (const std::string& p : params) in.push_back(g.add_input(p));
+  const std::vector<ValueId> outs = build(g, in);
+  for (size_t i = 0; i < outs.size(); ++i) g.set_output("r" + std::to_string(i), outs[i]);
+  return g;
+}
+
+std::vector<ValueId> control(Graph& g, const std::string& op, std::vector<ValueId> inputs, std::vector<Graph> subs,
+                             int num_outputs, Attrs attrs = {}) {
+  const std::vector<ValueId> outs = g.add_node(op, std::move(inputs), std::move(attrs), num_outputs, "cf");
+  g.node(g.value(outs[0]).producer).subgraphs = std::move(subs);
+  return outs;
+}
+
+// then: x * 2 + y; else: x - y (two results: the value and its sum).
+std::vector<Graph> branches() {
+  Graph then_g = subgraph({"x", "y"}, [](Graph& g, const std::vector<ValueId>& in) {
+    const ValueId v = g.add_op("add", {g.add_op("mul", {in[0], cpu_test::scalar(g, 2.0)}), in[1]});
+    return std::vector<ValueId>{v, g.add_op("sum", {v})};
+  });
+  Graph else_g = subgraph({"x", "y"}, [](Graph& g, const std::vector<ValueId>& in) {
+    const ValueId v = g.add_op("sub", {in[0], in[1]});
+    return std::vector<ValueId>{v, g.add_op("sum", {v})};
+  });
+  return {then_g, else_g};
+}
+
+Graph if_graph(ShapeTemplate x_shape = {2, 3}) {
+  return make_graph({{"p", {}, DType::Bool}, {"x", x_shape}, {"y", x_shape}}, [](Graph& g, std::vector<ValueId>& in) {
+    const std::vector<ValueId> r = control(g, "if", {in[0], in[1], in[2]}, branches(), 2);
+    g.set_output("v", r[0]);
+    g.set_output("s", r[1]);
+  });
+}
+
+// while (i < n) { i += 1; acc = acc * 0.5 + x }, x invariant: the carried (i, acc), invariants (n, x).
+Graph while_graph(std::optional<int64_t> max_iterations = std::nullopt) {
+  return make_graph({{"i", {}, DType::Int32}, {"acc", {2, 2}}, {"n", {}, DType::Int32}, {"x", {2, 2}}},
+                    [&](Graph& g, std::vector<ValueId>& in) {
+                      Graph cond = subgraph({"i", "acc", "n", "x"}, [](Graph& s, const std::vector<ValueId>& p) {
+                        return std::vector<ValueId>{s.add_op("less", {p[0], p[2]})};
+                      });
+                      Graph body = subgraph({"i", "acc", "n", "x"}, [](Graph& s, const std::vector<ValueId>& p) {
+                        return std::vector<ValueId>{s.add_op("add", {p[0], cpu_test::scalar(s, 1, DType::Int32)}),
+                                                    s.add_op("add", {s.add_op("mul", {p[1], cpu_test::scalar(s, 0.5)}), p[3]})};
+                      });
+                      Attrs attrs = {{"num_invariant", int64_t{2}}};
+                      if (max_iterations) attrs.set("max_iterations", *max_iterations);
+                      const std::vector<ValueId> r = control(g, "while", in, {cond, body}, 2, attrs);
+                      g.set_output("i_out", r[0]);
+                      g.set_output("acc_out", r[1]);
+                    });
+}
+
+// A running sum over the rows of xs with w invariant: carry h = tanh(h * w + x_t); y_t = h.
+Graph scan_graph(ShapeTemplate xs_shape = {5, 3}, bool reverse = false) {
+  return make_graph({{"h", {3}}, {"xs", xs_shape}, {"w", {3}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    Graph body = subgraph({"h", "x", "w"}, [](Graph& s, const std::vector<ValueId>& p) {
+      const ValueId h = s.add_op("tanh", {s.add_op("add", {s.add_op("mul", {p[0], p[2]}), p[1]})});
+      return std::vector<ValueId>{h, s.add_op("mul", {h, cpu_test::scalar(s, 3.0)})};
+    });
+    const std::vector<ValueId> r = control(g, "scan", in, {body}, 2,
+                                           {{"num_carry", int64_t{1}}, {"num_xs", int64_t{1}}, {"reverse", int64_t{reverse}}});
+    g.set_output("h_out", r[0]);
+    g.set_output("ys", r[1]);
+  });
+}
+
+Tensor boolean(bool b) { return Tensor::full(DType::Bool, {}, b ? 1.0 : 0.0); }
+
+std::vector<Tensor> run_reference(const Graph& g, std::vector<Tensor> inputs) {
+  return ReferenceBackend().lower(g, {})->run(inputs);
+}
+
+// Every optimization level through the pipeline (passes, memory planning, lowering), on both backends.
+void check_levels(const Graph& g, const std::vector<Tensor>& inputs, const std::vector<Tensor>& want) {
+  std::map<std::string, Tensor> data;
+  const std::vector<ValueId> leaves = g.leaves_of(ValueKind::Input);
+  for (size_t i = 0; i < leaves.size(); ++i) data[g.value(leaves[i]).name] = inputs[i];
+  for (const std::string level : {"none", "low", "medium", "high"}) {
+    for (const bool cpu : {false, true}) {
+      SCOPED_TRACE(level + std::string(cpu ? " cpu" : " reference"));
+      CompileOptions o;
+      o.inference = true;
+      o.optimization_level = level;
+      PhysicalModel pm = cpu ? compile_inferred(g, CpuBackend(cpu_options()), o) : compile_inferred(g, ReferenceBackend(), o);
+      std::map<std::string, Tensor> fed;  // a loop that runs no iteration no longer reads its invariants
+      for (const std::string& name : pm.input_names()) fed[name] = data.at(name);
+      const std::map<std::string, Tensor> got = pm.evaluate({}, fed);
+      for (size_t k = 0; k < want.size(); ++k) expect_same(got.at(g.outputs()[k].first), want[k], g.outputs()[k].first, 1e-6, 1e-6);
+    }
+  }
+}
+
+TEST(ControlFlow, IfTakesEitherBranchOnEveryBackendAndLevel) {
+  const Graph g = if_graph();
+  const Tensor x = random_tensor({2, 3}, 1), y = random_tensor({2, 3}, 2);
+  const Tensor then_v = run_op("add", {run_op("mul", {x, Tensor::full(DType::Float32, {}, 2.0)}), y});
+  const Tensor else_v = run_op("sub", {x, y});
+  for (const bool p : {true, false}) {
+    const Tensor v = p ? then_v : else_v;
+    check_levels(g, {boolean(p), x, y}, {v, run_op("sum", {v})});
+    check(g, {{boolean(p), x, y}});
+  }
+  // The outer shapes and dtypes reach the branches' values.
+  const Graph& then_g = g.node(0).subgraphs[0];
+  EXPECT_EQ(to_string(then_g.value(then_g.outputs()[0].second).shape), "[2, 3]");
+  EXPECT_EQ(then_g.value(then_g.outputs()[1].second).dtype, DType::Float32);
+}
+
+TEST(ControlFlow, SymbolicDimsCrossIntoSubgraphsAndBack) {
+  const Graph g = if_graph({"N", 3});
+  EXPECT_EQ(to_string(g.value(g.outputs()[0].second).shape), "[N, 3]");
+  EXPECT_EQ(to_string(g.value(g.outputs()[1].second).shape), "[]");
+  const Graph& else_g = g.node(0).subgraphs[1];
+  EXPECT_EQ(to_string(else_g.value(else_g.outputs()[0].second).shape), "[N, 3]");
+  const Graph s = scan_graph({"T", 3});
+  EXPECT_EQ(to_string(s.value(s.outputs()[1].second).shape), "[T, 3]");
+}
+
+TEST(ControlFlow, WhileMatchesTheUnrolledLoop) {
+  const Tensor x = random_tensor({2, 2}, 3), acc0 = random_tensor({2, 2}, 4);
+  auto unrolled = [&](int64_t iterations) {
+    Tensor acc = acc0;
+    for (int64_t k = 0; k < iterations; ++k)
+      acc = run_op("add", {run_op("mul", {acc, Tensor::full(DType::Float32, {}, 0.5)}), x});
+    return acc;
+  };
+  const Graph g = while_graph();
+  for (const int n : {0, 1, 4}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const std::vector<Tensor> in = {Tensor::scalar<int32_t>(0), acc0, Tensor::scalar<int32_t>(n), x};
+    check_levels(g, in, {Tensor::scalar<int32_t>(n), unrolled(n)});
+    check(g, {in});
+  }
+  // max_iterations stops it early; 0 runs nothing (and the pass removes the loop).
+  const std::vector<Tensor> in = {Tensor::scalar<int32_t>(0), acc0, Tensor::scalar<int32_t>(10), x};
+  check_levels(while_graph(3), in, {Tensor::scalar<int32_t>(3), unrolled(3)});
+  Graph zero = while_graph(0);
+  check_levels(zero, in, {Tensor::scalar<int32_t>(0), acc0});
+  const PassReport r = simplify_control_flow(zero);
+  EXPECT_EQ(r.changes, 1);
+  verify(zero);
+  EXPECT_TRUE(zero.nodes().empty());
+}
+
+TEST(ControlFlow, ScanMatchesTheUnrolledLoopBothWays) {
+  const Tensor h0 = random_tensor({3}, 5), xs = random_tensor({5, 3}, 6), w = random_tensor({3}, 7);
+  for (const bool reverse : {false, true}) {
+    SCOPED_TRACE(reverse ? "reverse" : "forward");
+    Tensor h = h0;
+    std::vector<float> ys(15);
+    for (int s = 0; s < 5; ++s) {
+      const int t = reverse ? 4 - s : s;
+      const Tensor x_t = Tensor::from_vector<float>(std::vector<float>(xs.data<float>() + 3 * t, xs.data<float>() + 3 * t + 3), {3});
+      h = run_op("tanh", {run_op("add", {run_op("mul", {h, w}), x_t})});
+      for (int j = 0; j < 3; ++j) ys[static_cast<size_t>(3 * t + j)] = 3.0f * h.data<float>()[j];
+    }
+    const Graph g = scan_graph({5, 3}, reverse);
+    check_levels(g, {h0, xs, w}, {h, Tensor::from_vector<float>(ys, {5, 3})});
+    check(g, {{h0, xs, w}});
+  }
+  // Zero steps: the carry passes through and the stacked result is empty, shaped by the body.
+  const Graph empty = scan_graph({0, 3});
+  const std::vector<Tensor> out = run_reference(empty, {h0, Tensor(DType::Float32, {0, 3}), w});
+  expect_same(out[0], h0, "h_out", 0, 0);
+  EXPECT_EQ(to_string(out[1].shape()), "[0, 3]");
+}
+
+TEST(ControlFlow, ConstantConditionInlinesTheTakenBranch) {
+  for (const bool p : {true, false}) {
+    Graph g = make_graph({{"x", {2, 3}}, {"y", {2, 3}}}, [&](Graph& g, std::vector<ValueId>& in) {
+      const ValueId c = g.add_constant("p", boolean(p));
+      const std::vector<ValueId> r = control(g, "if", {c, in[0], in[1]}, branches(), 2);
+      g.set_output("v", r[0]);
+      g.set_output("s", r[1]);
+    });
+    const Tensor x = random_tensor({2, 3}, 8), y = random_tensor({2, 3}, 9);
+    const std::vector<Tensor> want = run_reference(g, {x, y});
+    const PassReport r = simplify_control_flow(g);
+    EXPECT_EQ(r.changes, 1);
+    ASSERT_EQ(r.notes.size(), 1u);
+    EXPECT_TRUE(Contains(r.notes[0], p ? "then branch inlined" : "else branch inlined"));
+    verify(g);
+    for (const Node& n : g.nodes()) EXPECT_NE(n.op, "if");
+    const std::vector<Tensor> got = run_reference(g, {x, y});
+    for (size_t k = 0; k < 2; ++k) expect_same(got[k], want[k], "inlined", 0, 0);
+    check(g, {{x, y}});
+  }
+}
+
+TEST(ControlFlow, CseKeepsIfsWithDifferentBranchesApart) {
+  Graph g = make_graph({{"p", {}, DType::Bool}, {"x", {2, 3}}, {"y", {2, 3}}}, [](Graph& g, std::vector<ValueId>& in) {
+    std::vector<Graph> swapped = branches();
+    std::swap(swapped[0], swapped[1]);
+    g.set_output("a", control(g, "if", {in[0], in[1], in[2]}, branches(), 2)[0]);
+    g.set_output("b", control(g, "if", {in[0], in[1], in[2]}, swapped, 2)[0]);
+  });
+  eliminate_common_subexpressions(g);
+  const Tensor x = random_tensor({2, 3}, 10), y = random_tensor({2, 3}, 11);
+  const std::vector<Tensor> out = run_reference(g, {boolean(true), x, y});
+  EXPECT_FALSE(equal(out[0], out[1])) << "two different ifs were merged";
+}
+
+TEST(ControlFlow, DumpsNestTheSubgraphsAndJsonReadsThemBack) {
+  const Graph g = while_graph();
+  const std::string text = print_graph(g, DumpFormat::Text);
+  EXPECT_TRUE(Contains(text, "while(%0, %1, %2, %3)"));
+  EXPECT_TRUE(Contains(text, "    cond graph(%0 input: i32[] \"i\""));
+  EXPECT_TRUE(Contains(text, "    body graph("));
+  EXPECT_TRUE(Contains(text, "less(%0, %2)"));
+  const std::string dot = print_graph(g, DumpFormat::Dot);
+  EXPECT_TRUE(Contains(dot, "subgraph \"cluster_s0_0_\""));
+  EXPECT_TRUE(Contains(dot, "label=\"body\""));
+  const Graph back = graph_from_json(print_graph(g, DumpFormat::Json));
+  verify(back);
+  EXPECT_EQ(print_graph(back, DumpFormat::Text), text);
+  ASSERT_EQ(back.node(0).subgraphs.size(), 2u);
+}
+
+TEST(ControlFlow, VerifierChecksTheInterface) {
+  Graph g = if_graph();
+  g.node(0).subgraphs.pop_back();
+  expect_error([&] { verify(g); }, "has 1 subgraphs, the op owns 2");
+  g = if_graph();
+  g.node(0).subgraphs[1] = subgraph({"x"}, [](Graph&, const std::vector<ValueId>& p) {
+    return std::vector<ValueId>{p[0], p[0]};
+  });
+  expect_error([&] { verify(g); }, "the else graph takes 1 inputs, the node passes it 2");
+  g = while_graph();
+  g.node(0).attrs.set("num_invariant", int64_t{4});
+  expect_error([&] { verify(g); }, "num_invariant = 4 must leave at least one carried value");
+  g = if_graph();
+  g.node(0).subgraphs[0].add_input("w", ValueKind::Parameter);
+  expect_error([&] { verify(g); }, "subgraph 0: a subgraph holds no parameters");
+}
+
+TEST(ControlFlow, CarriedShapeOrDtypeChangeIsAClearError) {
+  auto growing = [](DType acc_dtype, bool grow) {
+    return make_graph({{"acc", {2}}}, [&](Graph& g, std::vector<ValueId>& in) {
+      Graph cond = subgraph({"acc"}, [](Graph& s, const std::vector<ValueId>& p) {
+        return std::vector<ValueId>{s.add_op("less", {s.add_op("sum", {p[0]}), cpu_test::scalar(s, 10.0)})};
+      });
+      Graph body = subgraph({"acc"}, [&](Graph& s, const std::vector<ValueId>& p) {
+        if (grow) return std::vector<ValueId>{s.add_op("concat", {p[0], p[0]}, {{"axis", int64_t{0}}})};
+        return std::vector<ValueId>{s.add_op("cast", {p[0]}, {{"dtype", std::string(dtype_name(acc_dtype))}})};
+      });
+      g.set_output("out", control(g, "while", {in[0]}, {cond, body}, 1)[0]);
+    });
+  };
+  expect_error([&] { growing(DType::Float32, true); },
+               "loop-carried value 0 ('acc') enters the loop as [2] but the body returns [4]");
+  expect_error([&] { growing(DType::Int32, false); },
+               "loop-carried value 0 ('acc') enters the loop as float32 but the body returns int32");
+}
+
+TEST(ControlFlow, BranchesMustAgreeOnShapeAndDtype) {
+  auto mismatched = [](bool shape) {
+    return make_graph({{"p", {}, DType::Bool}, {"x", {2, 3}}}, [&](Graph& g, std::vector<ValueId>& in) {
+      Graph a = subgraph({"x"}, [](Graph&, const std::vector<ValueId>& p) { return std::vector<ValueId>{p[0]}; });
+      Graph b = subgraph({"x"}, [&](Graph& s, const std::vector<ValueId>& p) {
+        if (shape) return std::vector<ValueId>{s.add_op("sum", {p[0]}, {{"axes", std::vector<int64_t>{0}}})};
+        return std::vector<ValueId>{s.add_op("cast", {p[0]}, {{"dtype", std::string("float64")}})};
+      });
+      g.set_output("out", control(g, "if", {in[0], in[1]}, {a, b}, 1)[0]);
+    });
+  };
+  expect_error([&] { mismatched(true); }, "result 0 is [2, 3] in the then graph but [3] in the else graph");
+  expect_error([&] { mismatched(false); }, "result 0 is float32 in the then graph but float64 in the else graph");
+  // A condition of more than one element.
+  expect_error([] {
+    make_graph({{"p", {2}, DType::Bool}, {"x", {2, 3}}, {"y", {2, 3}}}, [](Graph& g, std::vector<ValueId>& in) {
+      g.set_output("v", control(g, "if", {in[0], in[1], in[2]}, branches(), 2)[0]);
+    });
+  }, "the condition of an if must hold one element");
+}
+
+TEST(ControlFlow, ErrorsInsideASubgraphNameIt) {
+  expect_error([] {
+    make_graph({{"p", {}, DType::Bool}, {"x", {2, 3}}}, [](Graph& g, std::vector<ValueId>& in) {
+      Graph a = subgraph({"x"}, [](Graph& s, const std::vector<ValueId>& p) {
+        return std::vector<ValueId>{s.add_op("matmul", {p[0], p[0]})};
+      });
+      Graph b = subgraph({"x"}, [](Graph&, const std::vector<ValueId>& p) { return std::vector<ValueId>{p[0]}; });
+      g.set_output("out", control(g, "if", {in[0], in[1]}, {a, b}, 1)[0]);
+    });
+  }, "in its then graph");
+}
+
+}  // namespace
+}  // namespace ingot::testing
