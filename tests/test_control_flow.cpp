@@ -7,11 +7,13 @@
 // malformed interface.
 #include <gtest/gtest.h>
 
+#include "autodiff_test_util.h"
 #include "compiler/gradient_pipeline.h"
 #include "compiler/passes/passes.h"
 #include "cpu_test_util.h"
 #include "ingot/physical_model.h"
 #include "ir/graph_json.h"
+#include "ir/inline.h"
 #include "op_test_util.h"
 
 namespace ingot::testing {
@@ -313,6 +315,97 @@ TEST(ControlFlow, ErrorsInsideASubgraphNameIt) {
       g.set_output("out", control(g, "if", {in[0], in[1]}, {a, b}, 1)[0]);
     });
   }, "in its then graph");
+}
+
+// Gradients against central finite differences in float64: through if (either branch, an
+// operand only one branch reads), scan (forward and reversed, carry, scanned input and invariant
+// all differentiated, a second stacked output, zero-step gradients), and nested control flow.
+TEST(ControlFlowGradients, IfIsTheTakenBranchsGradient) {
+  for (const bool p : {true, false}) {
+    SCOPED_TRACE(p ? "then" : "else");
+    check_gradients(
+        [](Graph& g, const std::vector<ValueId>& in) {
+          Graph then_g = subgraph({"x", "y", "z"}, [](Graph& s, const std::vector<ValueId>& a) {
+            return std::vector<ValueId>{s.add_op("mul", {s.add_op("tanh", {a[0]}), a[1]}), s.add_op("sum", {a[2]})};
+          });
+          Graph else_g = subgraph({"x", "y", "z"}, [](Graph& s, const std::vector<ValueId>& a) {
+            return std::vector<ValueId>{s.add_op("exp", {a[1]}), s.add_op("sum", {s.add_op("mul", {a[0], a[0]})})};
+          });
+          return control(g, "if", {in[0], in[1], in[2], in[3]}, {then_g, else_g}, 2);
+        },
+        {boolean(p), rnd({2, 3}, 1), rnd({2, 3}, 2), rnd({4}, 3)});
+  }
+}
+
+Graph rnn_body() {
+  return subgraph({"h", "x", "w"}, [](Graph& s, const std::vector<ValueId>& p) {
+    const ValueId h = s.add_op("tanh", {s.add_op("add", {s.add_op("mul", {p[0], p[2]}), p[1]})});
+    return std::vector<ValueId>{h, s.add_op("mul", {h, p[1]})};
+  });
+}
+
+TEST(ControlFlowGradients, ScanRunsTheBackwardBodyTheOtherWayRound) {
+  for (const int64_t reverse : {0, 1}) {
+    SCOPED_TRACE(reverse ? "reverse" : "forward");
+    check_gradients(
+        [&](Graph& g, const std::vector<ValueId>& in) {
+          return control(g, "scan", {in[0], in[1], in[2]}, {rnn_body()}, 2,
+                         {{"num_carry", int64_t{1}}, {"num_xs", int64_t{1}}, {"reverse", reverse}});
+        },
+        {rnd({3}, 4), rnd({5, 3}, 5), rnd({3}, 6)});
+  }
+  // Zero steps: the carry's gradient is its cotangent; the invariant's is zero.
+  check_gradients(
+      [&](Graph& g, const std::vector<ValueId>& in) {
+        return std::vector<ValueId>{control(g, "scan", {in[0], in[1], in[2]}, {rnn_body()}, 2,
+                                            {{"num_carry", int64_t{1}}, {"num_xs", int64_t{1}}})[0]};
+      },
+      {rnd({3}, 7), Tensor(DType::Float64, {0, 3}), rnd({3}, 8)});
+}
+
+TEST(ControlFlowGradients, ScanWithAnIntegerCounterAndOnlyOneOutputSeeded) {
+  // carry (step: int32, h), xs, invariant w; only the final h is an output.
+  check_gradients(
+      [](Graph& g, const std::vector<ValueId>& in) {
+        Graph body = subgraph({"step", "h", "x", "w"}, [](Graph& s, const std::vector<ValueId>& p) {
+          const ValueId scale = s.add_op("cast", {p[0]}, {{"dtype", std::string("float64")}});
+          const ValueId h = s.add_op("sin", {s.add_op("add", {s.add_op("mul", {p[1], p[3]}), s.add_op("mul", {p[2], scale})})});
+          return std::vector<ValueId>{s.add_op("add", {p[0], cpu_test::scalar(s, 1, DType::Int32)}), h};
+        });
+        const std::vector<ValueId> r = control(g, "scan", {in[0], in[1], in[2], in[3]}, {body}, 2,
+                                               {{"num_carry", int64_t{2}}, {"num_xs", int64_t{1}}});
+        return std::vector<ValueId>{r[1]};
+      },
+      {Tensor::scalar<int32_t>(1), rnd({2}, 9), rnd({4, 2}, 10), rnd({2}, 11)});
+}
+
+TEST(ControlFlowGradients, NestedIfInsideAScan) {
+  check_gradients(
+      [](Graph& g, const std::vector<ValueId>& in) {
+        Graph body = subgraph({"h", "x"}, [](Graph& s, const std::vector<ValueId>& p) {
+          Graph pos = subgraph({"h", "x"}, [](Graph& b, const std::vector<ValueId>& a) {
+            return std::vector<ValueId>{b.add_op("add", {a[0], b.add_op("tanh", {a[1]})})};
+          });
+          Graph neg = subgraph({"h", "x"}, [](Graph& b, const std::vector<ValueId>& a) {
+            return std::vector<ValueId>{b.add_op("mul", {a[0], a[1]})};
+          });
+          const ValueId positive = s.add_op("greater", {s.add_op("sum", {p[1]}), cpu_test::scalar(s, 0.0, DType::Float64)});
+          const ValueId h = control(s, "if", {positive, p[0], p[1]}, {pos, neg}, 1)[0];
+          return std::vector<ValueId>{h, h};
+        });
+        return control(g, "scan", {in[0], in[1]}, {body}, 2, {{"num_carry", int64_t{1}}, {"num_xs", int64_t{1}}});
+      },
+      {rnd({3}, 12), rnd({6, 3}, 13)});
+}
+
+TEST(ControlFlowGradients, WhileRefusesWithAClearError) {
+  Graph g = while_graph();
+  const ValueId acc = g.outputs()[1].second;
+  const ValueId seed = g.add_input("d_acc");
+  copy_value_info(g.value(seed), g.value(acc));
+  g.value(seed).name = "d_acc";
+  expect_error([&] { append_backward(g, {{acc, seed}}, {g.leaves_of(ValueKind::Input)[3]}); },
+               "gradients through a while loop are not supported yet; write the loop as a scan");
 }
 
 }  // namespace

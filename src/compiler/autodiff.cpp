@@ -56,6 +56,15 @@ class Backward final : public VjpContext {
     infer_node(g_, g_.value(outs[0]).producer);
     return outs;
   }
+  std::vector<ValueId> op_with_subgraphs(const std::string& op, std::vector<ValueId> inputs, Attrs attrs,
+                                         std::vector<Graph> subgraphs, int num_outputs) override {
+    const std::string fwd_scope = node_ < 0 ? std::string() : node().scope;
+    std::string scope = fwd_scope.empty() ? "backward" : fwd_scope + ".backward";
+    std::vector<ValueId> outs = g_.add_node(op, std::move(inputs), std::move(attrs), num_outputs, std::move(scope));
+    g_.node(g_.value(outs[0]).producer).subgraphs = std::move(subgraphs);
+    infer_node(g_, g_.value(outs[0]).producer);
+    return outs;
+  }
   ValueId scalar(double value, DType dtype) override {
     return g_.add_constant("", Tensor::full(DType::Float64, {}, value).astype(dtype));
   }

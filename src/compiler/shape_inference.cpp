@@ -397,9 +397,12 @@ void infer_node_dtypes(Graph& g, const Node& n) {
 
 void infer_node(Graph& g, NodeId node) {
   Engine engine(g);
-  const Node& n = g.node(node);
+  Node& n = g.node(node);
   engine.run_node(n);
   infer_node_dtypes(g, n);
+  if (!n.subgraphs.empty()) {
+    if (auto refine = get_op(n.op).infer_subgraphs) refine(g, n);
+  }
 }
 
 namespace {

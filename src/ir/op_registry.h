@@ -111,6 +111,9 @@ class VjpContext {
   // Appends a backward node (shape and dtype inferred at once); returns its outputs.
   virtual std::vector<ValueId> op_n(const std::string& op, std::vector<ValueId> inputs,
                                     Attrs attrs, int num_outputs) = 0;
+  // The same for a control-flow op, whose node owns `subgraphs` (their values inferred too).
+  virtual std::vector<ValueId> op_with_subgraphs(const std::string& op, std::vector<ValueId> inputs, Attrs attrs,
+                                                 std::vector<Graph> subgraphs, int num_outputs) = 0;
   // A scalar constant of `dtype`.
   virtual ValueId scalar(double value, DType dtype) = 0;
   // Adds `grad` (shaped and typed like input i) to input i's gradient.

@@ -5,28 +5,17 @@
 // shapes and dtypes inference gave them inside the branch.
 #include "compiler/passes/passes.h"
 #include "ingot/error.h"
+#include "ir/inline.h"
 
 namespace ingot {
 namespace {
 
-// The value fields a rebuilt graph keeps (the id and producer are the new graph's).
-void copy_value_info(Value& to, const Value& from) {
-  to.name = from.name;
-  to.dtype = from.dtype;
-  to.shape = from.shape;
-  to.shape_known = from.shape_known;
-  to.differentiable = from.differentiable;
-  to.init = from.init;
-  to.weak_type = from.weak_type;
-}
-
 // Copies `n` into `out` with its inputs through `map`, recording its outputs in `map`.
-void copy_node(Graph& out, const Graph& in, const Node& n, std::vector<ValueId>& map, const std::string& scope) {
+void copy_node(Graph& out, const Graph& in, const Node& n, std::vector<ValueId>& map) {
   std::vector<ValueId> inputs;
   for (ValueId v : n.inputs) inputs.push_back(map[static_cast<size_t>(v)]);
-  const std::vector<ValueId> outs =
-      out.add_node(n.op, inputs, n.attrs, static_cast<int>(n.outputs.size()), scope.empty() ? n.scope : scope);
-  out.node(out.value(outs[0]).producer).subgraphs = n.subgraphs;
+  const std::vector<ValueId> outs = out.add_node(n.op, inputs, n.attrs, static_cast<int>(n.outputs.size()), n.scope);
+  if (!outs.empty()) out.node(out.value(outs[0]).producer).subgraphs = n.subgraphs;
   for (size_t k = 0; k < outs.size(); ++k) {
     copy_value_info(out.value(outs[k]), in.value(n.outputs[k]));
     map[static_cast<size_t>(n.outputs[k])] = outs[k];
@@ -64,23 +53,11 @@ PassReport simplify_control_flow(Graph& g, const PassContext&) {
     const std::string where = n.scope.empty() ? "" : " in '" + n.scope + "'";
     bool taken = false;
     if (constant_condition(g, n, &taken)) {
-      // The branch's leaves: its inputs are the operands; its constants are copied in.
       const Graph& branch = n.subgraphs[taken ? 0 : 1];
-      std::vector<ValueId> inner(branch.values().size(), -1);
-      const std::vector<ValueId> params = branch.leaves_of(ValueKind::Input);
-      for (size_t i = 0; i < params.size(); ++i) inner[static_cast<size_t>(params[i])] = map[static_cast<size_t>(n.inputs[i + 1])];
-      for (ValueId id : branch.leaves_of(ValueKind::Constant)) {
-        const Value& c = branch.value(id);
-        const std::string name =
-            c.name.empty() || out.find_leaf(c.name) ? "inlined_" + std::to_string(out.values().size()) : c.name;
-        const ValueId nid = out.add_constant(name, c.constant);
-        copy_value_info(out.value(nid), c);
-        out.value(nid).name = name;  // unique among the graph's leaves
-        inner[static_cast<size_t>(id)] = nid;
-      }
-      for (const Node& b : branch.nodes()) copy_node(out, branch, b, inner, n.scope);
-      for (size_t k = 0; k < n.outputs.size(); ++k)
-        map[static_cast<size_t>(n.outputs[k])] = inner[static_cast<size_t>(branch.outputs()[k].second)];
+      std::vector<ValueId> args;
+      for (size_t i = 1; i < n.inputs.size(); ++i) args.push_back(map[static_cast<size_t>(n.inputs[i])]);
+      const std::vector<ValueId> results = inline_graph(out, branch, args, n.scope);
+      for (size_t k = 0; k < n.outputs.size(); ++k) map[static_cast<size_t>(n.outputs[k])] = results[k];
       report.notes.push_back(std::string("if") + where + ": the condition is a constant; the " +
                              (taken ? "then" : "else") + " branch inlined");
       ++report.changes;
@@ -89,7 +66,7 @@ PassReport simplify_control_flow(Graph& g, const PassContext&) {
       report.notes.push_back("while" + where + ": max_iterations = 0; the loop is its operands");
       ++report.changes;
     } else {
-      copy_node(out, g, n, map, "");
+      copy_node(out, g, n, map);
     }
   }
   for (const auto& [name, v] : g.outputs()) out.set_output(name, map[static_cast<size_t>(v)]);

@@ -1,0 +1,49 @@
+#include "ir/inline.h"
+
+#include "ingot/error.h"
+
+namespace ingot {
+
+void copy_value_info(Value& to, const Value& from) {
+  to.name = from.name;
+  to.dtype = from.dtype;
+  to.shape = from.shape;
+  to.shape_known = from.shape_known;
+  to.differentiable = from.differentiable;
+  to.init = from.init;
+  to.weak_type = from.weak_type;
+}
+
+std::vector<ValueId> inline_graph(Graph& into, const Graph& sub, const std::vector<ValueId>& args,
+                                  const std::string& scope) {
+  std::vector<ValueId> map(sub.values().size(), -1);
+  const std::vector<ValueId> params = sub.leaves_of(ValueKind::Input);
+  INGOT_CHECK(params.size() == args.size(), "inline_graph: the graph takes ", params.size(), " inputs, given ",
+              args.size());
+  for (size_t i = 0; i < params.size(); ++i) map[static_cast<size_t>(params[i])] = args[i];
+  for (ValueId id : sub.leaves_of(ValueKind::Constant)) {
+    const Value& c = sub.value(id);
+    const std::string name =
+        c.name.empty() || into.find_leaf(c.name) ? "inlined_" + std::to_string(into.values().size()) : c.name;
+    const ValueId nid = into.add_constant(name, c.constant);
+    copy_value_info(into.value(nid), c);
+    into.value(nid).name = name;
+    map[static_cast<size_t>(id)] = nid;
+  }
+  for (const Node& n : sub.nodes()) {
+    std::vector<ValueId> inputs;
+    for (ValueId v : n.inputs) inputs.push_back(map[static_cast<size_t>(v)]);
+    const std::vector<ValueId> outs = into.add_node(n.op, inputs, n.attrs, static_cast<int>(n.outputs.size()),
+                                                    n.scope.empty() ? scope : n.scope);
+    if (!outs.empty()) into.node(into.value(outs[0]).producer).subgraphs = n.subgraphs;
+    for (size_t k = 0; k < outs.size(); ++k) {
+      copy_value_info(into.value(outs[k]), sub.value(n.outputs[k]));
+      map[static_cast<size_t>(n.outputs[k])] = outs[k];
+    }
+  }
+  std::vector<ValueId> results;
+  for (const auto& [name, v] : sub.outputs()) results.push_back(map[static_cast<size_t>(v)]);
+  return results;
+}
+
+}  // namespace ingot

@@ -1,0 +1,22 @@
+// Copying one graph's nodes into another: what inlines an `if` branch taken on a constant
+// condition, and what builds the gradient graphs of control-flow ops from their subgraphs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ingot/graph.h"
+
+namespace ingot {
+
+// The value fields a copy keeps (the id, kind, producer and constant are the new graph's).
+void copy_value_info(Value& to, const Value& from);
+
+// Appends `sub`'s nodes to `into`, its data inputs (in leaf order) read as `args`, its constants
+// copied in as new constants (named uniquely among into's leaves). Each node keeps its shapes,
+// dtypes, attributes and subgraphs; `scope` replaces an empty node scope when not empty. Returns
+// into's values for sub's outputs, in order.
+std::vector<ValueId> inline_graph(Graph& into, const Graph& sub, const std::vector<ValueId>& args,
+                                  const std::string& scope = "");
+
+}  // namespace ingot
