@@ -92,11 +92,20 @@ std::vector<Array> op_n(const std::string& name, const std::vector<Array>& input
               def.min_inputs, def.max_inputs == def.min_inputs ? "" : "..",
               def.max_inputs == def.min_inputs ? "" : (def.max_inputs < 0 ? "any" : std::to_string(def.max_inputs)),
               " inputs, got ", n);
+  INGOT_CHECK(def.subgraph_names.empty(), "ingot::", name, ": a control-flow op; use cond, while_loop or scan");
+  return detail::record_op(name, resolve_literals(inputs), std::move(attrs), {}, def.num_outputs);
+}
+
+namespace detail {
+
+std::vector<Array> record_op(const std::string& name, std::vector<std::shared_ptr<ArrayImpl>> inputs, Attrs attrs,
+                             std::vector<Graph> subgraphs, int num_outputs) {
   auto record = std::make_shared<OpRecord>();
   record->op = name;
   record->attrs = std::move(attrs);
-  record->inputs = resolve_literals(inputs);
-  record->num_outputs = def.num_outputs;
+  record->inputs = std::move(inputs);
+  record->num_outputs = num_outputs;
+  record->subgraphs = std::move(subgraphs);
 
   // The registry's shape and dtype rules on a one-node graph with concrete input shapes.
   Graph g;
@@ -109,7 +118,8 @@ std::vector<Array> op_n(const std::string& name, const std::vector<Array>& input
     val.shape_known = true;
     ins.push_back(v);
   }
-  std::vector<ValueId> outs = g.add_node(name, ins, record->attrs, def.num_outputs);
+  std::vector<ValueId> outs = g.add_node(name, ins, record->attrs, num_outputs);
+  if (!record->subgraphs.empty()) g.node(0).subgraphs = record->subgraphs;
   try {
     verify(g);
     infer_shapes(g, {});
@@ -117,8 +127,9 @@ std::vector<Array> op_n(const std::string& name, const std::vector<Array>& input
   } catch (const Error& e) {
     INGOT_FAIL("ingot::", name, ": ", e.what());
   }
+  if (!record->subgraphs.empty()) record->subgraphs = g.node(0).subgraphs;  // now with inferred shapes
   std::vector<Array> result;
-  for (int k = 0; k < def.num_outputs; ++k) {
+  for (int k = 0; k < num_outputs; ++k) {
     const Value& v = g.value(outs[static_cast<size_t>(k)]);
     INGOT_CHECK(is_static(v.shape), "ingot::", name, ": output shape ", to_string(v.shape),
                 " is not determined by the input shapes");
@@ -131,6 +142,8 @@ std::vector<Array> op_n(const std::string& name, const std::vector<Array>& input
   }
   return result;
 }
+
+}  // namespace detail
 
 Array op(const std::string& name, const std::vector<Array>& inputs, Attrs attrs) {
   std::vector<Array> out = op_n(name, inputs, std::move(attrs));

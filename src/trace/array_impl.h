@@ -21,7 +21,13 @@ struct OpRecord {
   Attrs attrs;
   std::vector<std::shared_ptr<ArrayImpl>> inputs;
   int num_outputs = 1;
+  std::vector<Graph> subgraphs;  // control flow (cond, while_loop, scan): the traced functions
 };
+
+// Records op `name` over `inputs` as they are (no literal resolution), with `subgraphs`: the
+// registry's shape and dtype rules run at once, as for every op. Returns one array per output.
+std::vector<Array> record_op(const std::string& name, std::vector<std::shared_ptr<ArrayImpl>> inputs, Attrs attrs,
+                             std::vector<Graph> subgraphs, int num_outputs);
 
 struct ArrayImpl {
   DType dtype = DType::Float32;

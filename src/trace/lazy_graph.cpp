@@ -71,6 +71,7 @@ class Builder {
         use_counts_[in.get()] = in.use_count();
       }
       std::vector<ValueId> outs = out_.graph.add_node(rec->op, ins, rec->attrs, rec->num_outputs);
+      if (!rec->subgraphs.empty()) out_.graph.node(out_.graph.value(outs[0]).producer).subgraphs = rec->subgraphs;
       nodes_[rec] = outs;
       out_.records.push_back(a->record);
       values_[a] = outs[static_cast<size_t>(a->index)];
@@ -149,6 +150,7 @@ std::string structural_key(const Graph& g) {
     for (ValueId v : n.inputs) os << v << ',';
     os << ')';
     for (const auto& [k, a] : n.attrs.items()) os << k << '=' << attr_to_string(a) << ',';
+    for (const Graph& sub : n.subgraphs) os << '{' << structural_key(sub) << '}';  // two branches differ here
     os << ';';
   }
   for (const auto& [name, v] : g.outputs()) os << 'o' << v << ';';

@@ -27,7 +27,14 @@ std::vector<Array> replay(const Graph& g, const std::vector<Array>& inputs, cons
   for (const Node& n : g.nodes()) {
     std::vector<Array> ins;
     for (ValueId v : n.inputs) ins.push_back(values[static_cast<size_t>(v)]);
-    std::vector<Array> outs = op_n(n.op, ins, n.attrs);
+    std::vector<Array> outs;
+    if (n.subgraphs.empty()) {
+      outs = op_n(n.op, ins, n.attrs);
+    } else {  // control flow (the forward's, or its gradient's): the subgraphs go with it
+      std::vector<std::shared_ptr<ArrayImpl>> impls;
+      for (const Array& a : ins) impls.push_back(a.impl());
+      outs = detail::record_op(n.op, std::move(impls), n.attrs, n.subgraphs, static_cast<int>(n.outputs.size()));
+    }
     for (size_t k = 0; k < n.outputs.size(); ++k) values[static_cast<size_t>(n.outputs[k])] = outs[k];
   }
   std::vector<Array> out;
