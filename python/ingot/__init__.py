@@ -148,6 +148,7 @@ from . import random
 from ._ingot import onnx  # ml.onnx.load(path_or_bytes): ONNX import
 from ._backends import JaxBackend, MlxBackend, NumpyBackend, TorchBackend
 from ._compile import PhysicalModel, compile, compile_option_names
+from ._control_flow import cond, scan, while_loop
 from ._dtypes import DType, bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: F401
 from ._dtypes import bool  # noqa: F401,A004 - ml.bool, as MLX and NumPy name it
 from ._function_compile import CompiledFunction, eval, grad, value_and_grad, vjp
@@ -158,13 +159,13 @@ __version__ = "0.1.0"
 _ARRAY_API = [
     "DType", "bfloat16", "bool", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
     "abs", "add", "arange", "argmax", "array", "asarray", "astype", "auto_compile_stats", "broadcast_to", "ceil",
-    "CompiledFunction", "compile_config", "compile_count", "compile_region", "concatenate", "conv2d", "cos",
+    "CompiledFunction", "compile_config", "compile_count", "compile_region", "concatenate", "cond", "conv2d", "cos",
     "disable_compile", "divide", "dropout", "enable_compile", "equal", "erf", "eval", "exp", "floor", "fmod", "full", "gelu",
     "grad", "greater", "greater_equal", "layer_norm", "less", "less_equal", "log", "log_softmax", "matmul", "max",
     "max_pool2d", "maximum", "mean", "min", "minimum", "mod", "moments", "multiply", "negative", "not_equal", "one_hot",
     "ones", "op", "power", "random", "relu", "reset_auto_compile", "reset_compile_config", "reshape", "rms_norm", "rsqrt",
-    "scaled_dot_product_attention", "set_compile_config", "sigmoid", "sign", "sin", "softmax", "sqrt", "square", "subtract", "sum", "take",
-    "take_along_axis", "tanh", "top_k", "transpose", "value_and_grad", "vjp", "wait_for_background_compiles", "where", "zeros",
+    "scaled_dot_product_attention", "scan", "set_compile_config", "sigmoid", "sign", "sin", "softmax", "sqrt", "square", "subtract", "sum", "take",
+    "take_along_axis", "tanh", "top_k", "transpose", "value_and_grad", "vjp", "wait_for_background_compiles", "where", "while_loop", "zeros",
 ]
 # An elementwise op that joins the catalogue is ml.<op> with no line here: the extension binds it
 # from its definition (python/src/bind_array_ops.cpp), and it is re-exported below.

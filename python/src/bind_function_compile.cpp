@@ -7,6 +7,8 @@
 // never calls Python: its graphs hold no Python objects (evaluated graphs take their data as
 // inputs, not constants), its log goes to stderr, and its backend can only be a C++ one. Waiting
 // for it releases the GIL.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -17,6 +19,7 @@
 
 #include "bindings.h"
 #include "convert.h"
+#include "ingot/control_flow.h"
 #include "ingot/cpu_backend.h"
 #include "ingot/error.h"
 #include "ingot/function_compile.h"
@@ -143,6 +146,23 @@ void bind_function_compile(nb::module_& m) {
   m.def("_vjp", [](nb::callable fn, const std::vector<Array>& primals, const std::vector<Array>& cotangents) {
     return pair_of_lists(vjp(python_function(std::move(fn)), primals, cotangents));
   }, nb::arg("fn"), nb::arg("primals"), nb::arg("cotangents"), "ml.vjp's implementation on flat lists.");
+
+  // Control flow (include/ingot/control_flow.h) on flat lists; ml.cond / while_loop / scan take trees.
+  m.def("_cond", [](const Array& pred, nb::callable true_fn, nb::callable false_fn, const std::vector<Array>& operands) {
+    return cond(pred, python_function(std::move(true_fn)), python_function(std::move(false_fn)), operands);
+  }, nb::arg("pred"), nb::arg("true_fn"), nb::arg("false_fn"), nb::arg("operands"), "ml.cond on flat lists.");
+  m.def("_while_loop", [](nb::callable cond_fn, nb::callable body_fn, const std::vector<Array>& init,
+                          std::optional<int64_t> max_iterations) {
+    auto c = [cond_fn = std::move(cond_fn)](const std::vector<Array>& xs) { return nb::cast<Array>(cond_fn(xs)); };
+    return while_loop(c, python_function(std::move(body_fn)), init, max_iterations);
+  }, nb::arg("cond_fn"), nb::arg("body_fn"), nb::arg("init"), nb::arg("max_iterations").none(),
+        "ml.while_loop on flat lists.");
+  m.def("_scan", [](nb::callable fn, const std::vector<Array>& init, const std::vector<Array>& xs, bool reverse) {
+    auto step = [fn = std::move(fn)](const std::vector<Array>& carry, const std::vector<Array>& x) {
+      return nb::cast<std::pair<std::vector<Array>, std::vector<Array>>>(fn(carry, x));
+    };
+    return pair_of_lists(scan(step, init, xs, reverse));
+  }, nb::arg("fn"), nb::arg("init"), nb::arg("xs"), nb::arg("reverse"), "ml.scan on flat lists.");
 
   nb::class_<RandomStateSlot>(m, "RandomState",
                               "The global random state (an int64 scalar array each draw without a key reads and\n"
