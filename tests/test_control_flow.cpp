@@ -12,6 +12,7 @@
 #include "compiler/passes/passes.h"
 #include "cpu_test_util.h"
 #include "ingot/physical_model.h"
+#include "ingot/profile.h"
 #include "ir/graph_json.h"
 #include "ir/inline.h"
 #include "op_test_util.h"
@@ -195,6 +196,26 @@ TEST(ControlFlow, ScanMatchesTheUnrolledLoopBothWays) {
   const std::vector<Tensor> out = run_reference(empty, {h0, Tensor(DType::Float32, {0, 3}), w});
   expect_same(out[0], h0, "h_out", 0, 0);
   EXPECT_EQ(to_string(out[1].shape()), "[0, 3]");
+}
+
+// The CPU backend lowers each subgraph itself: a loop's body runs as generated kernels (the
+// node's host callback loops over them), not through the reference interpreter.
+TEST(ControlFlow, CpuBackendRunsSubgraphsAsNativeKernels) {
+  const Graph g = scan_graph({5, 3});
+  const std::unique_ptr<Executable> cpu = cpu::lower_with_plan(g, plan_fusion(g), cpu_options(), false, "greedy", host_layout());
+  const std::vector<Tensor> in = {random_tensor({3}, 12), random_tensor({5, 3}, 13), random_tensor({3}, 14)};
+  profile::Session prof;
+  const std::vector<Tensor> got = cpu->run(in);
+  prof.stop();
+  int native = 0, interpreted = 0;
+  for (const profile::KernelStats& k : prof.rows()) {
+    if (k.category == "cpu" && k.name.find("tanh") != std::string::npos) native += static_cast<int>(k.count);
+    if (k.category == "reference" && k.name.find("tanh") != std::string::npos) ++interpreted;
+  }
+  EXPECT_EQ(native, 5) << "the body's tanh runs natively once per step\n" << prof.summary();
+  EXPECT_EQ(interpreted, 0) << prof.summary();
+  const std::vector<Tensor> want = run_reference(g, in);
+  for (size_t k = 0; k < want.size(); ++k) expect_same(got[k], want[k], g.outputs()[k].first, 1e-6, 1e-6);
 }
 
 TEST(ControlFlow, ConstantConditionInlinesTheTakenBranch) {

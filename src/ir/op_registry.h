@@ -4,6 +4,7 @@
 // it is a pass that rewrites that op.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -208,6 +209,9 @@ struct ElementwiseForms {
 };
 std::string_view elementwise_kind_name(ElementwiseForms::Kind kind);
 
+// Runs subgraph k of a control-flow node on `inputs` (its data inputs, in order); returns its outputs.
+using SubgraphRunner = std::function<std::vector<Tensor>(size_t k, std::span<const Tensor> inputs)>;
+
 struct OpDef {
   std::string name;
   int min_inputs = 1;
@@ -230,6 +234,10 @@ struct OpDef {
   // Writes the shapes and dtypes of every subgraph's values from the node's inferred operands
   // (infer_types calls it once the node's own dtypes are known), so backends and dumps see them.
   void (*infer_subgraphs)(const Graph& g, Node& n) = nullptr;
+  // The op's semantics with each subgraph run by the caller's runner: `eval` passes the reference
+  // interpreter, the CPU backend its own compiled subgraphs (native kernels inside the loop).
+  void (*eval_control)(const Node& n, std::span<const Tensor> inputs, std::span<Tensor> outputs,
+                       const SubgraphRunner& run) = nullptr;
 };
 
 void register_op(OpDef def);  // throws if the name is taken

@@ -22,6 +22,7 @@
 // dimensions of the operands included), and written back into the subgraphs by infer_types.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "compiler/autodiff.h"
 #include "compiler/shape_inference.h"
@@ -479,9 +480,8 @@ bool truth(const Tensor& t, const char* what) {
   return t.item(0) != 0.0;
 }
 
-void if_kernel(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
-  const Interpreter branch(n.subgraphs[truth(in[0], "the condition of an if") ? 0 : 1]);
-  std::vector<Tensor> results = branch.run(in.subspan(1));
+void if_run(const Node&, std::span<const Tensor> in, std::span<Tensor> out, const SubgraphRunner& run) {
+  std::vector<Tensor> results = run(truth(in[0], "the condition of an if") ? 0 : 1, in.subspan(1));
   std::move(results.begin(), results.end(), out.begin());
 }
 
@@ -492,13 +492,12 @@ void check_step(const Tensor& entered, const Tensor& got, size_t i, const Graph&
               " but the body returned ", dtype_name(got.dtype()), to_string(got.shape()));
 }
 
-void while_kernel(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
-  const Interpreter cond(n.subgraphs[0]), body(n.subgraphs[1]);
+void while_run(const Node& n, std::span<const Tensor> in, std::span<Tensor> out, const SubgraphRunner& run) {
   const int64_t max_iterations = n.attrs.get_int("max_iterations", -1);
   std::vector<Tensor> state(in.begin(), in.end());
   for (int64_t it = 0; max_iterations < 0 || it < max_iterations; ++it) {
-    if (!truth(cond.run(state)[0], "the cond graph's result")) break;
-    std::vector<Tensor> next = body.run(state);
+    if (!truth(run(0, state)[0], "the cond graph's result")) break;
+    std::vector<Tensor> next = run(1, state);
     for (size_t i = 0; i < next.size(); ++i) {
       check_step(state[i], next[i], i, n.subgraphs[1]);
       state[i] = std::move(next[i]);
@@ -516,7 +515,7 @@ Tensor step_of(const Tensor& xs, int64_t t) {
   return step;
 }
 
-void scan_kernel(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+void scan_run(const Node& n, std::span<const Tensor> in, std::span<Tensor> out, const SubgraphRunner& run) {
   const size_t c = static_cast<size_t>(num_carry(n)), x = static_cast<size_t>(num_xs(n));
   const bool reverse = n.attrs.get_int("reverse", 0) != 0;
   const Graph& body_graph = n.subgraphs[0];
@@ -547,11 +546,10 @@ void scan_kernel(const Node& n, std::span<const Tensor> in, std::span<Tensor> ou
     }
     return;
   }
-  const Interpreter body(body_graph);
   for (int64_t step = 0; step < length; ++step) {
     const int64_t t = reverse ? length - 1 - step : step;
     for (size_t j = c; j < c + x; ++j) args[j] = step_of(in[j], t);
-    std::vector<Tensor> results = body.run(args);
+    std::vector<Tensor> results = run(0, args);
     for (size_t i = 0; i < c; ++i) {
       check_step(args[i], results[i], i, body_graph);
       args[i] = results[i];
@@ -573,6 +571,17 @@ void scan_kernel(const Node& n, std::span<const Tensor> in, std::span<Tensor> ou
   for (size_t i = 0; i < c; ++i) out[i] = args[i];
 }
 
+// The reference kernels: each subgraph through the interpreter (built on first use, kept for
+// the node's evaluation, so a loop builds it once).
+template <void (*Run)(const Node&, std::span<const Tensor>, std::span<Tensor>, const SubgraphRunner&)>
+void interpreted(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  std::vector<std::optional<Interpreter>> interpreters(n.subgraphs.size());
+  Run(n, in, out, [&](size_t k, std::span<const Tensor> args) {
+    if (!interpreters[k]) interpreters[k].emplace(n.subgraphs[k]);
+    return interpreters[k]->run(args);
+  });
+}
+
 }  // namespace
 
 void register_control_flow_ops() {
@@ -583,13 +592,14 @@ void register_control_flow_ops() {
                     .fusion = FusionClass::Opaque,
                     .shape = if_shape,
                     .dtype = if_dtype,
-                    .eval = if_kernel,
+                    .eval = interpreted<if_run>,
                     .doc = "(cond, operands...): the then graph's results on the operands where cond is nonzero, "
                            "else the else graph's",
                     .vjp = if_vjp,
                     .subgraph_names = {"then", "else"},
                     .check_subgraphs = check_if,
-                    .infer_subgraphs = if_subgraphs});
+                    .infer_subgraphs = if_subgraphs,
+                    .eval_control = if_run});
   register_op(OpDef{.name = "while",
                     .min_inputs = 1,
                     .max_inputs = -1,
@@ -597,13 +607,14 @@ void register_control_flow_ops() {
                     .fusion = FusionClass::Opaque,
                     .shape = while_shape,
                     .dtype = while_dtype,
-                    .eval = while_kernel,
+                    .eval = interpreted<while_run>,
                     .doc = "(carried..., invariants...): body's next carried values while cond holds (at most "
                            "{max_iterations} times); the last {num_invariant = 0} operands pass through unchanged",
                     .vjp = while_vjp,
                     .subgraph_names = {"cond", "body"},
                     .check_subgraphs = check_while,
-                    .infer_subgraphs = while_subgraphs});
+                    .infer_subgraphs = while_subgraphs,
+                    .eval_control = while_run});
   register_op(OpDef{.name = "scan",
                     .min_inputs = 1,
                     .max_inputs = -1,
@@ -611,14 +622,15 @@ void register_control_flow_ops() {
                     .fusion = FusionClass::Opaque,
                     .shape = scan_shape,
                     .dtype = scan_dtype,
-                    .eval = scan_kernel,
+                    .eval = interpreted<scan_run>,
                     .doc = "(carry..., xs..., invariants...): body over the leading axis of the {num_xs} xs "
                            "({reverse} = 1: last first), carrying {num_carry} values; the last carry and each "
                            "step's other results stacked",
                     .vjp = scan_vjp,
                     .subgraph_names = {"body"},
                     .check_subgraphs = check_scan,
-                    .infer_subgraphs = scan_subgraphs});
+                    .infer_subgraphs = scan_subgraphs,
+                    .eval_control = scan_run});
 }
 
 }  // namespace ingot::ops

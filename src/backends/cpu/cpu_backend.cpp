@@ -165,6 +165,11 @@ class CpuExecutable final : public Executable {
   std::string source() const override { return code_.source; }
   int64_t arena_bytes() const override { return static_binding_ ? static_binding_->placement.arena_bytes : 0; }
   const Binding* static_plan() const { return static_binding_.get(); }
+  // Control flow: node `node`'s subgraphs, each lowered by this backend, which its host callback
+  // runs inside the branch or loop instead of interpreting them.
+  void set_subgraph_executables(NodeId node, std::vector<std::shared_ptr<const Executable>> exes) {
+    subgraph_exes_[node] = std::move(exes);
+  }
 
  private:
   // Whether output j can be written straight into `dest`: its bytes overlap no other given
@@ -205,7 +210,14 @@ class CpuExecutable final : public Executable {
                                     std::shared_ptr<void>(p, [](void*) {})));
       }
       std::vector<Tensor> results(n.outputs.size());
-      get_op(n.op).eval(n, args, results);
+      const auto compiled = call.exe->subgraph_exes_.find(node);
+      if (compiled != call.exe->subgraph_exes_.end()) {
+        const std::vector<std::shared_ptr<const Executable>>& exes = compiled->second;
+        get_op(n.op).eval_control(n, args, results,
+                                  [&](size_t k, std::span<const Tensor> in) { return exes.at(k)->run(in); });
+      } else {
+        get_op(n.op).eval(n, args, results);
+      }
       for (size_t k = 0; k < n.outputs.size(); ++k) {
         const ValueId v = n.outputs[k];
         const Tensor r = results[k].contiguous();
@@ -394,6 +406,7 @@ class CpuExecutable final : public Executable {
   mutable std::mutex mu_;
   mutable std::map<std::vector<Shape>, std::shared_ptr<const Binding>> bindings_;
   std::shared_ptr<const Binding> static_binding_;  // kept: its primitives were made at load
+  std::map<NodeId, std::vector<std::shared_ptr<const Executable>>> subgraph_exes_;
   mutable std::mutex arena_mu_;
   mutable std::vector<std::unique_ptr<Arena>> idle_arenas_;
 };
@@ -477,6 +490,15 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
   step.emplace("cpu: executable (static plan, oneDNN primitives)");
   auto exe = std::make_unique<CpuExecutable>(graph, std::move(code), std::move(lib), memory_planning, options_.winograd);
   step.reset();
+  // Each control-flow node's subgraphs become executables of their own (fused native kernels), run
+  // by the node's host callback every branch or iteration.
+  for (const Node& n : graph.nodes()) {
+    if (n.subgraphs.empty() || get_op(n.op).eval_control == nullptr) continue;
+    std::vector<std::shared_ptr<const Executable>> exes;
+    for (const Graph& sub : n.subgraphs)
+      exes.push_back(cpu::lower_with_plan(sub, plan_fusion(sub), options_, verbose, memory_planning, layout, "", transformers));
+    exe->set_subgraph_executables(n.id, std::move(exes));
+  }
   if (verbose && exe->static_plan() != nullptr) {
     const Binding& b = *exe->static_plan();
     int inplace = 0;
