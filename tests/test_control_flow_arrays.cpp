@@ -4,9 +4,12 @@
 // and the errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "ingot/control_flow.h"
 #include "ingot/function_compile.h"
 #include "op_test_util.h"
+#include "trace/array_impl.h"
 
 namespace ingot::testing {
 namespace {
@@ -79,6 +82,31 @@ TEST(ControlFlowArrays, ScanMatchesTheUnrolledLoop) {
     expect_close(h, h_want);
     expect_close(ys, ys_want);
   }
+}
+
+// What does not depend on the carry or the step (a transposed weight, a product of captured
+// arrays) is computed once outside the loop and passed in; what does is in the body.
+TEST(ControlFlowArrays, LoopInvariantWorkIsLiftedOutOfTheBody) {
+  const Array w(random_tensor({3, 3}, 20)), xs(random_tensor({4, 2, 3}, 21)), h0(random_tensor({2, 3}, 22));
+  const Array wt = transpose(w);  // pending outside the function
+  auto [carry, ys] = scan(
+      [&](const std::vector<Array>& c, const std::vector<Array>& x) {
+        const Array scale = exp(w) * 0.5f;  // captured arrays only: independent of the loop
+        return std::pair{one(tanh(matmul(c[0], wt) + x[0] * sum(scale))), std::vector<Array>{}};
+      },
+      {h0}, {xs});
+  const detail::OpRecord& rec = *carry[0].impl()->record;
+  ASSERT_EQ(rec.op, "scan");
+  std::vector<std::string> body_ops;
+  for (const Node& n : rec.subgraphs[0].nodes()) body_ops.push_back(n.op);
+  for (const char* lifted : {"transpose", "exp", "sum"})
+    EXPECT_EQ(std::count(body_ops.begin(), body_ops.end(), lifted), 0) << lifted << " runs every step";
+  EXPECT_EQ(std::count(body_ops.begin(), body_ops.end(), "matmul"), 1);
+  // And the values are right.
+  Array h = h0;
+  const Array s = sum(exp(w) * 0.5f);
+  for (int64_t t = 0; t < 4; ++t) h = tanh(matmul(h, wt) + reshape(slice(xs, {t}, {t + 1}, {0}), {2, 3}) * s);
+  expect_close(carry[0], h);
 }
 
 TEST(ControlFlowArrays, InsideCompileTheBranchIsChosenPerCall) {

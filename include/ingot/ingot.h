@@ -18,6 +18,7 @@
 #include "ingot/graph.h"
 #include "ingot/transforms.h"
 #include "ingot/model.h"
+#include "ingot/recurrent.h"
 #include "ingot/models.h"
 #include "ingot/physical_model.h"
 #include "ingot/serialize.h"

@@ -837,6 +837,21 @@ def layer_norm(x: object, weight: object, bias: object, axis: int = -1, eps: flo
 def rms_norm(x: object, weight: object | None = None, axis: int = -1, eps: float = 1e-05) -> array:
     """x / sqrt(mean(x**2) + eps) * weight over dims `axis`..end (RMSNorm)."""
 
+def lstm(x: object, h0: object, c0: object, w_ih: object, w_hh: object, b_ih: object, b_hh: object, reverse: bool = False, batch_first: bool = False) -> tuple:
+    """
+    One LSTM layer as torch.nn.LSTM computes it (gates i, f, g, o; w_ih [4H, I], w_hh [4H, H], b_ih, b_hh [4H]): x [T, B, I] ([B, T, I] with batch_first), h0, c0 [B, H] -> (ys, h_T, c_T). A scan over the steps after one matmul of x over all of them; `reverse` runs last to first (a bidirectional layer's second half).
+    """
+
+def gru(x: object, h0: object, w_ih: object, w_hh: object, b_ih: object, b_hh: object, reverse: bool = False, batch_first: bool = False) -> tuple:
+    """
+    One GRU layer as torch.nn.GRU computes it (gates r, z, n; w_ih [3H, I], w_hh [3H, H]): -> (ys, h_T).
+    """
+
+def rnn(x: object, h0: object, w_ih: object, w_hh: object, b_ih: object, b_hh: object, reverse: bool = False, batch_first: bool = False, nonlinearity: str = 'tanh') -> tuple:
+    """
+    One Elman RNN layer as torch.nn.RNN computes it (w_ih [H, I], w_hh [H, H]): -> (ys, h_T).
+    """
+
 def scaled_dot_product_attention(q: object, k: object, v: object, mask: object | None = None, scale: float = 0.0, is_causal: bool = False, causal_offset: int = 0) -> array:
     """
     softmax(q @ k^T * scale + mask) @ v as one op (q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv]); scale 0 means 1/sqrt(D); a bool mask is True where a query may attend, a float one is added; is_causal hides keys j > i + causal_offset; k and v may have fewer heads (axis -3) that divide q's (grouped-query attention).

@@ -13,6 +13,7 @@
 #include "convert.h"
 #include "ingot/error.h"
 #include "ir/op_registry.h"
+#include "ingot/recurrent.h"
 
 namespace ingot::python {
 
@@ -172,6 +173,40 @@ void bind_array_ops(nb::module_& m) {
     return rms_norm(operand(x, "x"), w, axis, eps);
   }, nb::arg("x"), nb::arg("weight").none() = nb::none(), nb::arg("axis") = -1, nb::arg("eps") = 1e-5,
         "x / sqrt(mean(x**2) + eps) * weight over dims `axis`..end (RMSNorm).");
+  // Recurrent layers (include/ingot/recurrent.h): PyTorch's equations and weight layout, one layer.
+  auto time_major = [](nb::handle x, bool batch_first) {
+    const Array a = operand(x, "x");
+    return batch_first && a.ndim() == 3 ? transpose(a, {1, 0, 2}) : a;
+  };
+  auto batch_major = [](const Array& ys, bool batch_first) { return batch_first ? transpose(ys, {1, 0, 2}) : ys; };
+  m.def("lstm", [=](nb::handle x, nb::handle h0, nb::handle c0, nb::handle w_ih, nb::handle w_hh, nb::handle b_ih,
+                    nb::handle b_hh, bool reverse, bool batch_first) {
+    auto [ys, h, c] = lstm(time_major(x, batch_first), operand(h0, "h0"), operand(c0, "c0"), operand(w_ih, "w_ih"),
+                           operand(w_hh, "w_hh"), operand(b_ih, "b_ih"), operand(b_hh, "b_hh"), reverse);
+    return nb::make_tuple(batch_major(ys, batch_first), h, c);
+  }, nb::arg("x"), nb::arg("h0"), nb::arg("c0"), nb::arg("w_ih"), nb::arg("w_hh"), nb::arg("b_ih"), nb::arg("b_hh"),
+        nb::arg("reverse") = false, nb::arg("batch_first") = false,
+        "One LSTM layer as torch.nn.LSTM computes it (gates i, f, g, o; w_ih [4H, I], w_hh [4H, H], b_ih, b_hh "
+        "[4H]): x [T, B, I] ([B, T, I] with batch_first), h0, c0 [B, H] -> (ys, h_T, c_T). A scan over the steps "
+        "after one matmul of x over all of them; `reverse` runs last to first (a bidirectional layer's second half).");
+  m.def("gru", [=](nb::handle x, nb::handle h0, nb::handle w_ih, nb::handle w_hh, nb::handle b_ih, nb::handle b_hh,
+                   bool reverse, bool batch_first) {
+    auto [ys, h] = gru(time_major(x, batch_first), operand(h0, "h0"), operand(w_ih, "w_ih"), operand(w_hh, "w_hh"),
+                       operand(b_ih, "b_ih"), operand(b_hh, "b_hh"), reverse);
+    return nb::make_tuple(batch_major(ys, batch_first), h);
+  }, nb::arg("x"), nb::arg("h0"), nb::arg("w_ih"), nb::arg("w_hh"), nb::arg("b_ih"), nb::arg("b_hh"),
+        nb::arg("reverse") = false, nb::arg("batch_first") = false,
+        "One GRU layer as torch.nn.GRU computes it (gates r, z, n; w_ih [3H, I], w_hh [3H, H]): -> (ys, h_T).");
+  m.def("rnn", [=](nb::handle x, nb::handle h0, nb::handle w_ih, nb::handle w_hh, nb::handle b_ih, nb::handle b_hh,
+                   bool reverse, bool batch_first, const std::string& nonlinearity) {
+    if (nonlinearity != "tanh" && nonlinearity != "relu")
+      throw nb::value_error(("rnn: nonlinearity must be 'tanh' or 'relu', got '" + nonlinearity + "'").c_str());
+    auto [ys, h] = rnn(time_major(x, batch_first), operand(h0, "h0"), operand(w_ih, "w_ih"), operand(w_hh, "w_hh"),
+                       operand(b_ih, "b_ih"), operand(b_hh, "b_hh"), reverse, nonlinearity == "relu");
+    return nb::make_tuple(batch_major(ys, batch_first), h);
+  }, nb::arg("x"), nb::arg("h0"), nb::arg("w_ih"), nb::arg("w_hh"), nb::arg("b_ih"), nb::arg("b_hh"),
+        nb::arg("reverse") = false, nb::arg("batch_first") = false, nb::arg("nonlinearity") = "tanh",
+        "One Elman RNN layer as torch.nn.RNN computes it (w_ih [H, I], w_hh [H, H]): -> (ys, h_T).");
   m.def("scaled_dot_product_attention", [](nb::handle q, nb::handle k, nb::handle v, nb::handle mask, double scale,
                                            bool is_causal, int64_t causal_offset) {
     std::optional<Array> m;

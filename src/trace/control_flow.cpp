@@ -4,8 +4,9 @@
 // A subgraph reads nothing from around it, so every array a function uses without receiving it
 // (a captured weight, a value of the enclosing compile(fn) trace, a literal) is lifted: it
 // becomes an extra operand of the node, passed unchanged to each branch or iteration (an
-// invariant), and the subgraph gets an input for it. Pending arrays the function reads are
-// recorded into the subgraph and recomputed there (pure ops: the same values).
+// invariant), and the subgraph gets an input for it. A pending array whose value does not depend
+// on the function's parameters (transpose(w) computed outside, or inside the function from
+// captured arrays only) is lifted the same way, so it is computed once, not once per iteration.
 #include <unordered_map>
 #include <unordered_set>
 
@@ -53,16 +54,65 @@ struct Traced {
   std::vector<Impl> results;
 };
 
-// The arrays `t` reads without receiving them, in the order they are met, added to `captures`.
+bool is_pending(const ArrayImpl* a) { return !a->data.defined() && !a->placeholder; }
+
+// The pending arrays `t` reads whose values do not depend on its parameters (a transposed weight,
+// a projection of the whole input): computed once outside and passed in, not once per iteration.
+std::vector<Impl> invariant_frontier(const Traced& t) {
+  std::unordered_map<const ArrayImpl*, bool> depends;  // on a parameter
+  for (const Impl& p : t.params) depends[p.get()] = true;
+  std::vector<Impl> frontier;
+  std::unordered_set<const ArrayImpl*> in_frontier;
+  // Post-order over the pending part, iteratively; a pending array that does not depend on a
+  // parameter is a leaf of the subgraph, so its own inputs are not visited.
+  std::vector<std::pair<Impl, bool>> stack;
+  for (const Impl& r : t.results) stack.emplace_back(r, false);
+  std::vector<std::pair<Impl, Impl>> reads;  // (reader, read) edges from dependent arrays
+  while (!stack.empty()) {
+    auto [a, expanded] = stack.back();
+    stack.pop_back();
+    if (depends.count(a.get())) continue;
+    if (!is_pending(a.get())) {
+      depends[a.get()] = false;
+      continue;
+    }
+    if (!expanded) {
+      stack.emplace_back(a, true);
+      for (const Impl& in : a->record->inputs)
+        if (!depends.count(in.get())) stack.emplace_back(in, false);
+      continue;
+    }
+    bool d = false;
+    for (const Impl& in : a->record->inputs) d = d || depends.at(in.get());
+    depends[a.get()] = d;
+  }
+  // The frontier: pending, independent arrays read by a dependent one (or returned as results).
+  auto consider = [&](const Impl& a) {
+    if (is_pending(a.get()) && !depends.at(a.get()) && in_frontier.insert(a.get()).second) frontier.push_back(a);
+  };
+  for (const Impl& r : t.results) consider(r);
+  for (const auto& [a, d] : depends) {
+    if (!d || !is_pending(a)) continue;
+    for (const Impl& in : a->record->inputs) consider(in);
+  }
+  return frontier;
+}
+
+// The arrays `t` reads without receiving them (independent pending arrays first, then data and
+// outer placeholders, in the order they are met), added to `captures`.
 void collect_captures(const Traced& t, std::vector<Impl>& captures) {
-  detail::LazyGraph lg = detail::build_lazy_graph(raw(t.results), detail::DataLeaves::Inputs, false, raw(t.params));
+  std::unordered_set<ArrayImpl*> known;
+  for (const Impl& c : captures) known.insert(c.get());
+  for (const Impl& f : invariant_frontier(t))
+    if (known.insert(f.get()).second) captures.push_back(f);
+  std::vector<ArrayImpl*> leading = raw(t.params);
+  for (const Impl& c : captures) leading.push_back(c.get());
+  detail::LazyGraph lg = detail::build_lazy_graph(raw(t.results), detail::DataLeaves::Inputs, false, leading);
   std::unordered_map<ArrayImpl*, Impl> owner;  // shared handles for the leaves the builder met
   for (const Impl& r : t.results) owner[r.get()] = r;
   for (const auto& rec : lg.records)
     for (const Impl& in : rec->inputs) owner[in.get()] = in;
-  std::unordered_set<ArrayImpl*> known;
-  for (const Impl& c : captures) known.insert(c.get());
-  for (size_t i = t.params.size(); i < lg.inputs.size(); ++i)
+  for (size_t i = leading.size(); i < lg.inputs.size(); ++i)
     if (known.insert(lg.inputs[i]).second) captures.push_back(owner.at(lg.inputs[i]));
 }
 
