@@ -209,8 +209,11 @@ struct ElementwiseForms {
 };
 std::string_view elementwise_kind_name(ElementwiseForms::Kind kind);
 
-// Runs subgraph k of a control-flow node on `inputs` (its data inputs, in order); returns its outputs.
-using SubgraphRunner = std::function<std::vector<Tensor>(size_t k, std::span<const Tensor> inputs)>;
+// Runs subgraph k of a control-flow node on `inputs` (its data inputs, in order) into `outputs`
+// (one per subgraph output): an entry that is defined is where that output should go (written
+// into its buffer when the runner can, as Executable::run_into does; else the handle is replaced).
+using SubgraphRunner =
+    std::function<void(size_t k, std::span<const Tensor> inputs, std::span<Tensor> outputs)>;
 
 struct OpDef {
   std::string name;

@@ -480,8 +480,15 @@ bool truth(const Tensor& t, const char* what) {
   return t.item(0) != 0.0;
 }
 
-void if_run(const Node&, std::span<const Tensor> in, std::span<Tensor> out, const SubgraphRunner& run) {
-  std::vector<Tensor> results = run(truth(in[0], "the condition of an if") ? 0 : 1, in.subspan(1));
+// Subgraph k's results, in fresh tensors.
+std::vector<Tensor> run_fresh(const Node& n, size_t k, std::span<const Tensor> in, const SubgraphRunner& run) {
+  std::vector<Tensor> results(n.subgraphs[k].outputs().size());
+  run(k, in, results);
+  return results;
+}
+
+void if_run(const Node& n, std::span<const Tensor> in, std::span<Tensor> out, const SubgraphRunner& run) {
+  std::vector<Tensor> results = run_fresh(n, truth(in[0], "the condition of an if") ? 0 : 1, in.subspan(1), run);
   std::move(results.begin(), results.end(), out.begin());
 }
 
@@ -496,8 +503,8 @@ void while_run(const Node& n, std::span<const Tensor> in, std::span<Tensor> out,
   const int64_t max_iterations = n.attrs.get_int("max_iterations", -1);
   std::vector<Tensor> state(in.begin(), in.end());
   for (int64_t it = 0; max_iterations < 0 || it < max_iterations; ++it) {
-    if (!truth(run(0, state)[0], "the cond graph's result")) break;
-    std::vector<Tensor> next = run(1, state);
+    if (!truth(run_fresh(n, 0, state, run)[0], "the cond graph's result")) break;
+    std::vector<Tensor> next = run_fresh(n, 1, state, run);
     for (size_t i = 0; i < next.size(); ++i) {
       check_step(state[i], next[i], i, n.subgraphs[1]);
       state[i] = std::move(next[i]);
@@ -506,13 +513,12 @@ void while_run(const Node& n, std::span<const Tensor> in, std::span<Tensor> out,
   for (size_t i = 0; i < out.size(); ++i) out[i] = state[i];
 }
 
-// Step t of a contiguous tensor along its leading axis (a copy).
+// Step t of a contiguous tensor along its leading axis: a view (it keeps `xs` alive), no copy.
 Tensor step_of(const Tensor& xs, int64_t t) {
   Shape shape(xs.shape().begin() + 1, xs.shape().end());
-  Tensor step(xs.dtype(), shape);
-  const size_t bytes = step.nbytes();
-  std::memcpy(step.raw_data(), static_cast<const char*>(xs.raw_data()) + static_cast<size_t>(t) * bytes, bytes);
-  return step;
+  const size_t bytes = static_cast<size_t>(numel(shape)) * dtype_size(xs.dtype());
+  char* p = static_cast<char*>(const_cast<void*>(xs.raw_data())) + static_cast<size_t>(t) * bytes;
+  return Tensor::wrap(p, xs.dtype(), shape, contiguous_strides(shape), std::shared_ptr<void>(p, [keep = xs](void*) {}));
 }
 
 void scan_run(const Node& n, std::span<const Tensor> in, std::span<Tensor> out, const SubgraphRunner& run) {
@@ -524,6 +530,8 @@ void scan_run(const Node& n, std::span<const Tensor> in, std::span<Tensor> out, 
     INGOT_CHECK(in[j].rank() > 0 && in[j].dim(0) == length, "scanned operand ", j - c, " has shape ",
                 to_string(in[j].shape()), "; every scanned operand needs the leading length ", length);
   std::vector<Tensor> args(in.begin(), in.end());
+  for (size_t j = c; j < c + x; ++j) args[j] = in[j].contiguous();  // steps are views into these
+  const std::vector<Tensor> xs(args.begin() + static_cast<std::ptrdiff_t>(c), args.begin() + static_cast<std::ptrdiff_t>(c + x));
   for (size_t i = 0; i < c; ++i) out[i] = in[i];
   if (length == 0) {
     // No step runs: the stacked results are empty, shaped by the body's shape rule.
@@ -546,20 +554,27 @@ void scan_run(const Node& n, std::span<const Tensor> in, std::span<Tensor> out, 
     }
     return;
   }
+  // Each step's ys go straight into their row of the stacked results (allocated after the first
+  // step, which gives their shapes), where the runner can write in place.
+  std::vector<Tensor> results(body_graph.outputs().size());
   for (int64_t step = 0; step < length; ++step) {
     const int64_t t = reverse ? length - 1 - step : step;
-    for (size_t j = c; j < c + x; ++j) args[j] = step_of(in[j], t);
-    std::vector<Tensor> results = run(0, args);
+    for (size_t j = c; j < c + x; ++j) args[j] = step_of(xs[j - c], t);
+    for (size_t k = 0; k < results.size(); ++k) results[k] = k >= c && out[k].defined() ? step_of(out[k], t) : Tensor();
+    std::vector<const void*> targets;
+    for (const Tensor& r : results) targets.push_back(r.defined() ? r.raw_data() : nullptr);
+    run(0, args, results);
     for (size_t i = 0; i < c; ++i) {
       check_step(args[i], results[i], i, body_graph);
       args[i] = results[i];
     }
     for (size_t k = c; k < out.size(); ++k) {
+      if (targets[k] != nullptr && results[k].raw_data() == targets[k]) continue;  // written in place
       const Tensor y = results[k].contiguous();
       if (!out[k].defined()) {
         Shape s = y.shape();
         s.insert(s.begin(), length);
-        out[k] = Tensor(y.dtype(), s);
+        out[k] = Tensor::uninitialized(y.dtype(), s);
       }
       INGOT_CHECK(y.nbytes() * static_cast<size_t>(length) == out[k].nbytes() && y.dtype() == out[k].dtype(),
                   "scan result ", k - c, " changed its shape or dtype at step ", t, ": ", dtype_name(y.dtype()),
@@ -576,9 +591,19 @@ void scan_run(const Node& n, std::span<const Tensor> in, std::span<Tensor> out, 
 template <void (*Run)(const Node&, std::span<const Tensor>, std::span<Tensor>, const SubgraphRunner&)>
 void interpreted(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
   std::vector<std::optional<Interpreter>> interpreters(n.subgraphs.size());
-  Run(n, in, out, [&](size_t k, std::span<const Tensor> args) {
+  Run(n, in, out, [&](size_t k, std::span<const Tensor> args, std::span<Tensor> results) {
     if (!interpreters[k]) interpreters[k].emplace(n.subgraphs[k]);
-    return interpreters[k]->run(args);
+    std::vector<Tensor> got = interpreters[k]->run(args);
+    for (size_t j = 0; j < got.size(); ++j) {
+      Tensor& target = results[j];
+      if (target.defined() && target.dtype() == got[j].dtype() && target.shape() == got[j].shape() &&
+          target.is_contiguous()) {
+        const Tensor r = got[j].contiguous();
+        if (r.nbytes() > 0) std::memcpy(target.raw_data(), r.raw_data(), r.nbytes());
+      } else {
+        target = std::move(got[j]);
+      }
+    }
   });
 }
 

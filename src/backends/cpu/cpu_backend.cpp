@@ -214,7 +214,9 @@ class CpuExecutable final : public Executable {
       if (compiled != call.exe->subgraph_exes_.end()) {
         const std::vector<std::shared_ptr<const Executable>>& exes = compiled->second;
         get_op(n.op).eval_control(n, args, results,
-                                  [&](size_t k, std::span<const Tensor> in) { return exes.at(k)->run(in); });
+                                  [&](size_t k, std::span<const Tensor> in, std::span<Tensor> out) {
+                                    exes.at(k)->run_into(in, out);
+                                  });
       } else {
         get_op(n.op).eval(n, args, results);
       }
