@@ -11,23 +11,19 @@ microseconds = (time(N) - time(0 iterations)) / N, so fixed call overheads cance
   python bench/control_flow.py [--iterations N] [--reps R] [--json PATH]
 """
 import argparse
-import json
-import statistics
-import time
+import os
+import sys
 
-import numpy as np
+THREADS = 2
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(var, str(THREADS))
 
-import ingot as ml
+import numpy as np  # noqa: E402
 
+import ingot as ml  # noqa: E402
 
-def timed(f, reps):
-    f()
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import machine, measured_utc, timed, write_json  # noqa: E402
 
 
 def ingot_loop(n, compiled):
@@ -41,7 +37,7 @@ def ingot_loop(n, compiled):
 
 def torch_loop(n):
     import torch
-    torch.set_num_threads(2)
+    torch.set_num_threads(THREADS)
     x0 = torch.zeros(16)
 
     def run():
@@ -78,15 +74,14 @@ def main():
             full, empty = make(a.iterations), make(0)
         except ImportError:
             continue
-        t_full, t_empty = timed(full, a.reps), timed(empty, a.reps)
-        rows.append({"runtime": name, "iterations": a.iterations, "total_ms": t_full * 1e3,
-                     "per_iteration_us": (t_full - t_empty) / a.iterations * 1e6})
+        t_full, t_empty = timed(full, a.reps)["ms"], timed(empty, a.reps)["ms"]
+        rows.append({"runtime": name, "iterations": a.iterations, "total_ms": t_full,
+                     "per_iteration_us": (t_full - t_empty) / a.iterations * 1e3})
     print(f"| runtime | {a.iterations} iterations, ms | per iteration, µs |\n|---|---|---|")
     for r in rows:
         print(f"| {r['runtime']} | {r['total_ms']:.2f} | {r['per_iteration_us']:.2f} |")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        write_json(a.json, {"machine": machine(THREADS), "measured_utc": measured_utc(), "rows": rows})
 
 
 if __name__ == "__main__":

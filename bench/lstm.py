@@ -9,25 +9,21 @@ Each runtime is timed alone in its own loop, median of --reps after a warm-up.
   python bench/lstm.py [--reps R] [--json PATH] [--no-torch-compile]
 """
 import argparse
-import json
-import statistics
-import time
+import os
+import sys
 
-import numpy as np
+THREADS = 2
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(var, str(THREADS))
 
-import ingot as ml
+import numpy as np  # noqa: E402
+
+import ingot as ml  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import machine, measured_utc, timed, write_json  # noqa: E402
 
 T, B, I, H, LAYERS = 64, 32, 128, 256, 2
-
-
-def timed(f, reps):
-    f()
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e3, (min(ts) * 1e3, max(ts) * 1e3)
 
 
 def make_weights():
@@ -62,7 +58,7 @@ def ingot_runs(x, ws):
 
 def torch_runs(x, ws, compile_too):
     import torch
-    torch.set_num_threads(2)
+    torch.set_num_threads(THREADS)
     m = torch.nn.LSTM(I, H, num_layers=LAYERS)
     with torch.no_grad():
         for layer, w in enumerate(ws):
@@ -143,10 +139,9 @@ def main():
     for name, (fwd, step) in runs.items():
         out = fwd()
         err = float(np.max(np.abs(out - reference)) / max(1.0, np.max(np.abs(reference)))) if reference is not None else None
-        f_ms, f_spread = timed(fwd, a.reps)
-        s_ms, s_spread = timed(step, a.reps)
-        rows.append({"runtime": name, "forward_ms": f_ms, "forward_spread": f_spread, "step_ms": s_ms,
-                     "step_spread": s_spread, "max_rel_err_vs_torch": err})
+        f, s = timed(fwd, a.reps), timed(step, a.reps)
+        rows.append({"runtime": name, "forward_ms": f["ms"], "forward_spread": (f["min_ms"], f["max_ms"]),
+                     "step_ms": s["ms"], "step_spread": (s["min_ms"], s["max_ms"]), "max_rel_err_vs_torch": err})
     base = rows[0]
     print(f"2-layer LSTM, input {I}, hidden {H}, seq {T}, batch {B}, float32, 2 threads (x: peer ms / ingot ms)")
     print("| runtime | forward ms (spread) | training step ms (spread) | forward error vs PyTorch |\n|---|---|---|---|")
@@ -157,8 +152,7 @@ def main():
         print(f"| {r['runtime']} | {r['forward_ms']:.1f} ({r['forward_spread'][0]:.1f}-{r['forward_spread'][1]:.1f}){ratio} | "
               f"{r['step_ms']:.1f} ({r['step_spread'][0]:.1f}-{r['step_spread'][1]:.1f}){sratio} | {err} |")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        write_json(a.json, {"machine": machine(THREADS), "measured_utc": measured_utc(), "rows": rows})
 
 
 if __name__ == "__main__":
