@@ -49,15 +49,11 @@ class Backward final : public VjpContext {
   bool needs_grad(int i) const override { return active_[in(i)]; }
   std::vector<ValueId> op_n(const std::string& op, std::vector<ValueId> inputs, Attrs attrs,
                             int num_outputs) override {
-    // Seeding one value twice adds its cotangents before any node is differentiated (node_ < 0).
-    const std::string fwd_scope = node_ < 0 ? std::string() : node().scope;
-    std::string scope = fwd_scope.empty() ? "backward" : fwd_scope + ".backward";
-    std::vector<ValueId> outs = g_.add_node(op, std::move(inputs), std::move(attrs), num_outputs, std::move(scope));
-    infer_node(g_, g_.value(outs[0]).producer);
-    return outs;
+    return op_with_subgraphs(op, std::move(inputs), std::move(attrs), {}, num_outputs);
   }
   std::vector<ValueId> op_with_subgraphs(const std::string& op, std::vector<ValueId> inputs, Attrs attrs,
                                          std::vector<Graph> subgraphs, int num_outputs) override {
+    // Seeding one value twice adds its cotangents before any node is differentiated (node_ < 0).
     const std::string fwd_scope = node_ < 0 ? std::string() : node().scope;
     std::string scope = fwd_scope.empty() ? "backward" : fwd_scope + ".backward";
     std::vector<ValueId> outs = g_.add_node(op, std::move(inputs), std::move(attrs), num_outputs, std::move(scope));

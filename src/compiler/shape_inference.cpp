@@ -393,6 +393,12 @@ void infer_node_dtypes(Graph& g, const Node& n) {
   }
   for (size_t i = 0; i < out.size(); ++i) g.value(n.outputs[i]).dtype = out[i];
 }
+
+// A control-flow node's subgraphs, inferred from its operands (OpDef::infer_subgraphs).
+void infer_subgraphs_of(const Graph& g, Node& n) {
+  if (n.subgraphs.empty()) return;
+  if (auto infer = get_op(n.op).infer_subgraphs) infer(g, n);
+}
 }  // namespace
 
 void infer_node(Graph& g, NodeId node) {
@@ -400,9 +406,7 @@ void infer_node(Graph& g, NodeId node) {
   Node& n = g.node(node);
   engine.run_node(n);
   infer_node_dtypes(g, n);
-  if (!n.subgraphs.empty()) {
-    if (auto refine = get_op(n.op).infer_subgraphs) refine(g, n);
-  }
+  infer_subgraphs_of(g, n);
 }
 
 namespace {
@@ -438,9 +442,7 @@ void infer_types(Graph& g) {
   for (Node& n : g.nodes()) {
     resolve_weak_scalars(g, n);
     infer_node_dtypes(g, n);
-    if (!n.subgraphs.empty()) {
-      if (auto refine = get_op(n.op).infer_subgraphs) refine(g, n);
-    }
+    infer_subgraphs_of(g, n);
   }
 }
 

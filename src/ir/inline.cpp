@@ -14,6 +14,18 @@ void copy_value_info(Value& to, const Value& from) {
   to.weak_type = from.weak_type;
 }
 
+void copy_node(Graph& into, const Graph& from, const Node& n, std::vector<ValueId>& map, const std::string& scope) {
+  std::vector<ValueId> inputs;
+  for (ValueId v : n.inputs) inputs.push_back(map[static_cast<size_t>(v)]);
+  const std::vector<ValueId> outs = into.add_node(n.op, inputs, n.attrs, static_cast<int>(n.outputs.size()),
+                                                  n.scope.empty() ? scope : n.scope);
+  if (!outs.empty()) into.node(into.value(outs[0]).producer).subgraphs = n.subgraphs;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    copy_value_info(into.value(outs[k]), from.value(n.outputs[k]));
+    map[static_cast<size_t>(n.outputs[k])] = outs[k];
+  }
+}
+
 std::vector<ValueId> inline_graph(Graph& into, const Graph& sub, const std::vector<ValueId>& args,
                                   const std::string& scope) {
   std::vector<ValueId> map(sub.values().size(), -1);
@@ -30,17 +42,7 @@ std::vector<ValueId> inline_graph(Graph& into, const Graph& sub, const std::vect
     into.value(nid).name = name;
     map[static_cast<size_t>(id)] = nid;
   }
-  for (const Node& n : sub.nodes()) {
-    std::vector<ValueId> inputs;
-    for (ValueId v : n.inputs) inputs.push_back(map[static_cast<size_t>(v)]);
-    const std::vector<ValueId> outs = into.add_node(n.op, inputs, n.attrs, static_cast<int>(n.outputs.size()),
-                                                    n.scope.empty() ? scope : n.scope);
-    if (!outs.empty()) into.node(into.value(outs[0]).producer).subgraphs = n.subgraphs;
-    for (size_t k = 0; k < outs.size(); ++k) {
-      copy_value_info(into.value(outs[k]), sub.value(n.outputs[k]));
-      map[static_cast<size_t>(n.outputs[k])] = outs[k];
-    }
-  }
+  for (const Node& n : sub.nodes()) copy_node(into, sub, n, map, scope);
   std::vector<ValueId> results;
   for (const auto& [name, v] : sub.outputs()) results.push_back(map[static_cast<size_t>(v)]);
   return results;

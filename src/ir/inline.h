@@ -12,6 +12,11 @@ namespace ingot {
 // The value fields a copy keeps (the id, kind, producer and constant are the new graph's).
 void copy_value_info(Value& to, const Value& from);
 
+// Appends node `n` of `from` to `into`: its inputs read through `map` (from's value ids to
+// into's), its attributes, subgraphs, output shapes and dtypes kept; its outputs are recorded in
+// `map`. `scope` replaces the node's scope when the node has none.
+void copy_node(Graph& into, const Graph& from, const Node& n, std::vector<ValueId>& map, const std::string& scope = "");
+
 // Appends `sub`'s nodes to `into`, its data inputs (in leaf order) read as `args`, its constants
 // copied in as new constants (named uniquely among into's leaves). Each node keeps its shapes,
 // dtypes, attributes and subgraphs; `scope` replaces an empty node scope when not empty. Returns

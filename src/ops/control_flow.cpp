@@ -31,6 +31,7 @@
 #include "ir/interpret.h"
 #include "ir/op_registry.h"
 #include "ops/families.h"
+#include "runtime/write_back.h"
 
 namespace ingot::ops {
 namespace {
@@ -536,16 +537,13 @@ void scan_run(const Node& n, std::span<const Tensor> in, std::span<Tensor> out, 
   if (length == 0) {
     // No step runs: the stacked results are empty, shaped by the body's shape rule.
     Graph g = body_graph;
-    const std::vector<ValueId> params = g.leaves_of(ValueKind::Input);
-    std::vector<ShapeConstraint> constraints;
-    for (size_t i = 0; i < params.size(); ++i) {
-      Shape s = in[i].shape();
+    std::vector<std::pair<SymShape, DType>> params;
+    for (size_t i = 0; i < in.size(); ++i) {
+      SymShape s(in[i].shape().begin(), in[i].shape().end());
       if (i >= c && i < c + x) s.erase(s.begin());
-      constraints.push_back({params[i], ShapeTemplate(s.begin(), s.end()), "", ""});
-      g.value(params[i]).dtype = in[i].dtype();
+      params.emplace_back(std::move(s), in[i].dtype());
     }
-    infer_shapes(g, constraints);
-    infer_types(g);
+    infer_subgraph(g, params);
     for (size_t k = c; k < out.size(); ++k) {
       const Value& y = g.value(g.outputs()[k].second);
       Shape s = to_shape(y.shape);
@@ -595,14 +593,8 @@ void interpreted(const Node& n, std::span<const Tensor> in, std::span<Tensor> ou
     if (!interpreters[k]) interpreters[k].emplace(n.subgraphs[k]);
     std::vector<Tensor> got = interpreters[k]->run(args);
     for (size_t j = 0; j < got.size(); ++j) {
-      Tensor& target = results[j];
-      if (target.defined() && target.dtype() == got[j].dtype() && target.shape() == got[j].shape() &&
-          target.is_contiguous()) {
-        const Tensor r = got[j].contiguous();
-        if (r.nbytes() > 0) std::memcpy(target.raw_data(), r.raw_data(), r.nbytes());
-      } else {
-        target = std::move(got[j]);
-      }
+      if (results[j].defined()) write_back(results[j], got[j]);  // as Executable::run_into does
+      else results[j] = std::move(got[j]);
     }
   });
 }

@@ -98,6 +98,13 @@ std::vector<Impl> invariant_frontier(const Traced& t) {
   return frontier;
 }
 
+// The subgraph's leading inputs: `t`'s parameters, then `captures`.
+std::vector<ArrayImpl*> leading_inputs(const Traced& t, const std::vector<Impl>& captures) {
+  std::vector<ArrayImpl*> leading = raw(t.params);
+  for (const Impl& c : captures) leading.push_back(c.get());
+  return leading;
+}
+
 // The arrays `t` reads without receiving them (independent pending arrays first, then data and
 // outer placeholders, in the order they are met), added to `captures`.
 void collect_captures(const Traced& t, std::vector<Impl>& captures) {
@@ -105,8 +112,7 @@ void collect_captures(const Traced& t, std::vector<Impl>& captures) {
   for (const Impl& c : captures) known.insert(c.get());
   for (const Impl& f : invariant_frontier(t))
     if (known.insert(f.get()).second) captures.push_back(f);
-  std::vector<ArrayImpl*> leading = raw(t.params);
-  for (const Impl& c : captures) leading.push_back(c.get());
+  const std::vector<ArrayImpl*> leading = leading_inputs(t, captures);
   detail::LazyGraph lg = detail::build_lazy_graph(raw(t.results), detail::DataLeaves::Inputs, false, leading);
   std::unordered_map<ArrayImpl*, Impl> owner;  // shared handles for the leaves the builder met
   for (const Impl& r : t.results) owner[r.get()] = r;
@@ -118,8 +124,7 @@ void collect_captures(const Traced& t, std::vector<Impl>& captures) {
 
 // `t` as a subgraph whose inputs are its parameters, then `captures` (read or not).
 Graph subgraph_of(const Traced& t, const std::vector<Impl>& captures) {
-  std::vector<ArrayImpl*> leading = raw(t.params);
-  for (const Impl& c : captures) leading.push_back(c.get());
+  const std::vector<ArrayImpl*> leading = leading_inputs(t, captures);
   detail::LazyGraph lg = detail::build_lazy_graph(raw(t.results), detail::DataLeaves::Inputs, false, leading);
   INGOT_CHECK(lg.inputs.size() == leading.size(), "internal: a captured array was not lifted");
   return std::move(lg.graph);
@@ -137,7 +142,7 @@ std::vector<Impl> to_impls(const std::vector<Array>& arrays, const std::string& 
   return impls_of(arrays);
 }
 
-// Calls `fn` on placeholders shaped like `like` (tracing: reading their data is an error).
+// Calls `fn` on the placeholders `params` (tracing: reading their data is an error).
 template <class F>
 Traced trace(const std::vector<Impl>& params, F&& fn, const std::string& what) {
   Traced t;

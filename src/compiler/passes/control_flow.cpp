@@ -10,24 +10,16 @@
 namespace ingot {
 namespace {
 
-// Copies `n` into `out` with its inputs through `map`, recording its outputs in `map`.
-void copy_node(Graph& out, const Graph& in, const Node& n, std::vector<ValueId>& map) {
-  std::vector<ValueId> inputs;
-  for (ValueId v : n.inputs) inputs.push_back(map[static_cast<size_t>(v)]);
-  const std::vector<ValueId> outs = out.add_node(n.op, inputs, n.attrs, static_cast<int>(n.outputs.size()), n.scope);
-  if (!outs.empty()) out.node(out.value(outs[0]).producer).subgraphs = n.subgraphs;
-  for (size_t k = 0; k < outs.size(); ++k) {
-    copy_value_info(out.value(outs[k]), in.value(n.outputs[k]));
-    map[static_cast<size_t>(n.outputs[k])] = outs[k];
-  }
-}
-
 bool constant_condition(const Graph& g, const Node& n, bool* taken) {
   if (n.op != "if") return false;
   const Value& c = g.value(n.inputs[0]);
   if (c.kind != ValueKind::Constant || c.constant.numel() != 1) return false;
   *taken = c.constant.item(0) != 0.0;
   return true;
+}
+
+bool never_runs(const Node& n) {
+  return n.op == "while" && n.attrs.has("max_iterations") && n.attrs.get_int("max_iterations") == 0;
 }
 
 }  // namespace
@@ -37,8 +29,7 @@ PassReport simplify_control_flow(Graph& g, const PassContext&) {
   bool any = false;
   for (const Node& n : g.nodes()) {
     bool taken = false;
-    any = any || constant_condition(g, n, &taken) ||
-          (n.op == "while" && n.attrs.has("max_iterations") && n.attrs.get_int("max_iterations") == 0);
+    any = any || constant_condition(g, n, &taken) || never_runs(n);
   }
   if (!any) return report;
   Graph out;
@@ -61,7 +52,7 @@ PassReport simplify_control_flow(Graph& g, const PassContext&) {
       report.notes.push_back(std::string("if") + where + ": the condition is a constant; the " +
                              (taken ? "then" : "else") + " branch inlined");
       ++report.changes;
-    } else if (n.op == "while" && n.attrs.has("max_iterations") && n.attrs.get_int("max_iterations") == 0) {
+    } else if (never_runs(n)) {
       for (size_t k = 0; k < n.outputs.size(); ++k) map[static_cast<size_t>(n.outputs[k])] = map[static_cast<size_t>(n.inputs[k])];
       report.notes.push_back("while" + where + ": max_iterations = 0; the loop is its operands");
       ++report.changes;
