@@ -340,7 +340,9 @@ TEST(ControlFlow, ErrorsInsideASubgraphNameIt) {
 
 // Gradients against central finite differences in float64: through if (either branch, an
 // operand only one branch reads), scan (forward and reversed, carry, scanned input and invariant
-// all differentiated, a second stacked output, zero-step gradients), and nested control flow.
+// all differentiated, a second stacked output, zero-step gradients), nested control flow, and
+// while with max_iterations (fixed and data-dependent trip counts, none, cut off by the bound; on
+// the reference and CPU backends), and the error without it.
 TEST(ControlFlowGradients, IfIsTheTakenBranchsGradient) {
   for (const bool p : {true, false}) {
     SCOPED_TRACE(p ? "then" : "else");
@@ -419,14 +421,141 @@ TEST(ControlFlowGradients, NestedIfInsideAScan) {
       {rnd({3}, 12), rnd({6, 3}, 13)});
 }
 
-TEST(ControlFlowGradients, WhileRefusesWithAClearError) {
+// A scan's gradient checkpoints the carries: it stacks only the carry entering each step and
+// recomputes the body's intermediates in each backward step, so the [3, 3] outer product of this
+// body is never stacked into a [5, 3, 3] value.
+TEST(ControlFlowGradients, ScanSavesOnlyTheCarriesAndRecomputesTheBody) {
+  const GraphBuilder outer_rnn = [](Graph& g, const std::vector<ValueId>& in) {
+    Graph body = subgraph({"h", "x"}, [](Graph& s, const std::vector<ValueId>& p) {
+      const ValueId outer = s.add_op("matmul", {s.add_op("reshape", {p[0]}, {{"shape", std::vector<int64_t>{3, 1}}}),
+                                                s.add_op("reshape", {p[1]}, {{"shape", std::vector<int64_t>{1, 3}}})});
+      return std::vector<ValueId>{
+          s.add_op("tanh", {s.add_op("sum", {s.add_op("sin", {outer})}, {{"axes", std::vector<int64_t>{1}}})})};
+    });
+    return control(g, "scan", {in[0], in[1]}, {body}, 1, {{"num_carry", int64_t{1}}, {"num_xs", int64_t{1}}});
+  };
+  check_gradients(outer_rnn, {rnd({3}, 31), rnd({5, 3}, 32)});
+  Graph g = make_graph({{"h", {3}, DType::Float64}, {"xs", {5, 3}, DType::Float64}},
+                       [&](Graph& g, std::vector<ValueId>& in) { g.set_output("h_out", outer_rnn(g, in)[0]); });
+  const ValueId h_out = g.outputs()[0].second;
+  const ValueId seed = g.add_input("d_h");
+  copy_value_info(g.value(seed), g.value(h_out));
+  append_backward(g, {{h_out, seed}}, g.leaves_of(ValueKind::Input));
+  int stacked_carries = 0;
+  for (const Value& v : g.values()) {
+    EXPECT_NE(to_string(v.shape), "[5, 3, 3]") << "'" << describe_value(g, v.id) << "' stacks an intermediate";
+    if (v.producer >= 0 && g.node(v.producer).op == "scan" && to_string(v.shape) == "[5, 3]") ++stacked_carries;
+  }
+  EXPECT_EQ(stacked_carries, 2) << "the carries entering each step, and the xs' gradients";
+}
+
+// A while without max_iterations has no bound on the iterations its gradient would save.
+TEST(ControlFlowGradients, WhileWithoutMaxIterationsIsAClearError) {
   Graph g = while_graph();
   const ValueId acc = g.outputs()[1].second;
   const ValueId seed = g.add_input("d_acc");
   copy_value_info(g.value(seed), g.value(acc));
   g.value(seed).name = "d_acc";
   expect_error([&] { append_backward(g, {{acc, seed}}, {g.leaves_of(ValueKind::Input)[3]}); },
-               "gradients through a while loop are not supported yet; write the loop as a scan");
+               "Cannot differentiate through while in 'cf': its trip count is only known at run time, and its "
+               "gradient saves each iteration up to a bound the loop does not give; set max_iterations: "
+               "while_loop(cond, body, init, max_iterations) in C++, ml.while_loop(cond_fun, body_fun, init_val, "
+               "max_iterations=...) in Python");
+}
+
+// A while's gradient runs on the reference backend and as native code on the CPU backend.
+void check_while_gradients(const GraphBuilder& build, const std::vector<Tensor>& inputs) {
+  for (const bool cpu : {false, true}) {
+    SCOPED_TRACE(cpu ? "cpu" : "reference");
+    GradCheckOptions o;
+    if (cpu)
+      o.run_backward = [](const Graph& g, const std::vector<Tensor>& args) {
+        return cpu::lower_with_plan(g, plan_fusion(g), cpu_options(), false, "greedy", host_layout())->run(args);
+      };
+    check_gradients(build, inputs, o);
+  }
+}
+
+// while (i < n) { i += 1; h = tanh(h * w + x) }: carried (i: int32, h), invariants (n, w, x).
+GraphBuilder counted_while(int64_t max_iterations) {
+  return [max_iterations](Graph& g, const std::vector<ValueId>& in) {
+    const std::vector<std::string> names = {"i", "h", "n", "w", "x"};
+    Graph cond = subgraph(names, [](Graph& s, const std::vector<ValueId>& p) {
+      return std::vector<ValueId>{s.add_op("less", {p[0], p[2]})};
+    });
+    Graph body = subgraph(names, [](Graph& s, const std::vector<ValueId>& p) {
+      return std::vector<ValueId>{s.add_op("add", {p[0], cpu_test::scalar(s, 1, DType::Int32)}),
+                                  s.add_op("tanh", {s.add_op("add", {s.add_op("mul", {p[1], p[3]}), p[4]})})};
+    });
+    return control(g, "while", in, {cond, body}, 2,
+                   {{"num_invariant", int64_t{3}}, {"max_iterations", max_iterations}});
+  };
+}
+
+TEST(ControlFlowGradients, WhileWithAFixedTripCount) {
+  // n = 5 of at most 10; 0 runs none (the gradient is the cotangent, zero for w and x); n = 10
+  // ends at max_iterations as the condition fails; n = 100 is cut off by it.
+  for (const int n : {5, 0, 10, 100}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    check_while_gradients(counted_while(10), {Tensor::scalar<int32_t>(0), rnd({3}, 20), Tensor::scalar<int32_t>(n),
+                                              rnd({3}, 21), rnd({3}, 22)});
+  }
+  // max_iterations = 0: the loop is its operands.
+  check_while_gradients(counted_while(0), {Tensor::scalar<int32_t>(0), rnd({3}, 23), Tensor::scalar<int32_t>(4),
+                                           rnd({3}, 24), rnd({3}, 25)});
+}
+
+// while (sum(x) < limit) { k += 1; x = 2 x + sin(x) w }: the trip count depends on x's values
+// (limit, an invariant, gets a zero gradient), and cond returns its element as [1].
+GraphBuilder doubling_while(int64_t max_iterations) {
+  return [max_iterations](Graph& g, const std::vector<ValueId>& in) {
+    const std::vector<std::string> names = {"k", "x", "limit", "w"};
+    Graph cond = subgraph(names, [](Graph& s, const std::vector<ValueId>& p) {
+      const ValueId total = s.add_op("sum", {p[1]}, {{"axes", std::vector<int64_t>{0}}, {"keepdims", int64_t{1}}});
+      return std::vector<ValueId>{s.add_op("less", {total, p[2]})};
+    });
+    Graph body = subgraph(names, [](Graph& s, const std::vector<ValueId>& p) {
+      const ValueId doubled = s.add_op("mul", {p[1], cpu_test::scalar(s, 2.0, DType::Float64)});
+      return std::vector<ValueId>{s.add_op("add", {p[0], cpu_test::scalar(s, 1, DType::Int32)}),
+                                  s.add_op("add", {doubled, s.add_op("mul", {s.add_op("sin", {p[1]}), p[3]})})};
+    });
+    return control(g, "while", in, {cond, body}, 2,
+                   {{"num_invariant", int64_t{2}}, {"max_iterations", max_iterations}});
+  };
+}
+
+TEST(ControlFlowGradients, WhileWithADataDependentTripCount) {
+  const Tensor x = Tensor::from_vector<double>({0.5, 0.7, 0.9}, {3});
+  const Tensor w = Tensor::from_vector<double>({0.3, -0.2, 0.1}, {3});
+  // sum(x) runs 2.1, 4.29, 8.76, 17.5, 35.0, ..., 2240 after 10 iterations: the limit 20 stops
+  // the loop after 4, 1.5 before any, and 5000 is never reached in the 10 max_iterations allows.
+  for (const auto& [limit, trips] : std::vector<std::pair<double, int>>{{20.0, 4}, {1.5, 0}, {5000.0, 10}}) {
+    SCOPED_TRACE("limit " + std::to_string(limit));
+    const std::vector<Tensor> in = {Tensor::scalar<int32_t>(0), x, Tensor::full(DType::Float64, {}, limit), w};
+    const Graph g = make_graph({{"k", {}, DType::Int32}, {"x", {3}, DType::Float64}, {"limit", {}, DType::Float64},
+                                {"w", {3}, DType::Float64}},
+                               [](Graph& g, std::vector<ValueId>& ins) {
+                                 const std::vector<ValueId> r = doubling_while(10)(g, ins);
+                                 g.set_output("k", r[0]);
+                                 g.set_output("x", r[1]);
+                               });
+    EXPECT_EQ(run_reference(g, in)[0].item(0), trips);
+    check_while_gradients(doubling_while(10), in);
+
+    // The gradient graph through the whole pipeline, at every level on both backends.
+    Graph grads = g;
+    const ValueId x_out = grads.outputs()[1].second;
+    const ValueId seed = grads.add_input("d_x");
+    copy_value_info(grads.value(seed), grads.value(x_out));
+    grads.value(seed).name = "d_x";
+    const std::vector<ValueId> leaves = grads.leaves_of(ValueKind::Input);
+    const std::vector<ValueId> d = append_backward(grads, {{x_out, seed}}, {leaves[1], leaves[3]});
+    grads.outputs() = {{"d_x0", d[0]}, {"d_w", d[1]}};
+    verify(grads);
+    std::vector<Tensor> with_seed = in;
+    with_seed.push_back(rnd({3}, 30));
+    check_levels(grads, with_seed, run_reference(grads, with_seed));
+  }
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
 // cond, while_loop and scan on lazy arrays (include/ingot/control_flow.h): eager results against
 // the same computation written out, captured arrays lifted to operands, the functions traced once,
-// inside compile(fn) with the branch chosen per call, gradients against the unrolled function's,
-// and the errors.
+// inside compile(fn) with the branch chosen per call, gradients against the unrolled function's
+// and (through while_loop) against finite differences, and the errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
+#include "array_finite_difference.h"
 #include "ingot/control_flow.h"
 #include "ingot/function_compile.h"
 #include "op_test_util.h"
@@ -145,6 +146,47 @@ TEST(ControlFlowArrays, GradientsMatchTheUnrolledFunctions) {
   }
 }
 
+// Through while_loop with max_iterations: a fixed trip count (an int32 counter, w captured), a
+// data-dependent one (doubling x while its sum is below a limit), one that never runs and one
+// that max_iterations cuts off, each against finite differences.
+TEST(ControlFlowArrays, GradThroughWhileLoopMatchesFiniteDifferences) {
+  const Tensor h0 = random_tensor({3}, 12, -1, 1, DType::Float64), w = random_tensor({3}, 13, -1, 1, DType::Float64);
+  auto counted = [](int limit) {
+    return [limit](const std::vector<Array>& a) {
+      const Array& w = a[1];
+      const std::vector<Array> r = while_loop(
+          [limit](const std::vector<Array>& s) { return s[0] < limit; },
+          [&w](const std::vector<Array>& s) { return std::vector<Array>{s[0] + 1, tanh(s[1] * w + 0.5)}; },
+          {Array(Tensor::scalar<int32_t>(0)), a[0]}, 8);
+      return one(sum(r[1] * r[1]));
+    };
+  };
+  // sum(x) runs 2.1, 4.29, 8.76, 17.5, 35.0: 4 iterations below 20, none below 1.
+  auto doubling = [](double limit) {
+    return [limit](const std::vector<Array>& a) {
+      const Array& w = a[1];
+      return one(sum(sin(while_loop([limit](const std::vector<Array>& s) { return sum(s[0]) < limit; },
+                                    [&w](const std::vector<Array>& s) { return one(s[0] * 2.0 + sin(s[0]) * w); },
+                                    {a[0]}, 10)[0])));
+    };
+  };
+  const Tensor x = Tensor::from_vector<double>({0.5, 0.7, 0.9}, {3});
+  const Tensor v = Tensor::from_vector<double>({0.3, -0.2, 0.1}, {3});
+  const std::vector<std::pair<ArrayFunction, std::vector<Tensor>>> cases = {
+      {counted(5), {h0, w}}, {counted(0), {h0, w}}, {counted(100), {h0, w}}, {doubling(20), {x, v}},
+      {doubling(1), {x, v}}};
+  for (size_t c = 0; c < cases.size(); ++c) {
+    SCOPED_TRACE("case " + std::to_string(c));
+    const auto& [f, args] = cases[c];
+    const std::vector<Array> g = grad(f, {0, 1})({Array(args[0]), Array(args[1])});
+    for (size_t i = 0; i < 2; ++i) {
+      const Tensor fd = finite_difference(f, args, i);
+      EXPECT_TRUE(allclose(g[i].tensor(), fd, 1e-6, 1e-8)) << "d/d arg " << i << ": " << g[i].tensor().str()
+                                                           << "\nfinite differences " << fd.str();
+    }
+  }
+}
+
 TEST(ControlFlowArrays, ErrorsNameWhatIsWrong) {
   const Array x(random_tensor({2}, 11));
   expect_error([&] {
@@ -170,7 +212,8 @@ TEST(ControlFlowArrays, ErrorsNameWhatIsWrong) {
   expect_error([&] { grad([](const std::vector<Array>& a) {
     return one(sum(while_loop([](const std::vector<Array>& s) { return sum(s[0]) < 10.0f; },
                               [](const std::vector<Array>& s) { return one(s[0] * 2.0f); }, {a[0]})[0]));
-  })({x}); }, "gradients through a while loop are not supported yet");
+  })({x}); }, "its trip count is only known at run time, and its gradient saves each iteration up to a bound the "
+              "loop does not give; set max_iterations: while_loop(cond, body, init, max_iterations) in C++");
 }
 
 }  // namespace

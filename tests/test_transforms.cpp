@@ -2,6 +2,7 @@
 // float64, and composed with compile both ways.
 #include <gtest/gtest.h>
 
+#include "array_finite_difference.h"
 #include "array_mlp.h"
 #include "ingot/cpu_backend.h"
 #include "ingot/function_compile.h"
@@ -13,26 +14,10 @@ namespace {
 
 using testing::Contains;
 using testing::error_of;
+using testing::finite_difference;
 using testing::random_tensor;
 
 Tensor f64(Shape s, uint64_t seed) { return random_tensor(std::move(s), seed, -1, 1, DType::Float64); }
-
-// d f / d args[which] by central differences, f returning a one-element array.
-Tensor finite_difference(const ArrayFunction& f, std::vector<Tensor> args, size_t which, double eps = 1e-6) {
-  Tensor x = args[which].clone();
-  Tensor g(DType::Float64, x.shape());
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    auto at = [&](double delta) {
-      Tensor xi = x.clone();
-      xi.data<double>()[i] += delta;
-      std::vector<Array> as;
-      for (size_t k = 0; k < args.size(); ++k) as.emplace_back(k == which ? xi : args[k]);
-      return f(as)[0].item<double>();
-    };
-    g.data<double>()[i] = (at(eps) - at(-eps)) / (2 * eps);
-  }
-  return g;
-}
 
 Array smooth(const Array& x) { return sum(tanh(x) * x + exp(x * 0.5) / (1.0 + square(x))); }
 

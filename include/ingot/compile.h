@@ -44,6 +44,10 @@ struct CompileOptions {
 
   bool static_shapes = false;  // every dimension must be known at compile time
   bool inference = false;      // inference graph: Dropout off, BatchNorm uses running stats
+  // Logical models' If and While blocks may decide at run time, from data (a condition reading an
+  // input or a parameter, a loop whose trip count depends on one). Off, such a block is an error
+  // naming this option; a condition fixed at compile time folds away either way.
+  bool dynamic_control_flow = false;
   bool jit = true;             // lower now (true) or on the first evaluate (false)
   std::string file_path;       // write the backend's generated code (reference: its plan) here
   std::string dump_graph;      // write the final graph here ("-" = stdout)

@@ -12,7 +12,9 @@
 //
 // Arrays a function reads without receiving them (weights, literals, values of an enclosing
 // trace) are passed into the subgraph as extra operands. Gradients: through cond (the taken
-// branch's) and scan (a reverse scan); not yet through while_loop (an error says so).
+// branch's), scan (a reverse scan) and while_loop when it has max_iterations (the loop's
+// iterations saved up to that bound, as a scan of max_iterations steps); without max_iterations a
+// gradient through while_loop is an error that says to set it.
 #pragma once
 
 #include <functional>
@@ -32,6 +34,7 @@ std::vector<Array> cond(const Array& pred, const ArrayFunction& true_fn, const A
 
 // The carried values after `body_fn` ran while `cond_fn` (one bool element) held, at most
 // max_iterations times when given. body_fn returns each carried value with its shape and dtype.
+// grad through the loop needs max_iterations: the backward pass saves that many iterations.
 std::vector<Array> while_loop(const std::function<Array(const std::vector<Array>&)>& cond_fn,
                               const ArrayFunction& body_fn, const std::vector<Array>& init,
                               std::optional<int64_t> max_iterations = std::nullopt);

@@ -10,6 +10,7 @@
 
 #include "ingot/array.h"
 #include "ingot/compile.h"
+#include "ingot/control_blocks.h"
 #include "ingot/control_flow.h"
 #include "ingot/cpu_backend.h"
 #include "ingot/dtype.h"

@@ -175,6 +175,28 @@ Model ResNet18(int64_t num_classes = 1000);
 Model ResNet50(int64_t num_classes = 1000);
 Model MobileNetV2(int64_t num_classes = 1000, double width_mult = 1.0);
 
+// Recurrent layers (src/models/zoo_recurrent.cpp), torch.nn.LSTM / GRU / RNN's equations,
+// options and parameter names and layout (weight_ih_l0 [G*H, input_size], weight_hh_l0
+// [G*H, H], bias_ih_l0, bias_hh_l0, "_reverse" for the second direction; G = 4 for LSTM with
+// gates i, f, g, o, 3 for GRU with r, z, n, 1 for RNN), so a PyTorch state dict loads as is. Each
+// layer and direction is a Scan block (include/ingot/control_blocks.h) whose body holds one
+// step's recurrent matmul and gates; the input's matmul over all time steps runs before it.
+// Terminals: input [T, N, input_size] ([N, T, input_size] with batch_first), output
+// [T, N, D * H] (D = 2 when bidirectional), h_n [num_layers * D, N, H] (and c_n for LSTM).
+// The initial states are zeros.
+struct RecurrentOptions {
+  int64_t input_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 1;
+  bool bias = true;
+  bool batch_first = false;
+  bool bidirectional = false;
+  std::string nonlinearity = "tanh";  // RNN: tanh | relu
+};
+Model LSTM(const RecurrentOptions& o);
+Model GRU(const RecurrentOptions& o);
+Model RNN(const RecurrentOptions& o);
+
 // The bundled example networks used by the demo and tests.
 // CNN: Conv2d(64, k3) -> BatchNorm2d -> Relu -> Conv2d(128, k3) -> GlobalAvgPool2d -> Linear(10)
 Model ExampleCNN(int64_t num_classes = 10);

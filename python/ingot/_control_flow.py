@@ -3,7 +3,8 @@
 Each function is called once, on placeholder arrays, and what it records becomes a subgraph of an
 `if`, `while` or `scan` op of the IR, so the branch or the loop runs when the graph runs: eagerly,
 inside ml.compile (one trace serves every predicate value and trip count), and under ml.grad
-(through cond and scan; a gradient through while_loop is an error for now). Operands, carries and
+(through cond, scan, and while_loop given max_iterations; without it a gradient through
+while_loop is an error that says to set it). Operands, carries and
 results may be arrays or trees of them (lists, tuples, dicts); numbers and array data convert.
 Arrays a function reads without receiving them (weights, literals) are passed in for it.
 """
@@ -37,7 +38,8 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, max_iterations: Optional[int] = None) -> Any:
     """The loop state after body_fun(state) ran while cond_fun(state) (one bool element) held, at
-    most `max_iterations` times when given; body_fun returns the state's structure, shapes and dtypes."""
+    most `max_iterations` times when given; body_fun returns the state's structure, shapes and dtypes.
+    ml.grad through the loop needs max_iterations: the backward pass saves that many iterations."""
     leaves, structure = _tree.flatten(init_val, "while_loop: init_val", convert=True)
 
     def flat_cond(xs: List["_ingot.array"]) -> "_ingot.array":

@@ -365,6 +365,49 @@ def MobileNetV2(num_classes: int = 1000, width_mult: float = 1.0) -> Model:
     torchvision's MobileNetV2: [N, 3, H, W] -> logits; parameters named as its state dict (classifier.1.weight is [in, out]).
     """
 
+def LSTM(input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True, batch_first: bool = False, bidirectional: bool = False, nonlinearity: str = 'tanh') -> Model:
+    """
+    torch.nn.LSTM as a block (gates i, f, g, o; parameters weight_ih_l0 [4H, in], weight_hh_l0,
+    bias_ih_l0, bias_hh_l0, '_reverse' for the backward direction, so a state dict loads as is).
+    Terminals: input [T, N, in] ([N, T, in] with batch_first), output [T, N, D*H], h_n and c_n
+    [num_layers*D, N, H]; zero initial states. Each layer is a Scan over its time steps.
+    """
+
+def GRU(input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True, batch_first: bool = False, bidirectional: bool = False, nonlinearity: str = 'tanh') -> Model:
+    """
+    torch.nn.GRU as a block (gates r, z, n; PyTorch's parameter names and layout). Terminals:
+    input, output, h_n, as for LSTM.
+    """
+
+def RNN(input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True, batch_first: bool = False, bidirectional: bool = False, nonlinearity: str = 'tanh') -> Model:
+    """
+    torch.nn.RNN as a block (h' = tanh or relu of x W_ih^T + b_ih + h W_hh^T + b_hh; PyTorch's
+    parameter names). Terminals: input, output, h_n, as for LSTM.
+    """
+
+def If(condition: str, then_branch: object, else_branch: object) -> Model:
+    """
+    then_branch where `condition` (a terminal name or an expression over terminals, e.g. 'x_norm > 1')
+    holds, else else_branch; both produce the same outputs. A condition that reads data needs
+    compile(..., dynamic_control_flow=True). See include/ingot/control_blocks.h.
+    """
+
+def While(condition: str, body: object, initial_state: dict | None = None, loop_vars: dict | None = None, output_vars: dict | None = None, max_iterations: int | None = None) -> Model:
+    """
+    Runs `body` while `condition` (an expression over loop variables and terminals, e.g.
+    'step < max_steps') holds. initial_state: {loop variable: wire name or constant};
+    loop_vars: {loop variable: body output or expression, e.g. 'step + 1'}; output_vars:
+    {output terminal: loop variable}. max_iterations bounds the loop (gradients through a
+    data-dependent trip count need it).
+    """
+
+def Scan(body: object, xs: dict | None = None, initial_state: dict | None = None, loop_vars: dict | None = None, ys: dict | None = None, output_vars: dict | None = None, reverse: bool = False) -> Model:
+    """
+    Runs `body` once per step of the leading axis of its sequences. xs: {body input: sequence
+    terminal}; initial_state / loop_vars / output_vars: carried loop variables as for While;
+    ys: {output terminal: body output}, stacked along a new leading axis; reverse: last step first.
+    """
+
 def ExampleCNN(num_classes: int = 10) -> Model:
     """The bundled CNN."""
 

@@ -9,6 +9,7 @@
 
 #include "bindings.h"
 #include "convert.h"
+#include "ingot/control_blocks.h"
 #include "ingot/error.h"
 #include "ingot/models.h"
 
@@ -69,6 +70,36 @@ std::vector<int64_t> to_ints(nb::handle obj) {
   if (nb::isinstance<nb::int_>(obj)) return {nb::cast<int64_t>(obj)};
   for (nb::handle x : obj) v.push_back(nb::cast<int64_t>(x));
   return v;
+}
+
+// A branch or loop body from Python: a block, or a block called with its links.
+BlockCall to_block_call(nb::handle v, const char* what) {
+  if (nb::isinstance<BlockCall>(v)) return nb::cast<BlockCall>(v);
+  if (nb::isinstance<Model>(v)) return BlockCall{nb::cast<Model>(v), {}};
+  throw nb::type_error((std::string(what) + " must be a block (ml.Model) or a called block (block(input=...))").c_str());
+}
+
+// A dict of names from Python, in its order: {loop variable: next value}, {output: loop variable}.
+NameMap to_name_map(const std::optional<nb::dict>& d) {
+  NameMap out;
+  if (d)
+    for (auto [k, v] : *d) {
+      const std::string key = nb::cast<std::string>(k);
+      if (!nb::isinstance<nb::str>(v))
+        throw nb::type_error(("'" + key + "' must map to a name or an expression (a str)").c_str());
+      out.emplace_back(key, nb::cast<std::string>(v));
+    }
+  return out;
+}
+
+InitialState to_initial_state(const std::optional<nb::dict>& d) {
+  InitialState out;
+  if (d)
+    for (auto [k, v] : *d) {
+      const std::string key = nb::cast<std::string>(k);
+      out.emplace_back(key, to_iokey(v, key));
+    }
+  return out;
 }
 
 Model conv2d(std::optional<int64_t> in_channels, std::optional<int64_t> out_channels, nb::handle kernel_size,
@@ -381,6 +412,80 @@ void bind_model(nb::module_& m) {
         "torchvision's ResNet-50: [N, 3, H, W] -> logits; parameters named as its state dict (fc.weight is [in, out]).");
   m.def("MobileNetV2", &MobileNetV2, nb::arg("num_classes") = 1000, nb::arg("width_mult") = 1.0,
         "torchvision's MobileNetV2: [N, 3, H, W] -> logits; parameters named as its state dict (classifier.1.weight is [in, out]).");
+  auto recurrent = [&m](const char* name, Model (*make)(const RecurrentOptions&), const char* doc) {
+    m.def(
+        name,
+        [make](int64_t input_size, int64_t hidden_size, int64_t num_layers, bool bias, bool batch_first,
+               bool bidirectional, const std::string& nonlinearity) {
+          RecurrentOptions o;
+          o.input_size = input_size;
+          o.hidden_size = hidden_size;
+          o.num_layers = num_layers;
+          o.bias = bias;
+          o.batch_first = batch_first;
+          o.bidirectional = bidirectional;
+          o.nonlinearity = nonlinearity;
+          return make(o);
+        },
+        nb::arg("input_size"), nb::arg("hidden_size"), nb::arg("num_layers") = 1, nb::arg("bias") = true,
+        nb::arg("batch_first") = false, nb::arg("bidirectional") = false, nb::arg("nonlinearity") = "tanh", doc);
+  };
+  recurrent("LSTM", &LSTM,
+            "torch.nn.LSTM as a block (gates i, f, g, o; parameters weight_ih_l0 [4H, in], weight_hh_l0,\n"
+            "bias_ih_l0, bias_hh_l0, '_reverse' for the backward direction, so a state dict loads as is).\n"
+            "Terminals: input [T, N, in] ([N, T, in] with batch_first), output [T, N, D*H], h_n and c_n\n"
+            "[num_layers*D, N, H]; zero initial states. Each layer is a Scan over its time steps.");
+  recurrent("GRU", &GRU,
+            "torch.nn.GRU as a block (gates r, z, n; PyTorch's parameter names and layout). Terminals:\n"
+            "input, output, h_n, as for LSTM.");
+  recurrent("RNN", &RNN,
+            "torch.nn.RNN as a block (h' = tanh or relu of x W_ih^T + b_ih + h W_hh^T + b_hh; PyTorch's\n"
+            "parameter names). Terminals: input, output, h_n, as for LSTM.");
+  m.def(
+      "If",
+      [](const std::string& condition, nb::handle then_branch, nb::handle else_branch) {
+        return If(condition, to_block_call(then_branch, "then_branch"), to_block_call(else_branch, "else_branch"));
+      },
+      nb::arg("condition"), nb::arg("then_branch"), nb::arg("else_branch"),
+      "then_branch where `condition` (a terminal name or an expression over terminals, e.g. 'x_norm > 1')\n"
+      "holds, else else_branch; both produce the same outputs. A condition that reads data needs\n"
+      "compile(..., dynamic_control_flow=True). See include/ingot/control_blocks.h.");
+  m.def(
+      "While",
+      [](const std::string& condition, nb::handle body, const std::optional<nb::dict>& initial_state,
+         const std::optional<nb::dict>& loop_vars, const std::optional<nb::dict>& output_vars,
+         std::optional<int64_t> max_iterations) {
+        return While(condition, to_block_call(body, "body"), to_initial_state(initial_state), to_name_map(loop_vars),
+                     to_name_map(output_vars), max_iterations);
+      },
+      nb::arg("condition"), nb::arg("body"), nb::arg("initial_state").none() = nb::none(),
+      nb::arg("loop_vars").none() = nb::none(), nb::arg("output_vars").none() = nb::none(),
+      nb::arg("max_iterations").none() = nb::none(),
+      "Runs `body` while `condition` (an expression over loop variables and terminals, e.g.\n"
+      "'step < max_steps') holds. initial_state: {loop variable: wire name or constant};\n"
+      "loop_vars: {loop variable: body output or expression, e.g. 'step + 1'}; output_vars:\n"
+      "{output terminal: loop variable}. max_iterations bounds the loop (gradients through a\n"
+      "data-dependent trip count need it).");
+  m.def(
+      "Scan",
+      [](nb::handle body, const std::optional<nb::dict>& xs, const std::optional<nb::dict>& initial_state,
+         const std::optional<nb::dict>& loop_vars, const std::optional<nb::dict>& ys,
+         const std::optional<nb::dict>& output_vars, bool reverse) {
+        ScanOptions o;
+        o.xs = to_name_map(xs);
+        o.initial_state = to_initial_state(initial_state);
+        o.loop_vars = to_name_map(loop_vars);
+        o.ys = to_name_map(ys);
+        o.output_vars = to_name_map(output_vars);
+        o.reverse = reverse;
+        return Scan(to_block_call(body, "body"), o);
+      },
+      nb::arg("body"), nb::arg("xs").none() = nb::none(), nb::arg("initial_state").none() = nb::none(),
+      nb::arg("loop_vars").none() = nb::none(), nb::arg("ys").none() = nb::none(),
+      nb::arg("output_vars").none() = nb::none(), nb::arg("reverse") = false,
+      "Runs `body` once per step of the leading axis of its sequences. xs: {body input: sequence\n"
+      "terminal}; initial_state / loop_vars / output_vars: carried loop variables as for While;\n"
+      "ys: {output terminal: body output}, stacked along a new leading axis; reverse: last step first.");
   m.def("ExampleCNN", &ExampleCNN, nb::arg("num_classes") = 10, "The bundled CNN.");
   m.def("ExampleMLP", &ExampleMLP, "The bundled MLP 784 -> 256 -> 10.");
 }

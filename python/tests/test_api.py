@@ -108,6 +108,7 @@ def test_every_compile_option_is_a_keyword(tmp_path, rng):
     options = dict(
         shapes={"input": [2, 4]}, types={"input": "float32"}, constant_keys={"linear_0.bias": np.zeros(3, np.float32)},
         data_keys=["input"], trainable_keys=["linear_0.weight"], discard_keys=[], static_shapes=True, inference=True,
+        dynamic_control_flow=False,
         jit=False, file_path=tmp_path / "plan.txt", dump_graph=dump, dump_format="json", verbose=False,
         optimization_level="high", optimizations={"cse": False, "dce": True},
         custom_passes=[("record", "end", lambda g: seen.append(len(g["nodes"])))], dump_after_each_pass=False,

@@ -1,6 +1,7 @@
 """ml.cond, ml.while_loop and ml.scan against NumPy (and jax.lax where JAX is installed): trees of
 operands and carries, captured arrays, ml.compile with one trace for every predicate value,
-gradients against finite differences and against the unrolled loop, and the errors."""
+gradients against finite differences (through while_loop with max_iterations too) and against the
+unrolled loop, and the errors (a gradient through while_loop without max_iterations among them)."""
 import numpy as np
 import pytest
 
@@ -84,6 +85,18 @@ def test_compiled_function_traces_once_for_both_branches():
     assert ml.compile_count() == before + 1
 
 
+def finite_differences(f, args, i, eps=1e-6):
+    """d f / d args[i] by central differences, f returning one element."""
+    out = np.zeros_like(args[i])
+    for idx in np.ndindex(*args[i].shape):
+        plus = [a.copy() for a in args]
+        minus = [a.copy() for a in args]
+        plus[i][idx] += eps
+        minus[i][idx] -= eps
+        out[idx] = (float(f(*plus)) - float(f(*minus))) / (2 * eps)
+    return out
+
+
 def test_gradients_through_scan_and_cond_match_finite_differences():
     r = rng(6)
     h0, xs, w = (r.standard_normal(s) for s in [(3,), (4, 3), (3,)])  # float64
@@ -93,23 +106,35 @@ def test_gradients_through_scan_and_cond_match_finite_differences():
         return ml.sum(h * h) + ml.sum(ys["y"] * ys["y"])
 
     grads = ml.grad(loss, argnums=(0, 1, 2))(h0, xs, w)
-
-    def numeric(i, eps=1e-6):
-        args = [h0, xs, w]
-        out = np.zeros_like(args[i])
-        for idx in np.ndindex(*args[i].shape):
-            plus = [a.copy() for a in args]
-            minus = [a.copy() for a in args]
-            plus[i][idx] += eps
-            minus[i][idx] -= eps
-            out[idx] = (float(loss(*plus)) - float(loss(*minus))) / (2 * eps)
-        return out
-
     for i in range(3):
-        np.testing.assert_allclose(np.asarray(grads[i]), numeric(i), rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(np.asarray(grads[i]), finite_differences(loss, [h0, xs, w], i), rtol=1e-6,
+                                   atol=1e-8)
     for p in (True, False):
         g = ml.grad(lambda x: ml.sum(ml.cond(p, lambda a: ml.sin(a) * a, lambda a: a * a, x)))(h0)
         np.testing.assert_allclose(np.asarray(g), np.cos(h0) * h0 + np.sin(h0) if p else 2 * h0, rtol=1e-12)
+
+
+def test_gradients_through_while_loop_with_max_iterations_match_finite_differences():
+    h0, w = (rng(7).standard_normal(3) for _ in range(2))  # float64
+
+    def counted(limit):  # `limit` steps of h = tanh(h * w + 0.5), at most 8, counted by an int32
+        def loss(h0, w):
+            state = ml.while_loop(lambda s: s["i"] < limit, lambda s: {"i": s["i"] + 1, "h": ml.tanh(s["h"] * w + 0.5)},
+                                  {"i": np.int32(0), "h": h0}, max_iterations=8)
+            return ml.sum(state["h"] * state["h"])
+        return loss
+
+    def doubling(limit):  # sum(x) runs 2.1, 4.29, 8.76, 17.5, 35.0: 4 iterations below 20, none below 1
+        return lambda x, w: ml.sum(ml.sin(ml.while_loop(lambda s: ml.sum(s) < limit, lambda s: s * 2.0 + ml.sin(s) * w,
+                                                        x, max_iterations=10)))
+
+    x, v = np.array([0.5, 0.7, 0.9]), np.array([0.3, -0.2, 0.1])
+    # A fixed trip count, none, one max_iterations cuts off, and data-dependent ones.
+    for loss, args in [(counted(5), [h0, w]), (counted(0), [h0, w]), (counted(100), [h0, w]),
+                       (doubling(20.0), [x, v]), (doubling(1.0), [x, v])]:
+        grads = ml.grad(loss, argnums=(0, 1))(*args)
+        for i in range(2):
+            np.testing.assert_allclose(np.asarray(grads[i]), finite_differences(loss, args, i), rtol=1e-6, atol=1e-8)
 
 
 def test_errors_name_what_is_wrong():
@@ -126,5 +151,7 @@ def test_errors_name_what_is_wrong():
         ml.while_loop(lambda s: s[0] < 10, lambda s: (s[0] + 1,), (np.int32(0), x))
     with pytest.raises(TypeError, match=r"scan: f must return a \(carry, y\) pair"):
         ml.scan(lambda c, x: c, x, np.ones((3, 2), np.float32))
-    with pytest.raises(ml.IngotError, match="gradients through a while loop are not supported yet"):
+    with pytest.raises(ml.IngotError, match=r"Cannot differentiate through while: its trip count is only known at run "
+                       r"time.*set max_iterations: .* ml\.while_loop\(cond_fun, body_fun, init_val, "
+                       r"max_iterations=\.\.\.\) in Python"):
         ml.grad(lambda v: ml.sum(ml.while_loop(lambda s: ml.sum(s) < 10, lambda s: s * 2, v)))(x)

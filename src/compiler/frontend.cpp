@@ -59,10 +59,13 @@ void flatten_into(const ModelImpl& m, const std::string& path, std::vector<int>&
     const ModelImpl& child = b.model->impl();
     std::string scope = join(path, b.instance);
     if (child.primitive()) {
-      FlatNode n{child.op, child.attrs, {}, {}, scope};
-      for (size_t t = 0; t < b.wires.size(); ++t)
+      FlatNode n{child.op, child.attrs, {}, {}, scope, child.control, {}, {}};
+      for (size_t t = 0; t < b.wires.size(); ++t) {
         (b.is_output[t] ? n.outputs : n.inputs).push_back(map[b.wires[t]]);
+        (b.is_output[t] ? n.output_terminals : n.input_terminals).push_back(b.terminals[t]);
+      }
       for (int w : n.outputs) out.wires[w].producer = static_cast<int>(out.nodes.size());
+      if (n.control) merge_lifted_parameters(n, out);
       out.nodes.push_back(std::move(n));
       continue;
     }
@@ -282,7 +285,8 @@ ResolvedModel resolve_terminals(const FlatModel& flat, const CompileOptions& opt
       continue;
     }
     INGOT_CHECK(find_op(n.op) != nullptr, "Unknown op '", n.op, "' in block '", n.scope, "'");
-    std::vector<ValueId> outs = g.add_node(n.op, ins, n.attrs, static_cast<int>(n.outputs.size()), n.scope);
+    std::vector<ValueId> outs = n.control ? add_control_node(g, n, ins, options)
+                                          : g.add_node(n.op, ins, n.attrs, static_cast<int>(n.outputs.size()), n.scope);
     for (size_t k = 0; k < outs.size(); ++k) {
       value_of[n.outputs[k]] = outs[k];
       g.value(outs[k]).name = flat.wires[n.outputs[k]].name;

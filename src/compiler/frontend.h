@@ -3,6 +3,7 @@
 // mode, discards) into an IR graph plus the shape constraints inference must satisfy.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,10 @@ struct FlatNode {
   Attrs attrs;
   std::vector<int> inputs, outputs;  // wire indices
   std::string scope;  // instance path, "mlp.linear_1.matmul_0"
+  // Control-flow blocks: what the node is built from, and the block's terminal names in the
+  // order of `inputs` and `outputs`.
+  std::shared_ptr<const detail::ControlFlow> control;
+  std::vector<std::string> input_terminals, output_terminals;
 };
 
 struct FlatModel {
@@ -47,6 +52,15 @@ struct ResolvedModel {
 };
 
 ResolvedModel resolve_terminals(const FlatModel& flat, const CompileOptions& options);
+
+// Control-flow blocks (src/compiler/control_frontend.cpp). At flatten: gives each parameter
+// lifted out of a body the initializer, dtype and shape templates the body gives it.
+void merge_lifted_parameters(const FlatNode& n, FlatModel& out);
+// At resolve: appends the block's `if`, `while` or `scan` node to `g`, its subgraphs built from
+// the bodies, reading `inputs` (one value per input terminal); returns one value per output
+// terminal. A condition that reads data without options.dynamic_control_flow is an error.
+std::vector<ValueId> add_control_node(Graph& g, const FlatNode& n, const std::vector<ValueId>& inputs,
+                                      const CompileOptions& options);
 
 // The shape of each of `wires` (top-level wire indices of `model`, Connection::wire_index) as
 // shape inference over the model so far fixes it for inference (`options.inference` is set);

@@ -60,7 +60,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 std::vector<std::string> CompileOptions::option_names() {
   return {"shapes", "types", "constant_keys", "data_keys", "trainable_keys", "discard_keys",
-          "static_shapes", "inference", "jit", "file_path", "dump_graph", "dump_format", "verbose", "profile", "profile_output", "trace_shapes",
+          "static_shapes", "inference", "dynamic_control_flow", "jit", "file_path", "dump_graph", "dump_format", "verbose", "profile", "profile_output", "trace_shapes",
           "optimization_level", "optimizations", "custom_passes", "code_transformers", "dump_after_each_pass",
           "layout_target", "memory_planning", "max_memory_gb", "mixed_precision", "gradient_checkpointing",
           "checkpoint_segments"};
@@ -69,6 +69,7 @@ std::vector<std::string> CompileOptions::option_names() {
 void CompileOptions::set(const std::string& name, const std::string& value) {
   if (name == "static_shapes") static_shapes = parse_bool(name, value);
   else if (name == "inference") inference = parse_bool(name, value);
+  else if (name == "dynamic_control_flow") dynamic_control_flow = parse_bool(name, value);
   else if (name == "jit") jit = parse_bool(name, value);
   else if (name == "verbose") verbose = parse_bool(name, value);
   else if (name == "profile") profile = parse_bool(name, value);

@@ -196,6 +196,8 @@ void copy_impl(const ModelImpl& from, ModelImpl& to) {
   to.input_names = from.input_names;
   to.output_names = from.output_names;
   to.attrs = from.attrs;
+  to.control = from.control;
+  to.default_links = from.default_links;
   to.type_name = from.type_name;
   to.instance_name = from.instance_name;
   to.wires = from.wires;
@@ -246,7 +248,10 @@ std::vector<TerminalInfo> Model::terminals() const {
   std::vector<TerminalInfo> out;
   const ModelImpl& m = *impl_;
   if (m.primitive()) {
-    for (const auto& n : m.input_names) out.push_back({n, TerminalInfo::Role::Input, {}, {}});
+    for (const auto& n : m.input_names) {
+      const bool lifted = m.control && m.control->is_lifted(n);  // a parameter of a control-flow body
+      out.push_back({n, lifted ? TerminalInfo::Role::Parameter : TerminalInfo::Role::Input, {}, {}});
+    }
     for (const auto& n : m.output_names) out.push_back({n, TerminalInfo::Role::Output, {}, {}});
     return out;
   }
@@ -336,11 +341,28 @@ std::map<std::string, Connection> Model::add(const Model& block, const Links& li
   for (const detail::Block& b : m.blocks)
     INGOT_CHECK(b.instance != instance, "A block named '", instance, "' is already in this model");
 
+  // "input" and "output" name the canonical terminals of a block that has none named so.
+  Links given;
   for (const auto& [terminal, key] : links) {
     bool found = false;
     for (const auto& t : terms) found = found || t.name == terminal;
+    std::string name = terminal;
+    if (!found && (terminal == "input" || terminal == "output")) {
+      const int canonical = terminal == "input" ? block.impl_->canonical_input_index()
+                                                : block.impl_->canonical_output_index();
+      if (canonical >= 0) {
+        name = terms[static_cast<size_t>(canonical)].name;
+        found = true;
+      }
+    }
     INGOT_CHECK(found, block.type_name(), " has no terminal '", terminal, "' (terminals: ",
                 terminal_list(terms), ")");
+    given.emplace_back(name, key);
+  }
+  for (const auto& [terminal, key] : block.impl_->default_links) {
+    bool linked = false;
+    for (const auto& [t, k] : given) linked = linked || t == terminal;
+    if (!linked) given.emplace_back(terminal, key);
   }
 
   std::vector<int> producer = m.producer_of_wire();
@@ -350,8 +372,8 @@ std::map<std::string, Connection> Model::add(const Model& block, const Links& li
   std::map<std::string, Connection> handles;
   for (const auto& t : terms) {
     const IOKey* key = nullptr;
-    for (const auto& [terminal, k] : links)
-      if (terminal == t.name) key = &k;
+    for (const auto& [terminal, k] : given)
+      if (terminal == t.name && key == nullptr) key = &k;  // the caller's link, before a default one
     int w = key ? m.resolve_link(*key, instance + "." + t.name)
                 : m.new_wire("", instance + "." + t.name);
     bool out = t.role == TerminalInfo::Role::Output;
@@ -391,7 +413,7 @@ Model& Model::operator+=(const BlockCall& call) {
   std::string cin_name = call.block.terminals()[ci].name;
   Links links = call.links;
   bool linked = false;
-  for (const auto& [t, k] : links) linked = linked || t == cin_name;
+  for (const auto& [t, k] : links) linked = linked || t == cin_name || t == "input";
   if (!linked) links.emplace_back(cin_name, IOKey(Connection(impl_.get(), impl_->cout)));
   add(call.block, links);
   return *this;

@@ -48,11 +48,57 @@ struct Block {
   std::vector<bool> is_output;
 };
 
+// What a control-flow block (If, While, Scan: src/models/control_blocks.cpp) compiles into: an
+// `if`, `while` or `scan` node whose subgraphs are built from logical models. The block itself is
+// a primitive whose input terminals name what the node reads (the names its condition reads,
+// the bodies' free inputs, the first values of loop variables, lifted parameters) and whose
+// output terminals are its results. The frontend (src/compiler/control_frontend.cpp) builds the
+// node: each body is flattened and resolved into a graph whose formal parameters it binds by name.
+// Immutable once built, so copies of the block share it.
+struct ControlFlow {
+  std::string kind;       // "if" | "while" | "scan"
+  std::string condition;  // if: over the block's terminals; while: over loop variables and terminals
+  std::vector<Model> bodies;            // if: then, else; while and scan: the body
+  std::vector<std::string> body_names;  // "then_branch", "else_branch" | "body": lifted names' prefixes
+  // Loop variables (while, scan): their names, in order, and each one's next value: an expression
+  // over the body's outputs, the loop variables and the block's terminals.
+  std::vector<std::pair<std::string, std::string>> loop_variables;
+  // The node's operands after an if's condition, in order: the block's input terminal each one
+  // reads and the formal parameter (a free input's name inside the body) it binds in body
+  // `body`, or in every body with -1. Loop variables come first, then scanned sequences, then
+  // the rest (invariants, lifted parameters).
+  struct Operand {
+    std::string terminal, formal;
+    int body = -1;
+    bool lifted = false;  // a parameter of the body, lifted to a parameter terminal of the block
+  };
+  std::vector<Operand> operands;
+  size_t num_xs = 0;  // scan: sequences among the operands
+  // The body outputs an if returns, or a scan stacks, in the node's result order (after a scan's
+  // carried values).
+  std::vector<std::string> body_results;
+  // Each output terminal and the node result it is: an index into the node's results.
+  std::vector<std::pair<std::string, size_t>> results;
+  std::optional<int64_t> max_iterations;  // while
+  bool reverse = false;                   // scan
+
+  bool is_lifted(const std::string& terminal) const {
+    for (const Operand& o : operands)
+      if (o.lifted && o.terminal == terminal) return true;
+    return false;
+  }
+};
+
 struct ModelImpl {
   // Primitive blocks: an op with named terminals.
   std::string op;
   std::vector<std::string> input_names, output_names;
   Attrs attrs;
+  // Control-flow blocks: what their node is built from (primitive() holds for them too).
+  std::shared_ptr<const ControlFlow> control;
+  // Links add() uses for terminals the caller leaves unlinked (instead of a fresh unnamed wire):
+  // control-flow blocks link their terminals to the enclosing model's wires of the same name.
+  Links default_links;
 
   std::string type_name = "Model";
   std::string instance_name;  // requested name inside a parent (set_name)
@@ -76,6 +122,12 @@ struct ModelImpl {
   int resolve_link(const IOKey& key, const std::string& auto_name);
   int canonical_input_index() const;   // index into terminals() of a block
   int canonical_output_index() const;
+
+  // An IOKey's parts, for model_json (ModelImpl is IOKey's friend).
+  static const std::string& key_name(const IOKey& k) { return k.name_; }
+  static const std::optional<Tensor>& key_value(const IOKey& k) { return k.value_; }
+  static bool key_weak(const IOKey& k) { return k.weak_; }
+  static bool key_is_connection(const IOKey& k) { return k.wire_ >= 0; }
 };
 
 std::string to_snake_case(const std::string& type_name);

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ingot/control_blocks.h"
 #include "ingot/error.h"
 #include "ingot/model.h"
 #include "models/model_impl.h"
@@ -99,11 +100,117 @@ WireRole role_from(const std::string& s) {
   return WireRole::Unspecified;
 }
 
+json model_to_json(const Model& model);
+Model model_from_json(const json& j, const std::string& path);
+
+// A control-flow block as the arguments it is built from (If, While, Scan): loading builds it
+// again, so every check of its construction runs on what a file says.
+json control_to_json(const ModelImpl& m) {
+  const detail::ControlFlow& c = *m.control;
+  json j{{"kind", c.kind}, {"condition", c.condition}};
+  json bodies = json::array();
+  for (const Model& b : c.bodies) bodies.push_back(model_to_json(b));
+  j["bodies"] = bodies;
+  if (c.kind == "if") return j;
+  const size_t vars = c.loop_variables.size();
+  json initial = json::array(), loop_vars = json::array(), output_vars = json::array(), ys = json::array(),
+       xs = json::array();
+  for (const auto& [var, next] : c.loop_variables) {
+    loop_vars.push_back({var, next});
+    for (const auto& [terminal, key] : m.default_links) {
+      if (terminal != var) continue;
+      INGOT_CHECK(!ModelImpl::key_is_connection(key), "Model::to_json: the first value of loop variable '", var,
+                  "' is a Connection; give it as a wire name to save the model");
+      json first = json::object();
+      if (const auto& value = ModelImpl::key_value(key)) {
+        first["value"] = tensor_to_json(*value);
+        if (ModelImpl::key_weak(key)) first["weak"] = true;
+      } else {
+        first["name"] = ModelImpl::key_name(key);
+      }
+      initial.push_back({var, first});
+    }
+  }
+  for (size_t k = 0; k < c.num_xs; ++k) xs.push_back({c.operands[vars + k].formal, c.operands[vars + k].terminal});
+  for (const auto& [out, index] : c.results) {
+    if (index < vars) output_vars.push_back({out, c.loop_variables[index].first});
+    else ys.push_back({out, c.body_results[index - vars]});
+  }
+  j["initial_state"] = initial;
+  j["loop_vars"] = loop_vars;
+  j["output_vars"] = output_vars;
+  if (c.kind == "scan") {
+    j["xs"] = xs;
+    j["ys"] = ys;
+    j["reverse"] = c.reverse;
+  }
+  if (c.max_iterations) j["max_iterations"] = *c.max_iterations;
+  return j;
+}
+
+NameMap name_map_from_json(const json& j, const std::string& where) {
+  INGOT_CHECK(j.is_array(), "at ", where, ": expected a list of [name, name] pairs");
+  NameMap out;
+  for (const json& p : j) {
+    INGOT_CHECK(p.is_array() && p.size() == 2, "at ", where, ": expected a [name, name] pair, got ", p.dump());
+    out.emplace_back(p.at(0).get<std::string>(), p.at(1).get<std::string>());
+  }
+  return out;
+}
+
+Model control_from_json(const json& j, const std::string& path) {
+  INGOT_CHECK(j.is_object(), "at ", path, ": \"control\" must be an object");
+  const std::string kind = j.at("kind").get<std::string>();
+  const json& bodies = j.at("bodies");
+  const size_t expected = kind == "if" ? 2 : 1;
+  INGOT_CHECK(kind == "if" || kind == "while" || kind == "scan", "at ", path, ": unknown control-flow kind '", kind, "'");
+  INGOT_CHECK(bodies.is_array() && bodies.size() == expected, "at ", path, ": a ", kind, " block has ", expected,
+              " bodies");
+  std::vector<BlockCall> calls;
+  for (size_t b = 0; b < bodies.size(); ++b)
+    calls.push_back(BlockCall{model_from_json(bodies.at(b), path + ".bodies[" + std::to_string(b) + "]"), {}});
+  if (kind == "if") return If(j.at("condition").get<std::string>(), calls[0], calls[1]);
+  InitialState initial;
+  const json& first = j.at("initial_state");
+  INGOT_CHECK(first.is_array(), "at ", path, ": initial_state must be a list");
+  for (const json& p : first) {
+    INGOT_CHECK(p.is_array() && p.size() == 2 && p.at(1).is_object(), "at ", path,
+                ": expected [loop variable, {\"name\" or \"value\"}], got ", p.dump());
+    const json& v = p.at(1);
+    IOKey key = v.contains("name") ? IOKey(v.at("name").get<std::string>()) : IOKey(tensor_from_json(v.at("value")));
+    if (v.value("weak", false)) {
+      const Tensor t = tensor_from_json(v.at("value"));
+      INGOT_CHECK(t.numel() == 1, "at ", path, ": a weak first value must be a scalar");
+      key = IOKey(t.astype(DType::Float64).data<double>()[0]);
+    }
+    initial.emplace_back(p.at(0).get<std::string>(), key);
+  }
+  const NameMap loop_vars = name_map_from_json(j.at("loop_vars"), path + ".loop_vars");
+  const NameMap output_vars = name_map_from_json(j.at("output_vars"), path + ".output_vars");
+  if (kind == "while") {
+    std::optional<int64_t> max_iterations;
+    if (j.contains("max_iterations")) max_iterations = j.at("max_iterations").get<int64_t>();
+    return While(j.at("condition").get<std::string>(), calls[0], initial, loop_vars, output_vars, max_iterations);
+  }
+  ScanOptions o;
+  o.xs = name_map_from_json(j.at("xs"), path + ".xs");
+  o.ys = name_map_from_json(j.at("ys"), path + ".ys");
+  o.initial_state = initial;
+  o.loop_vars = loop_vars;
+  o.output_vars = output_vars;
+  o.reverse = j.value("reverse", false);
+  return Scan(calls[0], o);
+}
+
 json model_to_json(const Model& model) {
   const ModelImpl& m = model.impl();
   json j;
   j["type"] = m.type_name;
   if (!m.instance_name.empty()) j["instance_name"] = m.instance_name;
+  if (m.control) {
+    j["control"] = control_to_json(m);
+    return j;
+  }
   if (m.primitive()) {
     j["op"] = m.op;
     j["inputs"] = m.input_names;
@@ -161,6 +268,11 @@ int wire_index(const json& v, const std::string& where) {
 
 Model model_from_json(const json& j, const std::string& path) {
   INGOT_CHECK(j.is_object(), "at ", path, ": a model must be a JSON object");
+  if (j.contains("control")) {
+    Model block = control_from_json(j.at("control"), path);
+    if (j.contains("instance_name")) block.set_name(j.at("instance_name").get<std::string>());
+    return block;
+  }
   if (j.contains("op")) {
     Attrs attrs;
     for (const auto& [k, v] : j.at("attrs").items()) attrs.set(k, attr_from_json(v));

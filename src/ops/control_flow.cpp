@@ -20,16 +20,18 @@
 // checks it and names the value when a body would change it. Shapes of subgraph values are
 // inferred by running shape inference on the subgraph with its operands' shapes (symbolic
 // dimensions of the operands included), and written back into the subgraphs by infer_types.
+//
+// Gradients (control_flow_vjp.cpp): if and scan always; while when it has max_iterations (as
+// the scan of max_iterations steps that computes the same loop), else an error that says to set it.
 #include <algorithm>
 #include <cstring>
 #include <optional>
 
-#include "compiler/autodiff.h"
 #include "compiler/shape_inference.h"
 #include "ingot/error.h"
-#include "ir/inline.h"
 #include "ir/interpret.h"
 #include "ir/op_registry.h"
+#include "ops/control_flow_vjp.h"
 #include "ops/families.h"
 #include "runtime/write_back.h"
 
@@ -37,10 +39,6 @@ namespace ingot::ops {
 namespace {
 
 // --- Interfaces -----------------------------------------------------------------------------
-
-int64_t num_invariant(const Node& n) { return n.attrs.get_int("num_invariant", 0); }
-int64_t num_carry(const Node& n) { return n.attrs.get_int("num_carry"); }
-int64_t num_xs(const Node& n) { return n.attrs.get_int("num_xs"); }
 
 size_t num_params(const Graph& g) { return g.leaves_of(ValueKind::Input).size(); }
 
@@ -115,6 +113,17 @@ std::optional<std::vector<SymShape>> subgraph_output_shapes(ShapeInfer& s, const
   } catch (const Error& e) {
     s.fail("in its " + which + " graph: " + e.what());
   }
+  // Sizes flow back out too: what the subgraph fixes of an operand (a lifted parameter's input
+  // dim, read by a matmul in a loop body) sizes the operand, and two operand dims the subgraph
+  // equates become one.
+  for (size_t i = 0; i < params.size(); ++i) {
+    const SymShape& inferred = g.value(params[i]).shape;
+    for (size_t d = 0; d < inferred.size() && d < in[i]->size(); ++d) {
+      const DimVar outer = (*in[i])[d];
+      if (inferred[d].known()) s.bind(outer, inferred[d].value);
+      else if (inferred[d].symbol.rfind(kOuterDim, 0) == 0) s.unify(outer, std::stoi(inferred[d].symbol.substr(kOuterDim.size())));
+    }
+  }
   std::vector<SymShape> out;
   for (const auto& [name, v] : g.outputs()) out.push_back(g.value(v).shape);
   return out;
@@ -160,6 +169,7 @@ void check_carried(ShapeInfer& s, const Graph& body, size_t i, const std::vector
 
 void if_shape(ShapeInfer& s) {
   const Node& n = s.node();
+  if (!s.has_rank(s.in(0))) s.set_rank(s.in(0), 0);  // a condition nothing else shapes is a scalar
   if (s.has_rank(s.in(0)) && s.rank(s.in(0)) != 0) {
     for (DimVar d : s.dims(s.in(0)))
       if (const std::optional<int64_t> v = s.value(d); v && *v != 1)
@@ -319,159 +329,6 @@ void scan_subgraphs(const Graph& g, Node& n) {
   const size_t c = static_cast<size_t>(num_carry(n)), x = static_cast<size_t>(num_xs(n));
   for (size_t j = c; j < c + x; ++j) params[j].first.erase(params[j].first.begin());
   infer_subgraph(n.subgraphs[0], params);
-}
-
-// --- Gradients --------------------------------------------------------------------------------
-
-// `sub` grown by its backward graph: inputs (sub's inputs..., a cotangent per `seeded` output...),
-// outputs the gradients of its inputs `wrt` (zeros where no path leads).
-Graph backward_graph(const Graph& sub, const std::vector<size_t>& seeded, const std::vector<size_t>& wrt) {
-  Graph g = sub;
-  const std::vector<ValueId> params = g.leaves_of(ValueKind::Input);
-  std::vector<std::pair<ValueId, ValueId>> seeds;
-  for (size_t k : seeded) {
-    const ValueId out = g.outputs()[k].second;
-    const ValueId cot = g.add_input("d_" + g.outputs()[k].first);
-    copy_value_info(g.value(cot), g.value(out));
-    g.value(cot).name = "d_" + g.outputs()[k].first;
-    seeds.emplace_back(out, cot);
-  }
-  std::vector<ValueId> w;
-  for (size_t i : wrt) w.push_back(params[i]);
-  const std::vector<ValueId> grads = append_backward(g, seeds, w);
-  g.outputs().clear();
-  for (size_t j = 0; j < grads.size(); ++j) g.set_output("d" + std::to_string(wrt[j]), grads[j]);
-  return g;
-}
-
-bool differentiable(VjpContext& c, int input) { return c.needs_grad(input) && is_floating(c.dtype(c.in(input))); }
-
-// if: the same if over the branches' backward graphs, fed the operands and the cotangents.
-// (Both rules copy the node: adding backward nodes may move the graph's node list.)
-void if_vjp(VjpContext& c) {
-  const Node n = c.node();
-  std::vector<size_t> seeded, wrt;
-  std::vector<ValueId> inputs(n.inputs.begin(), n.inputs.end());
-  for (size_t k = 0; k < n.outputs.size(); ++k)
-    if (c.grad_out(static_cast<int>(k)) >= 0 && is_floating(c.dtype(c.out(static_cast<int>(k))))) {
-      seeded.push_back(k);
-      inputs.push_back(c.grad_out(static_cast<int>(k)));
-    }
-  for (int i = 1; i < c.num_inputs(); ++i)
-    if (differentiable(c, i)) wrt.push_back(static_cast<size_t>(i - 1));
-  if (seeded.empty() || wrt.empty()) return;
-  const std::vector<ValueId> grads =
-      c.op_with_subgraphs("if", inputs, {}, {backward_graph(n.subgraphs[0], seeded, wrt),
-                                             backward_graph(n.subgraphs[1], seeded, wrt)},
-                          static_cast<int>(wrt.size()));
-  for (size_t j = 0; j < wrt.size(); ++j) c.set_grad(static_cast<int>(wrt[j]) + 1, grads[j]);
-}
-
-// scan: a second forward scan stacks the carry entering each step; a scan the other way round
-// then runs each step's backward graph, carrying the carry's cotangent and the invariants'
-// accumulated gradients, and stacking the gradients of the xs.
-void scan_vjp(VjpContext& c) {
-  const Node n = c.node();
-  const Graph& body = n.subgraphs[0];
-  const size_t nc = static_cast<size_t>(num_carry(n)), nx = static_cast<size_t>(num_xs(n));
-  const size_t ni = n.inputs.size() - nc - nx, ny = n.outputs.size() - nc;
-  const int64_t reverse = n.attrs.get_int("reverse", 0);
-  const std::vector<ValueId> params = body.leaves_of(ValueKind::Input);
-  std::vector<size_t> wrt_inv, wrt_xs;
-  for (size_t j = 0; j < ni; ++j)
-    if (differentiable(c, static_cast<int>(nc + nx + j))) wrt_inv.push_back(j);
-  for (size_t j = 0; j < nx; ++j)
-    if (differentiable(c, static_cast<int>(nc + j))) wrt_xs.push_back(j);
-  bool any_carry = false;
-  for (size_t i = 0; i < nc; ++i) any_carry = any_carry || differentiable(c, static_cast<int>(i));
-  if (!any_carry && wrt_inv.empty() && wrt_xs.empty()) return;
-
-  // 1. The carries entering each step, stacked: body's next carry, and its carry input as a y.
-  std::vector<ValueId> carries_in;
-  if (nc > 0) {
-    Graph stacker = body;
-    std::vector<std::pair<std::string, ValueId>> outs(stacker.outputs().begin(), stacker.outputs().begin() + static_cast<std::ptrdiff_t>(nc));
-    for (size_t i = 0; i < nc; ++i) outs.emplace_back("carry_in" + std::to_string(i), params[i]);
-    stacker.outputs() = outs;
-    const std::vector<ValueId> r = c.op_with_subgraphs(
-        "scan", std::vector<ValueId>(n.inputs.begin(), n.inputs.end()),
-        {{"num_carry", static_cast<int64_t>(nc)}, {"num_xs", static_cast<int64_t>(nx)}, {"reverse", reverse}},
-        {stacker}, static_cast<int>(2 * nc));
-    carries_in.assign(r.begin() + static_cast<std::ptrdiff_t>(nc), r.end());
-  }
-
-  // 2. The backward body: (dc..., dacc..., c_t..., x_t..., dy_t..., inv...) ->
-  //    (dc_prev..., dacc + dinv_t..., dx_t...).
-  Graph back;
-  auto input_like = [&](const std::string& name, const Value& like) {
-    const ValueId v = back.add_input(name);
-    copy_value_info(back.value(v), like);
-    back.value(v).name = name;
-    return v;
-  };
-  std::vector<ValueId> dc, dacc, args, dy;
-  for (size_t i = 0; i < nc; ++i) dc.push_back(input_like("dc" + std::to_string(i), body.value(params[i])));
-  for (size_t j : wrt_inv) dacc.push_back(input_like("dacc" + std::to_string(j), body.value(params[nc + nx + j])));
-  for (size_t i = 0; i < nc + nx; ++i) args.push_back(input_like("step_in" + std::to_string(i), body.value(params[i])));
-  for (size_t k = 0; k < ny; ++k) dy.push_back(input_like("dy" + std::to_string(k), body.value(body.outputs()[nc + k].second)));
-  for (size_t j = 0; j < ni; ++j) args.push_back(input_like("inv" + std::to_string(j), body.value(params[nc + nx + j])));
-  const std::vector<ValueId> outs = inline_graph(back, body, args, "scan.backward");
-  std::vector<std::pair<ValueId, ValueId>> seeds;
-  for (size_t i = 0; i < nc; ++i)
-    if (is_floating(back.value(outs[i]).dtype)) seeds.emplace_back(outs[i], dc[i]);
-  for (size_t k = 0; k < ny; ++k)
-    if (is_floating(back.value(outs[nc + k]).dtype)) seeds.emplace_back(outs[nc + k], dy[k]);
-  std::vector<ValueId> w;
-  std::vector<size_t> float_carries;
-  for (size_t i = 0; i < nc; ++i)
-    if (is_floating(back.value(args[i]).dtype)) {
-      float_carries.push_back(i);
-      w.push_back(args[i]);
-    }
-  for (size_t j : wrt_xs) w.push_back(args[nc + j]);
-  for (size_t j : wrt_inv) w.push_back(args[nc + nx + j]);
-  const std::vector<ValueId> grads = append_backward(back, seeds, w);
-  std::vector<ValueId> results = dc;  // a carry without a gradient (an integer counter) passes its zeros on
-  for (size_t f = 0; f < float_carries.size(); ++f) results[float_carries[f]] = grads[f];
-  for (size_t j = 0; j < wrt_inv.size(); ++j) {
-    const ValueId sum = back.add_op("add", {dacc[j], grads[float_carries.size() + wrt_xs.size() + j]}, {}, "scan.backward");
-    infer_node(back, back.value(sum).producer);
-    results.push_back(sum);
-  }
-  for (size_t j = 0; j < wrt_xs.size(); ++j) results.push_back(grads[float_carries.size() + j]);
-  for (size_t r = 0; r < results.size(); ++r) back.set_output("g" + std::to_string(r), results[r]);
-
-  // 3. The reverse scan over it.
-  std::vector<ValueId> inputs;
-  for (size_t i = 0; i < nc; ++i) {
-    const ValueId g = c.grad_out(static_cast<int>(i));
-    inputs.push_back(g >= 0 ? g : c.zeros_like(c.out(static_cast<int>(i))));
-  }
-  for (size_t j : wrt_inv) inputs.push_back(c.zeros_like(c.in(static_cast<int>(nc + nx + j))));
-  inputs.insert(inputs.end(), carries_in.begin(), carries_in.end());
-  for (size_t j = 0; j < nx; ++j) inputs.push_back(c.in(static_cast<int>(nc + j)));
-  for (size_t k = 0; k < ny; ++k) {
-    const ValueId g = c.grad_out(static_cast<int>(nc + k));
-    inputs.push_back(g >= 0 ? g : c.zeros_like(c.out(static_cast<int>(nc + k))));
-  }
-  for (size_t j = 0; j < ni; ++j) inputs.push_back(c.in(static_cast<int>(nc + nx + j)));
-  const std::vector<ValueId> r = c.op_with_subgraphs(
-      "scan", inputs,
-      {{"num_carry", static_cast<int64_t>(nc + wrt_inv.size())},
-       {"num_xs", static_cast<int64_t>(nc + nx + ny)},
-       {"reverse", static_cast<int64_t>(reverse == 0)}},
-      {back}, static_cast<int>(results.size()));
-  for (size_t i = 0; i < nc; ++i) c.set_grad(static_cast<int>(i), r[i]);
-  for (size_t j = 0; j < wrt_inv.size(); ++j) c.set_grad(static_cast<int>(nc + nx + wrt_inv[j]), r[nc + j]);
-  for (size_t j = 0; j < wrt_xs.size(); ++j) c.set_grad(static_cast<int>(nc + wrt_xs[j]), r[nc + wrt_inv.size() + j]);
-}
-
-// while: the trip count is data, so there is no stacked history to run backwards yet.
-void while_vjp(VjpContext& c) {
-  const Node& n = c.node();
-  INGOT_FAIL("Cannot differentiate through while", n.scope.empty() ? "" : " in '" + n.scope + "'",
-             ": gradients through a while loop are not supported yet; write the loop as a scan over a fixed "
-             "number of steps, which has a gradient");
 }
 
 // --- Reference kernels ------------------------------------------------------------------------
