@@ -340,6 +340,47 @@ TEST(ControlBlocks, RecurrentZooBlocksMatchTheArrayFunctions) {
   }
 }
 
+// Control flow nested in a body: a scan summing each row inside a scan over rows, and an If on
+// data inside a Scan body (dynamic_control_flow reaches the bodies).
+TEST(ControlBlocks, NestedBlocks) {
+  Model inner;
+  inner |= Model::primitive("add", {"left", "right"}, {"output"})({{"left", "acc"}, {"right", "x_i"}, {"output", "acc_next"}});
+  ScanOptions in;
+  in.xs = {{"x_i", "row"}};
+  in.initial_state = {{"acc", "h"}};
+  in.loop_vars = {{"acc", "acc_next"}};
+  in.output_vars = {{"s", "acc"}};
+  Model body;
+  body |= Scan(BlockCall{inner, {}}, in);
+  body |= If("flip", Tanh()({{"input", "s"}, {"output", "h_next"}}),
+             Model::primitive("neg", {"input"}, {"output"})({{"input", "s"}, {"output", "h_next"}}));
+  ScanOptions out;
+  out.xs = {{"row", "xs"}};
+  out.initial_state = {{"h", "h0"}};
+  out.loop_vars = {{"h", "h_next"}};
+  out.ys = {{"hs", "h_next"}};
+  Model m;
+  m |= Scan(BlockCall{body, {}}, out);
+  CompileOptions o;
+  o.shapes = {{"xs", {4, 3, 2, 5}}, {"h0", {2, 5}}, {"flip", {}}};
+  o.dynamic_control_flow = true;
+  const Tensor xs = rnd32({4, 3, 2, 5}, 40), h0 = rnd32({2, 5}, 41);
+  for (const bool cpu : {false, true}) {
+    const PhysicalModel pm = compile_on(m, cpu, o);
+    for (const float flip : {1.0f, 0.0f}) {
+      const Tensor hs = pm.evaluate({}, {{"xs", xs}, {"h0", h0}, {"flip", Tensor::scalar(flip)}}).at("hs");
+      std::vector<double> h(h0.data<float>(), h0.data<float>() + 10);
+      for (int t = 0; t < 4; ++t)
+        for (int i = 0; i < 10; ++i) {
+          double acc = h[i];
+          for (int r = 0; r < 3; ++r) acc += xs.data<float>()[(t * 3 + r) * 10 + i];
+          h[i] = flip != 0 ? std::tanh(acc) : -acc;
+          EXPECT_NEAR(hs.data<float>()[t * 10 + i], h[i], 1e-4) << t << " " << i;
+        }
+    }
+  }
+}
+
 // --------------------------------------------------------------------------------- Errors
 
 std::string error_of(const std::function<void()>& f) {

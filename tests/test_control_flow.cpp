@@ -240,6 +240,109 @@ TEST(ControlFlow, ConstantConditionInlinesTheTakenBranch) {
   }
 }
 
+// A while over a counter from a constant `start` to a constant bound 3, (i, acc) carried, x invariant.
+Graph constant_bound_while(int32_t start) {
+  return make_graph({{"acc", {2, 2}}, {"x", {2, 2}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    const ValueId i = g.add_constant("i0", Tensor::full(DType::Int32, {}, start));
+    const ValueId n = g.add_constant("n", Tensor::full(DType::Int32, {}, 3));
+    Graph cond = subgraph({"i", "acc", "n", "x"}, [](Graph& s, const std::vector<ValueId>& p) {
+      return std::vector<ValueId>{s.add_op("less", {p[0], p[2]})};
+    });
+    Graph body = subgraph({"i", "acc", "n", "x"}, [](Graph& s, const std::vector<ValueId>& p) {
+      return std::vector<ValueId>{s.add_op("add", {p[0], cpu_test::scalar(s, 1, DType::Int32)}),
+                                  s.add_op("add", {s.add_op("mul", {p[1], cpu_test::scalar(s, 0.5)}), p[3]})};
+    });
+    const std::vector<ValueId> r = control(g, "while", {i, in[0], n, in[1]}, {cond, body}, 2, {{"num_invariant", int64_t{2}}});
+    g.set_output("i_out", r[0]);
+    g.set_output("acc_out", r[1]);
+  });
+}
+
+int count_ops(const Graph& g, const std::string& op) {
+  int k = 0;
+  for (const Node& n : g.nodes()) k += n.op == op;
+  return k;
+}
+
+TEST(ControlFlow, LoopsWithAConstantTripCountOfZeroOrOneBecomeStraightCode) {
+  const Tensor acc = random_tensor({2, 2}, 30), x = random_tensor({2, 2}, 31);
+  for (const int32_t start : {5, 2, 0}) {  // 0, 1 and 3 iterations
+    SCOPED_TRACE(start);
+    Graph g = constant_bound_while(start);
+    const std::vector<Tensor> want = run_reference(g, {acc, x});
+    EXPECT_EQ(want[0].astype(DType::Float64).data<double>()[0], std::max(start, 3));
+    const PassReport r = simplify_control_flow(g);
+    verify(g);
+    EXPECT_EQ(count_ops(g, "while"), start == 0 ? 1 : 0) << print_graph(g);
+    if (start == 5) {
+      EXPECT_TRUE(Contains(r.notes.back(), "runs no iteration"));
+    } else if (start == 2) {
+      EXPECT_TRUE(Contains(r.notes.back(), "runs one iteration"));
+    }
+    const std::vector<Tensor> got = run_reference(g, {acc, x});
+    for (size_t k = 0; k < 2; ++k) expect_same(got[k], want[k], "simplified", 0, 0);
+    check_levels(constant_bound_while(start), {acc, x}, want);
+  }
+  for (const int64_t steps : {0, 1}) {  // scans over no step and over one
+    SCOPED_TRACE(steps);
+    Graph g = scan_graph({steps, 3});
+    const Tensor h = random_tensor({3}, 32), xs = random_tensor({steps, 3}, 33), w = random_tensor({3}, 34);
+    const std::vector<Tensor> want = run_reference(g, {h, xs, w});
+    simplify_control_flow(g);
+    verify(g);
+    EXPECT_EQ(count_ops(g, "scan"), 0) << print_graph(g);
+    const std::vector<Tensor> got = run_reference(g, {h, xs, w});
+    for (size_t k = 0; k < 2; ++k) expect_same(got[k], want[k], "simplified", 0, 0);
+    check_levels(scan_graph({steps, 3}), {h, xs, w}, want);
+  }
+}
+
+TEST(ControlFlow, PassesRunInsideSubgraphsAndKeepTheirInterface) {
+  // A scan body with a repeated tanh (cse), a dead node (dce), and work on a constant invariant
+  // (exp(w) * 2, with w a constant of the enclosing graph: moved in and folded).
+  auto build = [] {
+    return make_graph({{"h", {3}}, {"xs", {4, 3}}}, [](Graph& g, std::vector<ValueId>& in) {
+      const ValueId w = g.add_constant("w", Tensor::full(DType::Float32, {3}, 0.25));
+      Graph body = subgraph({"h", "x", "w"}, [](Graph& s, const std::vector<ValueId>& p) {
+        const ValueId a = s.add_op("tanh", {s.add_op("add", {p[0], p[1]})});
+        const ValueId b = s.add_op("tanh", {s.add_op("add", {p[0], p[1]})});
+        s.add_op("exp", {p[0]});  // read by nothing
+        const ValueId scale = s.add_op("mul", {s.add_op("exp", {p[2]}), cpu_test::scalar(s, 2.0)});
+        const ValueId h = s.add_op("mul", {s.add_op("add", {a, b}), scale});
+        return std::vector<ValueId>{h, h};
+      });
+      const std::vector<ValueId> r = control(g, "scan", {in[0], in[1], w}, {body}, 2,
+                                             {{"num_carry", int64_t{1}}, {"num_xs", int64_t{1}}, {"reverse", int64_t{0}}});
+      g.set_output("h_out", r[0]);
+      g.set_output("ys", r[1]);
+    });
+  };
+  Graph g = build();
+  const Tensor h = random_tensor({3}, 35), xs = random_tensor({4, 3}, 36);
+  const std::vector<Tensor> want = run_reference(g, {h, xs});
+  CompileOptions o;
+  o.optimization_level = "medium";
+  std::vector<std::string> notes;
+  optimize(g, o, [&](const std::string& s) { notes.push_back(s); });
+  verify(g);
+  const Node* scan = nullptr;
+  for (const Node& n : g.nodes())
+    if (n.op == "scan") scan = &n;
+  ASSERT_NE(scan, nullptr);
+  const Graph& body = scan->subgraphs[0];
+  EXPECT_EQ(body.leaves_of(ValueKind::Input).size(), 3u) << "the interface keeps every formal";
+  EXPECT_EQ(body.outputs().size(), 2u);
+  EXPECT_EQ(count_ops(body, "tanh"), 1) << print_graph(body);
+  EXPECT_EQ(count_ops(body, "exp"), 0) << "the dead exp removed and exp(w) folded: " << print_graph(body);
+  std::string all;
+  for (const std::string& s : notes) all += s + "\n";
+  EXPECT_TRUE(Contains(all, "in scan 'cf' body: ")) << all;
+  EXPECT_TRUE(Contains(all, "constant operand 'w' moved into its subgraphs")) << all;
+  const std::vector<Tensor> got = run_reference(g, {h, xs});
+  for (size_t k = 0; k < 2; ++k) expect_same(got[k], want[k], "optimized", 1e-6, 1e-6);
+  check_levels(build(), {h, xs}, want);
+}
+
 TEST(ControlFlow, CseKeepsIfsWithDifferentBranchesApart) {
   Graph g = make_graph({{"p", {}, DType::Bool}, {"x", {2, 3}}, {"y", {2, 3}}}, [](Graph& g, std::vector<ValueId>& in) {
     std::vector<Graph> swapped = branches();

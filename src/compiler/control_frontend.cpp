@@ -30,6 +30,7 @@ std::string block_name(const FlatNode& n) {
 Graph resolve_body(const Model& body, const CompileOptions& options, const std::string& where) {
   CompileOptions body_options;
   body_options.inference = options.inference;
+  body_options.dynamic_control_flow = options.dynamic_control_flow;  // for control flow nested in the body
   ResolvedModel r;
   try {
     r = resolve_terminals(flatten(body), body_options);
@@ -43,23 +44,6 @@ Graph resolve_body(const Model& body, const CompileOptions& options, const std::
   for (ValueId leaf : r.graph.leaves())
     if (r.graph.value(leaf).kind == ValueKind::Parameter) r.graph.value(leaf).kind = ValueKind::Input;
   return std::move(r.graph);
-}
-
-// Which of `sub`'s formal inputs (by leaf order) `v` depends on.
-std::vector<bool> formals_read(const Graph& sub, ValueId v) {
-  const std::vector<ValueId> formals = sub.leaves_of(ValueKind::Input);
-  std::vector<bool> seen(sub.values().size(), false), out(formals.size(), false);
-  std::vector<ValueId> stack{v};
-  while (!stack.empty()) {
-    const ValueId x = stack.back();
-    stack.pop_back();
-    if (seen[static_cast<size_t>(x)]) continue;
-    seen[static_cast<size_t>(x)] = true;
-    if (const NodeId p = sub.value(x).producer; p >= 0)
-      for (ValueId in : sub.node(p).inputs) stack.push_back(in);
-  }
-  for (size_t i = 0; i < formals.size(); ++i) out[i] = seen[static_cast<size_t>(formals[i])];
-  return out;
 }
 
 // The first model input or parameter `v` is computed from, or nothing when only constants are.
@@ -174,12 +158,12 @@ class SubgraphBuilder {
 // values of the loop variables it reads, include an operand computed from an input or parameter.
 std::optional<std::string> trip_count_reads_data(const Graph& g, const std::vector<ValueId>& operands,
                                                  const Graph& cond, const Graph& body) {
-  std::vector<bool> read = formals_read(cond, cond.outputs()[0].second);
+  std::vector<bool> read = inputs_reaching(cond, cond.outputs()[0].second);
   for (bool grew = true; grew;) {
     grew = false;
     for (size_t i = 0; i < body.outputs().size(); ++i) {
       if (!read[i]) continue;
-      const std::vector<bool> more = formals_read(body, body.outputs()[i].second);
+      const std::vector<bool> more = inputs_reaching(body, body.outputs()[i].second);
       for (size_t j = 0; j < more.size(); ++j)
         if (more[j] && !read[j]) read[j] = grew = true;
     }

@@ -48,4 +48,20 @@ std::vector<ValueId> inline_graph(Graph& into, const Graph& sub, const std::vect
   return results;
 }
 
+std::vector<bool> inputs_reaching(const Graph& g, ValueId v) {
+  const std::vector<ValueId> inputs = g.leaves_of(ValueKind::Input);
+  std::vector<bool> seen(g.values().size(), false), out(inputs.size(), false);
+  std::vector<ValueId> stack{v};
+  while (!stack.empty()) {
+    const ValueId x = stack.back();
+    stack.pop_back();
+    if (seen[static_cast<size_t>(x)]) continue;
+    seen[static_cast<size_t>(x)] = true;
+    if (const NodeId p = g.value(x).producer; p >= 0)
+      for (ValueId in : g.node(p).inputs) stack.push_back(in);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) out[i] = seen[static_cast<size_t>(inputs[i])];
+  return out;
+}
+
 }  // namespace ingot

@@ -24,4 +24,7 @@ void copy_node(Graph& into, const Graph& from, const Node& n, std::vector<ValueI
 std::vector<ValueId> inline_graph(Graph& into, const Graph& sub, const std::vector<ValueId>& args,
                                   const std::string& scope = "");
 
+// Which of `g`'s data inputs (in leaf order) value `v` is computed from.
+std::vector<bool> inputs_reaching(const Graph& g, ValueId v);
+
 }  // namespace ingot

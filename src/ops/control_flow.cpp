@@ -310,25 +310,39 @@ void infer_subgraph(Graph& sub, const std::vector<std::pair<SymShape, DType>>& p
   infer_types(sub);
 }
 
-std::vector<std::pair<SymShape, DType>> operands_of(const Graph& g, const Node& n, size_t from = 0) {
+// The operands' shapes and dtypes, or nullopt while a shape is not inferred yet: dtype inference
+// of an enclosing subgraph (subgraph_output_dtypes) runs on a copy without shapes, and a nested
+// node's subgraphs are written back later, when their operands have shapes.
+std::optional<std::vector<std::pair<SymShape, DType>>> operands_of(const Graph& g, const Node& n, size_t from = 0) {
   std::vector<std::pair<SymShape, DType>> out;
-  for (size_t i = from; i < n.inputs.size(); ++i) out.emplace_back(g.value(n.inputs[i]).shape, g.value(n.inputs[i]).dtype);
+  for (size_t i = from; i < n.inputs.size(); ++i) {
+    const Value& v = g.value(n.inputs[i]);
+    if (!v.shape_known) return std::nullopt;
+    out.emplace_back(v.shape, v.dtype);
+  }
   return out;
 }
 
 void if_subgraphs(const Graph& g, Node& n) {
-  for (Graph& branch : n.subgraphs) infer_subgraph(branch, operands_of(g, n, 1));
+  if (const auto params = operands_of(g, n, 1))
+    for (Graph& branch : n.subgraphs) infer_subgraph(branch, *params);
 }
 
 void while_subgraphs(const Graph& g, Node& n) {
-  for (Graph& sub : n.subgraphs) infer_subgraph(sub, operands_of(g, n));
+  if (const auto params = operands_of(g, n))
+    for (Graph& sub : n.subgraphs) infer_subgraph(sub, *params);
 }
 
 void scan_subgraphs(const Graph& g, Node& n) {
-  std::vector<std::pair<SymShape, DType>> params = operands_of(g, n);
+  std::optional<std::vector<std::pair<SymShape, DType>>> params = operands_of(g, n);
+  if (!params) return;
   const size_t c = static_cast<size_t>(num_carry(n)), x = static_cast<size_t>(num_xs(n));
-  for (size_t j = c; j < c + x; ++j) params[j].first.erase(params[j].first.begin());
-  infer_subgraph(n.subgraphs[0], params);
+  for (size_t j = c; j < c + x; ++j) {
+    SymShape& s = (*params)[j].first;
+    INGOT_CHECK(!s.empty(), "scan: scanned operand ", j - c, " is a scalar; it needs an axis to scan");
+    s.erase(s.begin());
+  }
+  infer_subgraph(n.subgraphs[0], *params);
 }
 
 // --- Reference kernels ------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <set>
 
 #include "compiler/passes/passes.h"
@@ -143,6 +144,22 @@ std::string dump_extension(const std::string& format) {
   return "txt";
 }
 
+// The passes that also run inside control-flow subgraphs: those that only rewrite a graph's own
+// nodes. (conv_bn_folding, batch_chunking and layout plan across a whole network; fusion and
+// memory planning of a subgraph are its lowering's, which plans each subgraph by itself.)
+bool runs_in_subgraphs(const std::string& name) {
+  return name == "constant_folding" || name == "control_flow" || name == "simplify" || name == "cse" ||
+         name == "attention" || name == "dce";
+}
+
+std::string subgraph_label(const Node& n, size_t k) {
+  static const std::map<std::string, std::vector<std::string>> names = {
+      {"if", {"then", "else"}}, {"while", {"cond", "body"}}, {"scan", {"body"}}};
+  const auto it = names.find(n.op);
+  const std::string which = it != names.end() && k < it->second.size() ? it->second[k] : "subgraph " + std::to_string(k);
+  return n.op + (n.scope.empty() ? "" : " '" + n.scope + "'") + " " + which;
+}
+
 // The passes level high repeats after the others, and how many rounds at most.
 constexpr int kHighCleanupRounds = 4;
 bool is_cleanup_pass(const std::string& name) {
@@ -150,6 +167,26 @@ bool is_cleanup_pass(const std::string& name) {
 }
 
 }  // namespace
+
+void run_in_subgraphs(Graph& g, PassFn fn, const PassContext& ctx, PassReport& report) {
+  for (Node& n : g.nodes())
+    for (size_t k = 0; k < n.subgraphs.size(); ++k) {
+      Graph& sub = n.subgraphs[k];
+      run_in_subgraphs(sub, fn, ctx, report);  // innermost first
+      // The interface holds: every formal input stays, in order, even where nothing reads it
+      // any more, and the results stay as they are (extra outputs keep the formals alive).
+      const std::vector<ValueId> formals = sub.leaves_of(ValueKind::Input);
+      const size_t results = sub.outputs().size();
+      for (size_t i = 0; i < formals.size(); ++i) sub.set_output("interface." + std::to_string(i), formals[i]);
+      PassReport r = fn(sub, ctx);
+      INGOT_CHECK(sub.outputs().size() == results + formals.size() &&
+                      sub.leaves_of(ValueKind::Input).size() == formals.size(),
+                  "a pass changed the interface of the ", subgraph_label(n, k), " subgraph");
+      sub.outputs().resize(results);
+      report.changes += r.changes;
+      for (const std::string& note : r.notes) report.notes.push_back("in " + subgraph_label(n, k) + ": " + note);
+    }
+}
 
 OptimizeResult optimize(Graph& g, const CompileOptions& options,
                         const std::function<void(const std::string&)>& note) {
@@ -196,6 +233,7 @@ OptimizeResult optimize(Graph& g, const CompileOptions& options,
   auto run_builtin = [&](const PassInfo& p, const std::string& when) {
     const ProfileScope span("pass " + p.name);
     PassReport r = p.fn(g, ctx);
+    if (runs_in_subgraphs(p.name)) run_in_subgraphs(g, p.fn, ctx, r);
     r.pass = p.name;
     check_annotated(g, "pass '" + p.name + "'");
     const int changes = r.changes;

@@ -69,6 +69,12 @@ struct OptimizeResult {
 OptimizeResult optimize(Graph& g, const CompileOptions& options,
                         const std::function<void(const std::string&)>& note = {});
 
+// Runs `fn` on the subgraphs of g's control-flow nodes (innermost first), keeping each one's
+// interface (its formal inputs, in order, and its results); adds what it did to `report`, each
+// note naming the subgraph. The pass manager does this for the passes that rewrite only a
+// graph's own nodes (constant_folding, control_flow, simplify, cse, attention, dce).
+void run_in_subgraphs(Graph& g, PassFn fn, const PassContext& ctx, PassReport& report);
+
 // ---- the passes (also callable directly) ----
 PassReport fold_constants(Graph& g, const PassContext& ctx = {});
 PassReport simplify(Graph& g, const PassContext& ctx = {});
