@@ -282,6 +282,14 @@ TEST(ControlFlow, LoopsWithAConstantTripCountOfZeroOrOneBecomeStraightCode) {
     const std::vector<Tensor> got = run_reference(g, {acc, x});
     for (size_t k = 0; k < 2; ++k) expect_same(got[k], want[k], "simplified", 0, 0);
     check_levels(constant_bound_while(start), {acc, x}, want);
+    if (start == 5) {  // x is no longer read, yet still accepted: the signature is the model's
+      CompileOptions o;
+      o.inference = true;
+      const PhysicalModel pm = compile_inferred(constant_bound_while(start), ReferenceBackend(), o);
+      EXPECT_EQ(pm.input_names(), std::vector<std::string>{"acc"});
+      expect_same(pm.evaluate({}, {{"acc", acc}, {"x", x}}).at("acc_out"), acc, "ignored", 0, 0);
+      EXPECT_THROW(pm.evaluate({}, {{"acc", acc}, {"typo", x}}), Error);
+    }
   }
   for (const int64_t steps : {0, 1}) {  // scans over no step and over one
     SCOPED_TRACE(steps);

@@ -148,12 +148,24 @@ void PhysicalModel::check_arguments(const TensorMap& params, const TensorMap& in
     for (const auto& n : names_of_kind(graph_, kind)) s += (s.empty() ? "" : ", ") + n;
     return s.empty() ? std::string("none") : s;
   };
+  // A terminal of the model that optimization made unnecessary (a loop that runs no iteration
+  // no longer reads its invariants) is still accepted, and ignored: the model's signature does
+  // not depend on what the optimizer could prove.
+  auto optimized_away = [&](const std::string& name, ValueKind kind) {
+    if (graph_.find_leaf(name)) return false;
+    std::lock_guard<std::mutex> lock(gradients_->mutex);
+    if (!gradients_->has_graph) return false;
+    const auto id = gradients_->unoptimized.find_leaf(name);
+    return id && gradients_->unoptimized.value(*id).kind == kind;
+  };
   for (const auto& [name, t] : params) {
+    if (optimized_away(name, ValueKind::Parameter)) continue;
     auto id = graph_.find_leaf(name);
     INGOT_CHECK(id && graph_.value(*id).kind == ValueKind::Parameter, "Unknown parameter '", name,
                 "' (parameters: ", list(ValueKind::Parameter), ")");
   }
   for (const auto& [name, t] : inputs) {
+    if (optimized_away(name, ValueKind::Input)) continue;
     auto id = graph_.find_leaf(name);
     INGOT_CHECK(id && graph_.value(*id).kind == ValueKind::Input, "Unknown input '", name,
                 "' (inputs: ", list(ValueKind::Input),

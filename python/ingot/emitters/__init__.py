@@ -16,6 +16,7 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .._files import write_atomically
+from . import _control_flow
 from ._catalogue import python_ops
 
 __all__ = ["Emitter", "emit_source", "FRAMEWORKS"]
@@ -47,7 +48,8 @@ GRAD_OPS = frozenset(
 )
 # The elementwise ops with a Python form in their definition (_catalogue) reach every emitter by
 # themselves; the others each op module writes.
-SUPPORTED_OPS = GRAD_OPS | python_ops() | frozenset(
+# The control-flow ops (if, while, scan) own subgraphs; _control_flow writes them.
+SUPPORTED_OPS = GRAD_OPS | python_ops() | _control_flow.OPS | frozenset(
     """rsqrt sigmoid relu gelu erf cast fmod where
     sum mean max min argmax moments softmax log_softmax layer_norm rms_norm batch_norm
     matmul conv2d max_pool2d avg_pool2d global_avg_pool2d scaled_dot_product_attention
@@ -94,13 +96,96 @@ def _type_str(value: Dict[str, Any]) -> str:
     return f"{value['dtype']}[{', '.join(dims)}]"
 
 
+def constant_slots(graph: Dict[str, Any]):
+    """Every constant leaf of `graph` and of its subgraphs, nested, as (graph, value) in the order
+    `forward` receives them in `constants`: the graph's own, then each node's subgraphs' in node
+    order, depth first (a subgraph's function reads its constants from the same list)."""
+    for v in graph["values"]:
+        if v["producer"] < 0 and v["kind"] == "constant":
+            yield graph, v
+    for node in graph["nodes"]:
+        for sub in node.get("subgraphs") or ():
+            yield from constant_slots(sub)
+
+
+class _GraphWriter:
+    """Writes a graph's body as lines of Python; a control-flow node's subgraphs become nested
+    functions written by this same writer (_control_flow), so subgraphs nest to any depth."""
+
+    def __init__(self, graph: Dict[str, Any], framework: str):
+        self.display = FRAMEWORKS[framework][2]
+        self.lax = framework == "jax"  # under jax.jit: lax.cond / while_loop / scan, no Python branching
+        self._constants = {(id(g), v["id"]): i for i, (g, v) in enumerate(constant_slots(graph))}
+        self._count = 0
+        self.literal = _literal
+
+    def fresh(self) -> int:
+        """A number for a generated identifier (fn_3, t_4): unique in the module."""
+        self._count += 1
+        return self._count
+
+    @staticmethod
+    def origin(node: Dict[str, Any]) -> str:
+        return f" (from {_comment(node['scope'])})" if node["scope"] else ""
+
+    @staticmethod
+    def static_shape(value: Dict[str, Any]) -> Optional[List[int]]:
+        """The value's shape where every size is known at compile time, else None."""
+        return value["shape"] if all(isinstance(d, int) for d in value["shape"]) else None
+
+    def function(self, graph: Dict[str, Any], indent: str, role: str):
+        """(name, lines) of a nested function computing `graph`: its inputs, in leaf order, are the
+        parameters; it returns the list of its outputs."""
+        name = f"fn_{self.fresh()}"
+        params = [v for v in graph["values"] if v["producer"] < 0 and v["kind"] != "constant"]
+        lines = [f"{indent}def {name}({', '.join('v%d' % v['id'] for v in params)}):  # {role}"]
+        for v in params:
+            lines.append(f"{indent}    # v{v['id']}: {v['kind']} {_comment(v['name'])}: {_type_str(v)}")
+        return name, lines + self.body(graph, indent + "    ")
+
+    def body(self, graph: Dict[str, Any], indent: str, inputs: bool = False) -> List[str]:
+        """The statements of `graph`, ending in its return; `inputs`: bind the inputs from
+        forward's `inputs` list (the top level; a subgraph's come in as parameters)."""
+        values = graph["values"]
+        leaves = [v for v in values if v["producer"] < 0]
+        lines = []
+        if inputs:
+            for i, v in enumerate(v for v in leaves if v["kind"] != "constant"):
+                lines.append(f"{indent}v{v['id']} = inputs[{i}]  # {v['kind']} {_comment(v['name'])}: {_type_str(v)}")
+        for v in leaves:
+            if v["kind"] == "constant":
+                i = self._constants[(id(graph), v["id"])]
+                lines.append(f"{indent}v{v['id']} = constants[{i}]  # constant {_comment(v['name'])}: {_type_str(v)}")
+        for node in graph["nodes"]:
+            lines += self.node(node, values, indent)
+        for out in graph["outputs"]:
+            lines.append(f"{indent}# output {_comment(out['name'])} = v{out['value']}")
+        lines.append(f"{indent}return [" + ", ".join(f"v{o['value']}" for o in graph["outputs"]) + "]")
+        return lines
+
+    def node(self, node: Dict[str, Any], values: List[Dict[str, Any]], indent: str) -> List[str]:
+        op = node["op"]
+        if op not in SUPPORTED_OPS:
+            raise NotImplementedError(f"The {self.display} backend has no emitter for op '{op}' (node {node['id']})")
+        if op in _control_flow.OPS:
+            return _control_flow.emit(self, node, values, indent)
+        args = [f"v{i}" for i in node["inputs"]]
+        args += [f"{k}={_literal(_attr_value(a))}" for k, a in sorted(node["attrs"].items())]
+        outs = [f"v{o}" for o in node["outputs"]]
+        scope = self.origin(node)
+        call = f"ops.{op}({', '.join(args)})"
+        if len(outs) == 1:
+            value = values[node["outputs"][0]]
+            return [f"{indent}{outs[0]} = ops.cast({call}, {_literal(value['dtype'])})  # -> {_type_str(value)}{scope}"]
+        lines = [f"{indent}{', '.join(outs)} = {call}{scope and '  #' + scope}"]
+        for o in node["outputs"]:
+            lines.append(f"{indent}v{o} = ops.cast(v{o}, {_literal(values[o]['dtype'])})")
+        return lines
+
+
 def emit_source(graph: Dict[str, Any], framework: str) -> str:
     """Readable Python source of ``forward(inputs, constants)`` for a graph JSON dict."""
     _, op_module, display = FRAMEWORKS[framework]
-    values = graph["values"]
-    leaves = [v for v in values if v["producer"] < 0]
-    inputs = [v for v in leaves if v["kind"] != "constant"]
-    constants = [v for v in leaves if v["kind"] == "constant"]
     lines = [
         f"# Generated by ingot's {display} backend from the optimized graph. Do not edit: it is",
         "# regenerated on every compile. Identifiers are generated; names appear in comments only.",
@@ -110,30 +195,16 @@ def emit_source(graph: Dict[str, Any], framework: str) -> str:
         "def forward(inputs, constants):",
         '    """Runs the graph: `inputs` and `constants` in the order listed below; returns the outputs."""',
     ]
-    for i, v in enumerate(inputs):
-        lines.append(f"    v{v['id']} = inputs[{i}]  # {v['kind']} {_comment(v['name'])}: {_type_str(v)}")
-    for i, v in enumerate(constants):
-        lines.append(f"    v{v['id']} = constants[{i}]  # constant {_comment(v['name'])}: {_type_str(v)}")
-    for node in graph["nodes"]:
-        op = node["op"]
-        if op not in SUPPORTED_OPS:
-            raise NotImplementedError(f"The {display} backend has no emitter for op '{op}' (node {node['id']})")
-        args = [f"v{i}" for i in node["inputs"]]
-        args += [f"{k}={_literal(_attr_value(a))}" for k, a in sorted(node["attrs"].items())]
-        outs = [f"v{o}" for o in node["outputs"]]
-        scope = f" (from {_comment(node['scope'])})" if node["scope"] else ""
-        call = f"ops.{op}({', '.join(args)})"
-        if len(outs) == 1:
-            dtype = values[node["outputs"][0]]["dtype"]
-            lines.append(f"    {outs[0]} = ops.cast({call}, {_literal(dtype)})  # -> {_type_str(values[node['outputs'][0]])}{scope}")
-        else:
-            lines.append(f"    {', '.join(outs)} = {call}{scope and '  #' + scope}")
-            for o in node["outputs"]:
-                lines.append(f"    v{o} = ops.cast(v{o}, {_literal(values[o]['dtype'])})")
-    for out in graph["outputs"]:
-        lines.append(f"    # output {_comment(out['name'])} = v{out['value']}")
-    lines.append("    return [" + ", ".join(f"v{o['value']}" for o in graph["outputs"]) + "]")
+    lines += _GraphWriter(graph, framework).body(graph, "    ", inputs=True)
     return "\n".join(lines) + "\n"
+
+
+def has_python_branching(graph: Dict[str, Any]) -> bool:
+    """Whether the Python-style source of `graph` branches on array values (an if or a while,
+    at any depth): a tracing compiler without data-dependent control flow (mx.compile) cannot
+    run it."""
+    return any(node["op"] in ("if", "while") or any(has_python_branching(s) for s in node.get("subgraphs") or ())
+               for node in graph["nodes"])
 
 
 def _import_framework(framework: str):
@@ -233,9 +304,11 @@ class Emitter:
             write_atomically(path, source.encode("utf-8"))
         namespace: Dict[str, Any] = {}
         exec(compile(source, path or f"<ingot {self.framework} backend>", "exec"), namespace)
-        constants = [ops.constant(v["constant"]) for v in graph["values"] if v["producer"] < 0 and v["kind"] == "constant"]
+        constants = [ops.constant(v["constant"]) for _, v in constant_slots(graph)]
         forward = namespace["forward"]
-        if self.jit and hasattr(ops, "jit"):
+        # A compiler that traces without values (mx.compile) cannot run Python branching on an
+        # array's value: such a graph runs eagerly there.
+        if self.jit and hasattr(ops, "jit") and (getattr(ops, "JIT_BRANCHES_ON_VALUES", True) or not has_python_branching(graph)):
             forward = ops.jit(forward, self.jit_options)
         runner = Runner(source, ops, constants, forward)
         runner.jitted = forward is not namespace["forward"]  # under the framework's compiler

@@ -13,6 +13,7 @@ from typing import Any, List, Optional, Sequence
 import numpy as np
 
 from ._catalogue import catalogue_op, python_ops
+from ._control_flow import functional_ops
 
 _M64 = (1 << 64) - 1
 
@@ -467,6 +468,25 @@ class ArrayOps:
             dx = self._add_at(dx, tap, share)
         return dx[:, :, ph:ph + like.shape[2], pw:pw + like.shape[3]]
 
+    # -- control flow (_control_flow writes the statements; these are the pieces they call)
+    def predicate(self, x):
+        """A one-element array's truth (nonzero: true) as a 0-d bool array: Python's `if` reads
+        it as a bool, lax.cond takes it traced."""
+        return self.xp.reshape(self.xp.asarray(x), ()) != 0
+
+    def stack_steps(self, steps, dtype, shape):
+        """A scan's y_t of every step stacked on a new leading axis (in index order); over zero
+        steps, zeros of the stacked `shape` (None: not known at compile time, an error)."""
+        if steps:
+            return self.xp.stack(steps)
+        if shape is None:
+            raise ValueError("scan over zero steps: the stacked result's shape is not known at compile time")
+        return self.xp.zeros(tuple(shape), dtype=numpy_dtype(dtype))
+
+    def _control_flow_ops(self):
+        """ops.if / ops.while / ops.scan over Python functions (getattr(ops, "if"))."""
+        return functional_ops(self.predicate, self.stack_steps)
+
     # -- gradients through the framework's autodiff (gradients="framework")
     def vjp(self, forward, inputs, constants, cotangents, wrt):
         from .._ingot import IngotError
@@ -483,3 +503,4 @@ def export(ops: ArrayOps, namespace: dict) -> None:
     for name in python_ops():  # the catalogue's elementwise ops, unless `ops` writes them itself
         if name not in namespace:
             namespace[name] = getattr(ops, name)
+    namespace.update(ops._control_flow_ops())  # "if", "while", "scan": not Python identifiers

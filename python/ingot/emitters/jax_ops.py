@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._array_ops import ArrayOps, constant_array, export
+from ._control_flow import lax_ops
 
 
 def _x64():
@@ -36,6 +37,9 @@ class JaxOps(ArrayOps):
     def _add_at(self, a, index, value):
         return a.at[index].add(value)  # JAX arrays are immutable: a functional scatter-add
 
+    def _control_flow_ops(self):
+        return lax_ops(jax.lax, self.predicate)
+
     def vjp(self, forward, inputs, constants, cotangents, wrt):
         differentiable = [i for i, w in enumerate(wrt) if w]
 
@@ -47,7 +51,18 @@ class JaxOps(ArrayOps):
 
         outs, pullback = jax.vjp(f, *[inputs[i] for i in differentiable])
         cts = [jnp.zeros_like(o) if c is None else jnp.asarray(c, dtype=o.dtype) for o, c in zip(outs, cotangents)]
-        grads = pullback(cts)
+        try:
+            grads = pullback(cts)
+        except ValueError as e:
+            if "while_loop" not in str(e):
+                raise
+            from .._ingot import IngotError
+
+            # JAX transposes no lax.while_loop; ingot's backward graph runs a while with
+            # max_iterations as the scan of that many steps, which JAX differentiates.
+            raise IngotError("JaxBackend cannot differentiate through a while loop with jax.vjp (JAX has no "
+                             "reverse mode for lax.while_loop); use JaxBackend(gradients='ingot') with the "
+                             "loop's max_iterations set") from e
         result = [None] * len(inputs)
         for i, g in zip(differentiable, grads):
             result[i] = g
@@ -55,3 +70,4 @@ class JaxOps(ArrayOps):
 
 
 export(JaxOps(), globals())
+lax = jax.lax  # the generated code's control flow: ops.lax.cond / while_loop / scan

@@ -58,6 +58,12 @@ class _Namespace:
         return mx.transpose(x) if axes is None else mx.transpose(x, axes)
 
 
+# mx.compile traces the function without evaluating arrays, so the generated `if` / `while`,
+# which read a condition's value, cannot run inside it: Emitter.lower runs such a graph eagerly
+# (a scan's `for` over a static length compiles).
+JIT_BRANCHES_ON_VALUES = False
+
+
 class MlxOps(ArrayOps):
     def __init__(self):
         super().__init__(_Namespace())

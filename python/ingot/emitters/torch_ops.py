@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from ._array_ops import constant_array, normal01, uniform01
 from ._catalogue import catalogue_op, python_ops
+from ._control_flow import functional_ops
 
 _DTYPES = {
     "bool": torch.bool, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
@@ -350,6 +351,25 @@ def vjp(forward, inputs, constants, cotangents, wrt):
             g = next(it)
             result[i] = torch.zeros_like(args[i]) if g is None else g
     return outs, result
+
+
+# -- control flow: the generated code's `if` / `while` / `for` statements call these (a
+# condition's truth is a graph break under torch.compile, which runs the rest compiled).
+def predicate(x):
+    """A one-element tensor's truth (nonzero: true) as a 0-d bool tensor; `if` reads it as a bool."""
+    return torch.as_tensor(x).reshape(()) != 0
+
+
+def stack_steps(steps, dtype, shape):
+    """A scan's y_t of every step stacked on a new leading axis; zeros of `shape` over zero steps."""
+    if steps:
+        return torch.stack(steps)
+    if shape is None:
+        raise ValueError("scan over zero steps: the stacked result's shape is not known at compile time")
+    return torch.zeros(tuple(shape), dtype=_DTYPES[dtype])
+
+
+globals().update(functional_ops(predicate, stack_steps))  # ops.if / ops.while / ops.scan (getattr)
 
 
 import builtins as _builtins  # noqa: E402
