@@ -1,7 +1,8 @@
 """LSTM benchmark: a 2-layer LSTM (input 128, hidden 256, seq 64, batch 32, float32, 2 threads),
 forward and a training step (gradients of a sum-of-squares loss w.r.t. every weight), in:
   - ingot: ml.lstm layers (a scan each, the input matmul hoisted out of the loop) under
-    ml.compile (CPU backend), forward and ml.compile(ml.grad(loss));
+    ml.compile (CPU backend), forward and ml.compile(ml.grad(loss)); and the zoo's ml.LSTM block
+    in a logical model (each layer a Scan block), evaluate and evaluate with gradients;
   - PyTorch: torch.nn.LSTM eager (its fused kernels), and torch.compile of the same module;
   - JAX: jax.jit of the same equations over lax.scan, forward and jax.grad.
 Same weights everywhere; the forward's max relative difference to PyTorch is printed beside.
@@ -54,6 +55,21 @@ def ingot_runs(x, ws):
     flat = [ml.array(w) for layer in ws for w in layer]
     return (lambda: np.asarray(fwd(xs, *flat)),
             lambda: ml.eval(step(flat, xs)))
+
+
+def ingot_block_runs(x, ws):
+    """The zoo's ml.LSTM block in a logical model (PyTorch's parameter names), compiled for the CPU
+    backend: evaluate, and evaluate with the gradients of a sum-of-squares loss."""
+    model = ml.Model()
+    model |= ml.LSTM(I, H, num_layers=LAYERS)(input="x", output=ml.IOKey("y", expose=True))
+    model |= ml.Model.primitive("mul", ["left", "right"])(left="y", right="y", output="sq")
+    model |= ml.Model.primitive("sum", ["input"])(input="sq", output=ml.IOKey("loss", expose=True))
+    pm = ml.compile(model, ml.CpuBackend(), shapes={"x": [T, B, I]})
+    names = ["weight_ih_l{}", "weight_hh_l{}", "bias_ih_l{}", "bias_hh_l{}"]
+    params = {"lstm_0." + n.format(layer): w for layer in range(LAYERS) for n, w in zip(names, ws[layer])}
+    seed = {"loss": np.float32(1.0)}
+    return (lambda: np.asarray(pm.evaluate(params, {"x": x})["y"]),
+            lambda: pm.evaluate(params, {"x": x}, output_gradients=seed))
 
 
 def torch_runs(x, ws, compile_too):
@@ -125,7 +141,7 @@ def main():
     a = ap.parse_args()
     x = np.random.default_rng(1).standard_normal((T, B, I)).astype(np.float32)
     ws = make_weights()
-    runs = {"ingot (ml.compile, CPU)": ingot_runs(x, ws)}
+    runs = {"ingot (ml.compile, CPU)": ingot_runs(x, ws), "ingot ml.LSTM block (CPU)": ingot_block_runs(x, ws)}
     try:
         runs.update(torch_runs(x, ws, not a.no_torch_compile))
     except ImportError:

@@ -78,6 +78,10 @@ class PhysicalModel {
   GradientMemory gradient_memory(const std::vector<std::string>& seeded_outputs) const;
   // Set by compile: the inferred graph before optimization, which autodiff differentiates.
   void set_differentiation_graph(Graph graph);
+  // Set by compile: the model's inputs and parameters that optimization made unnecessary (a loop
+  // that runs no iteration no longer reads its invariants). evaluate accepts and ignores them, so
+  // the model's signature does not depend on what the optimizer could prove.
+  void set_optimized_away(std::map<std::string, ValueKind> terminals);
 
   // Shapes and dtypes of every terminal (inputs, parameters, constants, outputs and named
   // intermediate wires) after inference; symbols stay symbols ("N").
@@ -120,6 +124,7 @@ class PhysicalModel {
   mutable std::shared_ptr<const Executable> executable_;
   std::shared_ptr<const MemoryPlan> memory_plan_;  // lowered lazily when jit = false
   std::shared_ptr<GradientCache> gradients_;        // the graph autodiff reads + joint graphs built
+  std::shared_ptr<const std::map<std::string, ValueKind>> optimized_away_;
 };
 
 }  // namespace ingot

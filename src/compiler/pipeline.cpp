@@ -2,6 +2,7 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -413,6 +414,9 @@ PhysicalModel compile_inferred(Graph inferred, const Backend& backend, const Com
   StageLog log(options.verbose);
   Graph unoptimized;
   if (!options.inference) unoptimized = inferred;
+  std::map<std::string, ValueKind> terminals;  // the model's inputs and parameters, before optimization
+  for (ValueId id : inferred.leaves())
+    if (inferred.value(id).kind != ValueKind::Constant) terminals[inferred.value(id).name] = inferred.value(id).kind;
   Graph g = std::move(inferred);
   optimize_stage(g, options, log);
   MemoryPlan plan = log.run("memory planning", [&] {
@@ -440,6 +444,8 @@ PhysicalModel compile_inferred(Graph inferred, const Backend& backend, const Com
   PhysicalModel result = log.run("function generation", [&] {
     PhysicalModel pm(std::move(g), be, opts, exe);
     pm.set_memory_plan(std::move(plan));
+    for (ValueId id : pm.graph().leaves()) terminals.erase(pm.graph().value(id).name);
+    pm.set_optimized_away(std::move(terminals));
     if (!options.inference) pm.set_differentiation_graph(std::move(unoptimized));
     log.note("inputs: " + std::to_string(pm.input_names().size()) + ", parameters: " +
              std::to_string(pm.parameter_names().size()) + ", outputs: " +

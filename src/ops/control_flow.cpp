@@ -371,18 +371,60 @@ void check_step(const Tensor& entered, const Tensor& got, size_t i, const Graph&
               " but the body returned ", dtype_name(got.dtype()), to_string(got.shape()));
 }
 
-void while_run(const Node& n, std::span<const Tensor> in, std::span<Tensor> out, const SubgraphRunner& run) {
-  const int64_t max_iterations = n.attrs.get_int("max_iterations", -1);
-  std::vector<Tensor> state(in.begin(), in.end());
-  for (int64_t it = 0; max_iterations < 0 || it < max_iterations; ++it) {
-    if (!truth(run_fresh(n, 0, state, run)[0], "the cond graph's result")) break;
-    std::vector<Tensor> next = run_fresh(n, 1, state, run);
-    for (size_t i = 0; i < next.size(); ++i) {
-      check_step(state[i], next[i], i, n.subgraphs[1]);
-      state[i] = std::move(next[i]);
+// Loop-carried values in two sets of buffers used in turn: each iteration writes the next values
+// into the buffers of the values two iterations back, so a loop allocates no memory after its
+// first two iterations. A buffer is reused only when nothing else can see it: not the caller's
+// operands (a body may return one unchanged), not another carried value (a body may return one
+// value twice).
+bool share_memory(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined()) return false;
+  const char* pa = static_cast<const char*>(a.raw_data());
+  const char* pb = static_cast<const char*>(b.raw_data());
+  return a.nbytes() > 0 && b.nbytes() > 0 && pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+class CarriedBuffers {
+ public:
+  explicit CarriedBuffers(size_t n) : spare_(n) {}
+  // Where the next values go: buffers free to write, undefined where there are none yet.
+  std::vector<Tensor>& targets() { return spare_; }
+  // The next values (in targets()) become the state; the values they replace become targets.
+  void advance(std::vector<Tensor>& state, size_t count, std::span<const Tensor> operands) {
+    std::vector<Tensor> old(count);
+    for (size_t i = 0; i < count; ++i) {
+      old[i] = std::move(state[i]);
+      state[i] = std::move(spare_[i]);
+    }
+    for (size_t i = 0; i < count; ++i) {
+      bool shared = !old[i].defined();
+      for (const Tensor& t : operands) shared = shared || overlaps(old[i], t);
+      for (size_t j = 0; j < count; ++j) shared = shared || overlaps(old[i], state[j]) || (j != i && overlaps(old[i], old[j]));
+      spare_[i] = shared ? Tensor() : std::move(old[i]);
     }
   }
-  for (size_t i = 0; i < out.size(); ++i) out[i] = state[i];
+
+ private:
+  static bool overlaps(const Tensor& a, const Tensor& b) { return share_memory(a, b); }
+  std::vector<Tensor> spare_;
+};
+
+void while_run(const Node& n, std::span<const Tensor> in, std::span<Tensor> out, const SubgraphRunner& run) {
+  const int64_t max_iterations = n.attrs.get_int("max_iterations", -1);
+  const size_t carried = out.size();
+  std::vector<Tensor> state(in.begin(), in.end());
+  std::vector<Tensor> holds(1);  // the cond's result, written in place from the second iteration on
+  CarriedBuffers buffers(n.subgraphs[1].outputs().size());
+  for (int64_t it = 0; max_iterations < 0 || it < max_iterations; ++it) {
+    run(0, state, holds);
+    if (!truth(holds[0], "the cond graph's result")) break;
+    for (const Tensor& t : state)  // a cond that returns a carried value: not a buffer to write
+      if (share_memory(holds[0], t)) holds[0] = Tensor();
+    std::vector<Tensor>& next = buffers.targets();
+    run(1, state, next);
+    for (size_t i = 0; i < carried; ++i) check_step(state[i], next[i], i, n.subgraphs[1]);
+    buffers.advance(state, carried, in);
+  }
+  for (size_t i = 0; i < carried; ++i) out[i] = state[i];
 }
 
 // Step t of a contiguous tensor along its leading axis: a view (it keeps `xs` alive), no copy.
@@ -425,18 +467,22 @@ void scan_run(const Node& n, std::span<const Tensor> in, std::span<Tensor> out, 
   }
   // Each step's ys go straight into their row of the stacked results (allocated after the first
   // step, which gives their shapes), where the runner can write in place.
+  // The carries go to two sets of buffers in turn (CarriedBuffers).
   std::vector<Tensor> results(body_graph.outputs().size());
+  CarriedBuffers carries(c);
   for (int64_t step = 0; step < length; ++step) {
     const int64_t t = reverse ? length - 1 - step : step;
     for (size_t j = c; j < c + x; ++j) args[j] = step_of(xs[j - c], t);
-    for (size_t k = 0; k < results.size(); ++k) results[k] = k >= c && out[k].defined() ? step_of(out[k], t) : Tensor();
+    for (size_t k = 0; k < results.size(); ++k)
+      results[k] = k < c ? std::move(carries.targets()[k]) : out[k].defined() ? step_of(out[k], t) : Tensor();
     std::vector<const void*> targets;
     for (const Tensor& r : results) targets.push_back(r.defined() ? r.raw_data() : nullptr);
     run(0, args, results);
     for (size_t i = 0; i < c; ++i) {
       check_step(args[i], results[i], i, body_graph);
-      args[i] = results[i];
+      carries.targets()[i] = results[i];
     }
+    carries.advance(args, c, in);
     for (size_t k = c; k < out.size(); ++k) {
       if (targets[k] != nullptr && results[k].raw_data() == targets[k]) continue;  // written in place
       const Tensor y = results[k].contiguous();

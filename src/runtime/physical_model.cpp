@@ -152,11 +152,9 @@ void PhysicalModel::check_arguments(const TensorMap& params, const TensorMap& in
   // no longer reads its invariants) is still accepted, and ignored: the model's signature does
   // not depend on what the optimizer could prove.
   auto optimized_away = [&](const std::string& name, ValueKind kind) {
-    if (graph_.find_leaf(name)) return false;
-    std::lock_guard<std::mutex> lock(gradients_->mutex);
-    if (!gradients_->has_graph) return false;
-    const auto id = gradients_->unoptimized.find_leaf(name);
-    return id && gradients_->unoptimized.value(*id).kind == kind;
+    if (!optimized_away_) return false;
+    const auto it = optimized_away_->find(name);
+    return it != optimized_away_->end() && it->second == kind;
   };
   for (const auto& [name, t] : params) {
     if (optimized_away(name, ValueKind::Parameter)) continue;
@@ -196,6 +194,11 @@ TensorMap PhysicalModel::evaluate(const TensorMap& params, const TensorMap& inpu
 }
 
 // ---------------------------------------------------------------- gradients
+
+void PhysicalModel::set_optimized_away(std::map<std::string, ValueKind> terminals) {
+  if (terminals.empty()) optimized_away_.reset();
+  else optimized_away_ = std::make_shared<const std::map<std::string, ValueKind>>(std::move(terminals));
+}
 
 void PhysicalModel::set_differentiation_graph(Graph graph) {
   std::lock_guard<std::mutex> lock(gradients_->mutex);

@@ -100,16 +100,23 @@ class CpuExecutable final : public Executable {
     INGOT_CHECK(given.size() == graph_.outputs().size(), "cpu executable: expected ", graph_.outputs().size(),
                 " output tensors, got ", given.size());
     std::vector<Tensor> ins;
-    std::vector<Shape> in_shapes;
+    ins.reserve(inputs.size());
+    bool static_shapes = static_binding_ != nullptr;  // then the plan made at load, unlocked
     for (size_t i = 0; i < inputs.size(); ++i) {
       const Value& v = graph_.value(code_.inputs[i]);
       INGOT_CHECK(inputs[i].dtype() == v.dtype, "cpu executable: input '", v.name, "' must be ",
                   dtype_name(v.dtype), ", got ", dtype_name(inputs[i].dtype()));
       ins.push_back(inputs[i].contiguous());
-      in_shapes.push_back(inputs[i].shape());
+      static_shapes = static_shapes && inputs[i].shape() == static_binding_->shapes[static_cast<size_t>(code_.inputs[i])];
     }
-    std::shared_ptr<const Binding> b = bind(in_shapes);
+    std::shared_ptr<const Binding> b = static_binding_;
+    if (!static_shapes) {
+      std::vector<Shape> in_shapes;
+      for (const Tensor& t : inputs) in_shapes.push_back(t.shape());
+      b = bind(in_shapes);
+    }
     std::vector<const void*> in_ptrs;
+    in_ptrs.reserve(ins.size());
     for (const Tensor& t : ins) in_ptrs.push_back(t.raw_data());
     std::vector<Tensor> outs(graph_.outputs().size());
     std::vector<void*> out_ptrs(outs.size(), nullptr);
