@@ -376,36 +376,52 @@ void check_step(const Tensor& entered, const Tensor& got, size_t i, const Graph&
 // first two iterations. A buffer is reused only when nothing else can see it: not the caller's
 // operands (a body may return one unchanged), not another carried value (a body may return one
 // value twice).
-bool share_memory(const Tensor& a, const Tensor& b) {
-  if (!a.defined() || !b.defined()) return false;
-  const char* pa = static_cast<const char*>(a.raw_data());
-  const char* pb = static_cast<const char*>(b.raw_data());
-  return a.nbytes() > 0 && b.nbytes() > 0 && pa < pb + b.nbytes() && pb < pa + a.nbytes();
-}
+// The bytes a tensor spans, [begin, end); empty for an undefined or empty one.
+struct Span {
+  const char* begin = nullptr;
+  const char* end = nullptr;
+  explicit Span(const Tensor& t) {
+    if (!t.defined()) return;
+    begin = static_cast<const char*>(t.raw_data());
+    end = begin + t.nbytes();
+  }
+  bool overlaps(const Span& o) const { return begin < end && o.begin < o.end && begin < o.end && o.begin < end; }
+};
 
+// Loop-carried values in two sets of buffers used in turn: each iteration writes the next values
+// into the buffers of the values two iterations back, so a loop allocates no memory after its
+// first two iterations. A buffer is reused only when nothing else can see it: not the caller's
+// operands (a body may return one unchanged), not another carried value (a body may return one
+// value twice).
 class CarriedBuffers {
  public:
-  explicit CarriedBuffers(size_t n) : spare_(n) {}
+  CarriedBuffers(size_t n, std::span<const Tensor> operands) : spare_(n) {
+    for (const Tensor& t : operands) operands_.emplace_back(t);
+  }
   // Where the next values go: buffers free to write, undefined where there are none yet.
   std::vector<Tensor>& targets() { return spare_; }
   // The next values (in targets()) become the state; the values they replace become targets.
-  void advance(std::vector<Tensor>& state, size_t count, std::span<const Tensor> operands) {
+  void advance(std::vector<Tensor>& state, size_t count) {
     std::vector<Tensor> old(count);
+    std::vector<Span> old_spans, new_spans;
     for (size_t i = 0; i < count; ++i) {
       old[i] = std::move(state[i]);
       state[i] = std::move(spare_[i]);
+      old_spans.emplace_back(old[i]);
+      new_spans.emplace_back(state[i]);
     }
     for (size_t i = 0; i < count; ++i) {
       bool shared = !old[i].defined();
-      for (const Tensor& t : operands) shared = shared || overlaps(old[i], t);
-      for (size_t j = 0; j < count; ++j) shared = shared || overlaps(old[i], state[j]) || (j != i && overlaps(old[i], old[j]));
+      for (const Span& o : operands_) shared = shared || old_spans[i].overlaps(o);
+      for (size_t j = 0; j < count; ++j)
+        shared = shared || old_spans[i].overlaps(new_spans[j]) || (j != i && old_spans[i].overlaps(old_spans[j]));
       spare_[i] = shared ? Tensor() : std::move(old[i]);
     }
   }
 
  private:
-  static bool overlaps(const Tensor& a, const Tensor& b) { return share_memory(a, b); }
   std::vector<Tensor> spare_;
+  std::vector<Span> operands_;
 };
 
 void while_run(const Node& n, std::span<const Tensor> in, std::span<Tensor> out, const SubgraphRunner& run) {
@@ -413,16 +429,16 @@ void while_run(const Node& n, std::span<const Tensor> in, std::span<Tensor> out,
   const size_t carried = out.size();
   std::vector<Tensor> state(in.begin(), in.end());
   std::vector<Tensor> holds(1);  // the cond's result, written in place from the second iteration on
-  CarriedBuffers buffers(n.subgraphs[1].outputs().size());
+  CarriedBuffers buffers(n.subgraphs[1].outputs().size(), in);
   for (int64_t it = 0; max_iterations < 0 || it < max_iterations; ++it) {
     run(0, state, holds);
     if (!truth(holds[0], "the cond graph's result")) break;
     for (const Tensor& t : state)  // a cond that returns a carried value: not a buffer to write
-      if (share_memory(holds[0], t)) holds[0] = Tensor();
+      if (Span(holds[0]).overlaps(Span(t))) holds[0] = Tensor();
     std::vector<Tensor>& next = buffers.targets();
     run(1, state, next);
     for (size_t i = 0; i < carried; ++i) check_step(state[i], next[i], i, n.subgraphs[1]);
-    buffers.advance(state, carried, in);
+    buffers.advance(state, carried);
   }
   for (size_t i = 0; i < carried; ++i) out[i] = state[i];
 }
@@ -469,7 +485,7 @@ void scan_run(const Node& n, std::span<const Tensor> in, std::span<Tensor> out, 
   // step, which gives their shapes), where the runner can write in place.
   // The carries go to two sets of buffers in turn (CarriedBuffers).
   std::vector<Tensor> results(body_graph.outputs().size());
-  CarriedBuffers carries(c);
+  CarriedBuffers carries(c, in);
   for (int64_t step = 0; step < length; ++step) {
     const int64_t t = reverse ? length - 1 - step : step;
     for (size_t j = c; j < c + x; ++j) args[j] = step_of(xs[j - c], t);
@@ -482,7 +498,7 @@ void scan_run(const Node& n, std::span<const Tensor> in, std::span<Tensor> out, 
       check_step(args[i], results[i], i, body_graph);
       carries.targets()[i] = results[i];
     }
-    carries.advance(args, c, in);
+    carries.advance(args, c);
     for (size_t k = c; k < out.size(); ++k) {
       if (targets[k] != nullptr && results[k].raw_data() == targets[k]) continue;  // written in place
       const Tensor y = results[k].contiguous();
