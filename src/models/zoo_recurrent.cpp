@@ -22,11 +22,12 @@ Connection sigmoid(const Connection& x) { return apply("sigmoid", x); }
 Connection tanh(const Connection& x) { return apply("tanh", x); }
 
 // One time step: reads g_t (this step's input projection, [N, G*H]), the carried h (and c) and
-// the recurrent weight (and, for GRU, bias); returns h_next (and c_next).
+// the recurrent weight, transposed before the loop ([H, G*H]; and, for GRU, the bias); returns
+// h_next (and c_next).
 Model step_body(Cell cell, int64_t hidden, bool bias, bool relu) {
   Model body;
-  const Connection g = body.input("g_t"), h = body.input("h"), w = body.input("w_hh");
-  Connection hw = matmul(h, w.T());  // [N, G*H]
+  const Connection g = body.input("g_t"), h = body.input("h"), w_t = body.input("w_hh_t");
+  Connection hw = matmul(h, w_t);  // [N, G*H]
   auto gate = [&](const Connection& x, int64_t k) { return x.slice(1, k * hidden, (k + 1) * hidden); };
   if (cell == Cell::Lstm) {
     const Connection c = body.input("c"), gates = g + hw;
@@ -73,7 +74,8 @@ LayerResult layer(Model& m, Cell cell, const RecurrentOptions& o, const Connecti
   s.ys = {{"ys", "h_next"}};
   s.output_vars = {{"h_last", "h"}};
   s.reverse = reverse;
-  Links links = {{"projected", projected}, {"h", zeros},       {"w_hh", w_hh},
+  // The transpose of W_hh runs once, not every step.
+  Links links = {{"projected", projected}, {"h", zeros},       {"w_hh_t", w_hh.T()},
                  {"ys", IOKey()},          {"h_last", IOKey()}};
   if (cell == Cell::Lstm) {
     s.initial_state.emplace_back("c", IOKey("c0"));
