@@ -351,6 +351,73 @@ TEST(ControlFlow, PassesRunInsideSubgraphsAndKeepTheirInterface) {
   check_levels(build(), {h, xs}, want);
 }
 
+TEST(ControlFlow, LoopInvariantNodesMoveBeforeTheLoop) {
+  // A scan body that transposes its invariant weight and scales it every step (the zoo LSTM's
+  // first form), and a random draw that must stay inside (a new draw every step).
+  auto build = [] {
+    return make_graph({{"h", {2, 3}}, {"xs", {4, 2, 3}}, {"w", {3, 3}}}, [](Graph& g, std::vector<ValueId>& in) {
+      Graph body = subgraph({"h", "x", "w"}, [](Graph& s, const std::vector<ValueId>& p) {
+        const ValueId wt = s.add_op("transpose", {p[2]}, {{"perm", std::vector<int64_t>{1, 0}}});
+        const ValueId scaled = s.add_op("mul", {wt, cpu_test::scalar(s, 0.5)});
+        const ValueId h = s.add_op("tanh", {s.add_op("add", {s.add_op("matmul", {p[0], scaled}), p[1]})});
+        return std::vector<ValueId>{h, s.add_op("matmul", {h, scaled})};
+      });
+      const std::vector<ValueId> r = control(g, "scan", {in[0], in[1], in[2]}, {body}, 2,
+                                             {{"num_carry", int64_t{1}}, {"num_xs", int64_t{1}}, {"reverse", int64_t{0}}});
+      g.set_output("h_out", r[0]);
+      g.set_output("ys", r[1]);
+    });
+  };
+  Graph g = build();
+  const Tensor h = random_tensor({2, 3}, 37), xs = random_tensor({4, 2, 3}, 38), w = random_tensor({3, 3}, 39);
+  const std::vector<Tensor> want = run_reference(g, {h, xs, w});
+  const PassReport r = simplify_control_flow(g);
+  verify(g);
+  EXPECT_EQ(count_ops(g, "transpose"), 1) << print_graph(g);
+  const Node* scan = nullptr;
+  for (const Node& n : g.nodes())
+    if (n.op == "scan") scan = &n;
+  ASSERT_NE(scan, nullptr);
+  EXPECT_EQ(scan->inputs.size(), 4u) << "the scaled transpose comes in as an invariant";
+  EXPECT_EQ(count_ops(scan->subgraphs[0], "transpose"), 0) << print_graph(scan->subgraphs[0]);
+  EXPECT_EQ(count_ops(scan->subgraphs[0], "mul"), 0) << print_graph(scan->subgraphs[0]);
+  bool noted = false;
+  for (const std::string& note : r.notes) noted = noted || Contains(note, "2 loop-invariant nodes moved before the loop");
+  EXPECT_TRUE(noted);
+  const std::vector<Tensor> got = run_reference(g, {h, xs, w});
+  for (size_t k = 0; k < 2; ++k) expect_same(got[k], want[k], "hoisted", 1e-6, 1e-6);
+  check_levels(build(), {h, xs, w}, want);
+
+  // A while: its cond graph takes the new operand too, and num_invariant grows.
+  Graph wg = make_graph({{"i", {}, DType::Int32}, {"acc", {2, 2}}, {"n", {}, DType::Int32}, {"x", {2, 2}}},
+                        [&](Graph& gg, std::vector<ValueId>& in) {
+                          Graph cond = subgraph({"i", "acc", "n", "x"}, [](Graph& s, const std::vector<ValueId>& p) {
+                            return std::vector<ValueId>{s.add_op("less", {p[0], p[2]})};
+                          });
+                          Graph body = subgraph({"i", "acc", "n", "x"}, [](Graph& s, const std::vector<ValueId>& p) {
+                            const ValueId ex = s.add_op("exp", {p[3]});
+                            return std::vector<ValueId>{s.add_op("add", {p[0], cpu_test::scalar(s, 1, DType::Int32)}),
+                                                        s.add_op("add", {s.add_op("mul", {p[1], cpu_test::scalar(s, 0.5)}), ex})};
+                          });
+                          const std::vector<ValueId> out = control(gg, "while", in, {cond, body}, 2, {{"num_invariant", int64_t{2}}});
+                          gg.set_output("i_out", out[0]);
+                          gg.set_output("acc_out", out[1]);
+                        });
+  const std::vector<Tensor> args = {Tensor::scalar<int32_t>(0), random_tensor({2, 2}, 40), Tensor::scalar<int32_t>(3),
+                                    random_tensor({2, 2}, 41)};
+  const std::vector<Tensor> wwant = run_reference(wg, args);
+  simplify_control_flow(wg);
+  verify(wg);
+  for (const Node& n : wg.nodes())
+    if (n.op == "while") {
+      EXPECT_EQ(n.attrs.get_int("num_invariant"), 3);
+      EXPECT_EQ(n.subgraphs[0].leaves_of(ValueKind::Input).size(), 5u);
+      EXPECT_EQ(count_ops(n.subgraphs[1], "exp"), 0);
+    }
+  const std::vector<Tensor> wgot = run_reference(wg, args);
+  for (size_t k = 0; k < 2; ++k) expect_same(wgot[k], wwant[k], "hoisted while", 1e-6, 1e-6);
+}
+
 TEST(ControlFlow, CseKeepsIfsWithDifferentBranchesApart) {
   Graph g = make_graph({{"p", {}, DType::Bool}, {"x", {2, 3}}, {"y", {2, 3}}}, [](Graph& g, std::vector<ValueId>& in) {
     std::vector<Graph> swapped = branches();

@@ -13,6 +13,7 @@
 // rebuilt in order with inlined nodes where the loop stood, so they are optimized, fused and
 // planned with the rest; nodes keep the shapes and dtypes inference gave them in the subgraph.
 #include <optional>
+#include <set>
 
 #include "compiler/passes/passes.h"
 #include "ingot/error.h"
@@ -205,6 +206,105 @@ std::optional<Rewrite> rewrite(Graph& out, const Graph& g, const Node& n, const 
   return Rewrite{results, what + ": scans one step; its body inlined"};
 }
 
+// Removes `sub`'s dead nodes, keeping every formal input (the interface).
+void remove_dead_nodes_keeping_formals(Graph& sub) {
+  const std::vector<ValueId> formals = sub.leaves_of(ValueKind::Input);
+  const size_t results = sub.outputs().size();
+  for (size_t i = 0; i < formals.size(); ++i) sub.set_output("interface." + std::to_string(i), formals[i]);
+  remove_dead_nodes(sub);
+  sub.outputs().resize(results);
+}
+
+// Ops that stay where they are: a random op draws anew every iteration, and an op that indexes
+// with data may fail on an iteration that never runs.
+bool hoistable(const Node& m) {
+  static const std::set<std::string> kept = {"dropout", "gather", "take_along_axis", "index_add", "scatter_add",
+                                             "slice_scatter"};
+  return m.subgraphs.empty() && m.op.rfind("random", 0) != 0 && kept.count(m.op) == 0;
+}
+
+// Loop-invariant code motion: the nodes of a while's or scan's body that read only invariant
+// operands, constants and each other (with static shapes, so their values mean the same outside)
+// run once before the loop, and the body reads their results as new invariant operands. Emits
+// node n into `out` that way and returns true, or returns false when nothing moves.
+bool emit_hoisting_invariants(Graph& out, const Graph& g, const Node& n, std::vector<ValueId>& map,
+                              PassReport& report) {
+  if (n.op != "while" && n.op != "scan") return false;
+  const size_t b = n.op == "while" ? 1 : 0;
+  const Graph& body = n.subgraphs[b];
+  const std::vector<ValueId> formals = body.leaves_of(ValueKind::Input);
+  std::vector<bool> invariant(body.values().size(), false), moved(body.nodes().size(), false);
+  for (size_t i = first_invariant(n); i < formals.size(); ++i) invariant[static_cast<size_t>(formals[i])] = true;
+  for (ValueId leaf : body.leaves())
+    if (body.value(leaf).kind == ValueKind::Constant) invariant[static_cast<size_t>(leaf)] = true;
+  int count = 0;
+  for (const Node& m : body.nodes()) {
+    bool all = hoistable(m) && !m.inputs.empty(), reads_operand = false;
+    for (ValueId v : m.inputs) {
+      all = all && invariant[static_cast<size_t>(v)];
+      reads_operand = reads_operand || body.value(v).kind != ValueKind::Constant;  // all constants: folding's
+    }
+    for (ValueId v : m.outputs) all = all && body.value(v).shape_known && is_static(body.value(v).shape);
+    if (!all || !reads_operand) continue;
+    moved[static_cast<size_t>(m.id)] = true;
+    ++count;
+    for (ValueId v : m.outputs) invariant[static_cast<size_t>(v)] = true;
+  }
+  if (count == 0) return false;
+  // The moved nodes, outside: invariant formals read the node's operands, constants are copied.
+  std::vector<ValueId> outer(body.values().size(), -1);
+  for (size_t i = first_invariant(n); i < formals.size(); ++i)
+    outer[static_cast<size_t>(formals[i])] = map[static_cast<size_t>(n.inputs[i])];
+  for (const Node& m : body.nodes()) {
+    if (!moved[static_cast<size_t>(m.id)]) continue;
+    for (ValueId v : m.inputs)
+      if (outer[static_cast<size_t>(v)] < 0) {  // a constant of the body
+        const ValueId c = out.add_constant(body.value(v).name, body.value(v).constant);
+        copy_value_info(out.value(c), body.value(v));
+        outer[static_cast<size_t>(v)] = c;
+      }
+    copy_node(out, body, m, outer, n.scope);
+  }
+  // What the loop still reads of them comes in as new invariant operands (the last ones).
+  Node node = n;
+  Graph& nb = node.subgraphs[b];
+  std::vector<ValueId> extra;
+  std::vector<ValueId> replacement(body.values().size(), -1);
+  auto pass_in = [&](ValueId v) {
+    if (replacement[static_cast<size_t>(v)] < 0) {
+      for (Graph& sub : node.subgraphs) {  // a while's cond takes every operand too
+        const ValueId f = sub.add_input(body.value(v).name);
+        copy_value_info(sub.value(f), body.value(v));
+        if (&sub == &nb) replacement[static_cast<size_t>(v)] = f;
+      }
+      extra.push_back(outer[static_cast<size_t>(v)]);
+    }
+    return replacement[static_cast<size_t>(v)];
+  };
+  for (Node& m : nb.nodes()) {
+    if (moved[static_cast<size_t>(m.id)]) continue;
+    for (ValueId& v : m.inputs)
+      if (body.value(v).producer >= 0 && moved[static_cast<size_t>(body.value(v).producer)]) v = pass_in(v);
+  }
+  for (auto& [name, v] : nb.outputs())
+    if (body.value(v).producer >= 0 && moved[static_cast<size_t>(body.value(v).producer)]) v = pass_in(v);
+  remove_dead_nodes_keeping_formals(nb);
+  std::vector<ValueId> ins;
+  for (ValueId v : n.inputs) ins.push_back(map[static_cast<size_t>(v)]);
+  ins.insert(ins.end(), extra.begin(), extra.end());
+  Attrs attrs = n.attrs;
+  if (n.op == "while") attrs.set("num_invariant", ops::num_invariant(n) + static_cast<int64_t>(extra.size()));
+  const std::vector<ValueId> outs = out.add_node(n.op, ins, attrs, static_cast<int>(n.outputs.size()), n.scope);
+  for (size_t k = 0; k < outs.size(); ++k) {
+    copy_value_info(out.value(outs[k]), g.value(n.outputs[k]));
+    map[static_cast<size_t>(n.outputs[k])] = outs[k];
+  }
+  out.node(out.value(outs[0]).producer).subgraphs = std::move(node.subgraphs);
+  report.notes.push_back(n.op + (n.scope.empty() ? "" : " in '" + n.scope + "'") + ": " + std::to_string(count) +
+                         " loop-invariant node" + (count == 1 ? "" : "s") + " moved before the loop");
+  return true;
+}
+
 }  // namespace
 
 PassReport simplify_control_flow(Graph& g, const PassContext& ctx) {
@@ -242,6 +342,10 @@ PassReport simplify_control_flow(Graph& g, const PassContext& ctx) {
   for (const Node& n : g.nodes()) {
     std::optional<Rewrite> r = n.subgraphs.empty() ? std::nullopt : rewrite(out, g, n, map);
     if (!r) {
+      if (emit_hoisting_invariants(out, g, n, map, report)) {
+        ++rewrites;
+        continue;
+      }
       copy_node(out, g, n, map);
       continue;
     }
