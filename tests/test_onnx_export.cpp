@@ -1,19 +1,22 @@
 // ONNX export (ingot::onnx::save): models and random programs written as ONNX, read back with
 // the importer (itself judged by ONNX's official node suite), and compared with the original on
 // the reference interpreter; the exported graph's interface (names, types, symbolic dims);
-// every forward op of the catalogue has an ONNX form; bad requests are clear errors.
+// every forward op of the catalogue has an ONNX form, control flow's if / while / scan as ONNX's
+// If / Loop / Scan; bad requests are clear errors.
 // (python/tests/test_onnx_export.py checks the files with onnx.checker and ONNX Runtime.)
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 #include "../fuzz/programs.h"
 #include "autodiff_test_util.h"
 #include "cpu_test_util.h"
 #include "frontends/onnx/exporter.h"
 #include "ingot/compile.h"
+#include "ingot/control_blocks.h"
 #include "ingot/cpu_backend.h"
 #include "ingot/models.h"
 #include "ingot/onnx.h"
@@ -56,9 +59,11 @@ void expect_round_trip(const Model& m, const CompileOptions& o, const TensorMap&
     SCOPED_TRACE(optimized ? "optimized" : "as written");
     so.optimized = optimized;
     const Model back = ingot::onnx::load_bytes(ingot::onnx::save_bytes(m, so));
+    CompileOptions bo;  // the file gives shapes and types; control flow decides at run time as it did
+    bo.dynamic_control_flow = o.dynamic_control_flow;
     for (int b = 0; b < 2; ++b) {
       SCOPED_TRACE(b == 0 ? "reference" : "cpu");
-      const PhysicalModel pm = b == 0 ? compile(back, ReferenceBackend()) : compile(back, CpuBackend(cpu_test::cpu_options()));
+      const PhysicalModel pm = b == 0 ? compile(back, ReferenceBackend(), bo) : compile(back, CpuBackend(cpu_test::cpu_options()), bo);
       const TensorMap got = pm.evaluate({}, inputs);
       for (const auto& [name, w] : want) {
         ASSERT_TRUE(got.count(name)) << name;
@@ -237,12 +242,6 @@ TEST(OnnxExport, EveryForwardOpHasAnOnnxForm) {
                                          "scaled_dot_product_attention_grad", "slice_scatter", "random_normal",
                                          "random_uniform"};
   for (const OpDef* op : all_ops()) {
-    // Control flow (if, while, scan) is not exported to ONNX's If / Loop / Scan yet: export
-    // refuses it with an error naming the op (OnnxExport.ControlFlowIsRefusedByName).
-    if (!op->subgraph_names.empty()) {
-      EXPECT_FALSE(onnx_export::emitters().count(op->name)) << op->name << " has a form now: take it off the list";
-      continue;
-    }
     if (without.count(op->name)) {
       EXPECT_FALSE(onnx_export::emitters().count(op->name)) << op->name << " has a form now: take it off the list";
       continue;
@@ -251,18 +250,107 @@ TEST(OnnxExport, EveryForwardOpHasAnOnnxForm) {
   }
 }
 
-TEST(OnnxExport, ControlFlowIsRefusedByName) {
-  Graph branch;
-  branch.set_output("r", branch.add_input("x"));
-  Graph g;
-  const ValueId p = g.add_input("p"), x = g.add_input("x");
-  g.value(p).dtype = DType::Bool;
-  g.value(p).shape_known = g.value(x).shape_known = true;
-  g.value(x).shape = {2};
-  const ValueId y = g.add_node("if", {p, x}, {}, 1, "gate")[0];
-  g.node(0).subgraphs = {branch, branch};
-  g.set_output("y", y);
-  ingot::testing::expect_error([&] { onnx_export::Exporter(g, {}).run(); }, "op 'if' (in gate) has no ONNX form");
+// ------------------------------------------------------------------- control flow
+
+namespace {
+
+Tensor flag(bool b) { return Tensor::scalar<bool>(b); }
+
+// new = tanh(state W + b), the cell the loops below run.
+Model cell(const std::string& in, const std::string& out) {
+  Model m;
+  m |= Linear(4)({{"input", in}, {"output", out + ".pre"}, {"weight", "W"}, {"bias", "b"}});
+  m |= Tanh()({{"input", out + ".pre"}, {"output", out}});
+  return m;
+}
+
+// The ONNX ops of the file's main graph.
+std::multiset<std::string> onnx_ops(const Model& m, const ingot::onnx::SaveOptions& o) {
+  ::onnx::ModelProto proto;
+  EXPECT_TRUE(proto.ParseFromString(ingot::onnx::save_bytes(m, o)));
+  std::multiset<std::string> ops;
+  for (const auto& n : proto.graph().node()) ops.insert(n.op_type());
+  return ops;
+}
+
+}  // namespace
+
+// An If on a run-time condition (its then_branch holding parameters) as ONNX's If: both branches
+// come back and run.
+TEST(OnnxExport, IfRoundTrips) {
+  Model m;
+  m |= If("p", Linear(3)({{"input", "x"}, {"output", "y"}}),
+          Model::primitive("neg", {"input"}, {"output"})({{"input", "x"}, {"output", "y"}}));
+  CompileOptions o;
+  o.shapes = {{"x", {2, 3}}, {"p", {}}};
+  o.types = {{"p", DType::Bool}};
+  o.dynamic_control_flow = true;
+  const Tensor x = ingot::testing::random_tensor({2, 3}, 5);
+  for (const bool p : {true, false}) {
+    SCOPED_TRACE(p ? "then" : "else");
+    expect_round_trip(m, o, {{"x", x}, {"p", flag(p)}});
+  }
+  ingot::onnx::SaveOptions so;
+  so.shapes = o.shapes;
+  so.types = o.types;
+  so.params = compile(m, ReferenceBackend(), o).randomize_params(1);
+  EXPECT_EQ(onnx_ops(m, so).count("If"), 1u);
+}
+
+// The seed's While (a counter against a run-time bound) as ONNX's Loop, with and without
+// max_iterations (its M).
+TEST(OnnxExport, WhileRoundTripsAsLoop) {
+  for (const std::optional<int64_t> max_iterations : {std::optional<int64_t>{}, std::optional<int64_t>{2}}) {
+    SCOPED_TRACE(max_iterations ? "max_iterations 2" : "no max_iterations");
+    Model m;
+    m |= While("step < max_steps", BlockCall{cell("state", "new_state"), {}},
+               {{"state", "initial_state"}, {"step", 0.0}}, {{"state", "new_state"}, {"step", "step + 1"}},
+               {{"final_state", "state"}, {"steps", "step"}}, max_iterations);
+    CompileOptions o;
+    o.shapes = {{"initial_state", {2, 4}}, {"max_steps", {}}};
+    o.dynamic_control_flow = true;
+    for (const float steps : {0.0f, 1.0f, 3.0f})
+      expect_round_trip(m, o, {{"initial_state", ingot::testing::random_tensor({2, 4}, 6)},
+                               {"max_steps", Tensor::scalar<float>(steps)}});
+    ingot::onnx::SaveOptions so;
+    so.shapes = o.shapes;
+    so.params = compile(m, ReferenceBackend(), o).randomize_params(1);
+    EXPECT_EQ(onnx_ops(m, so).count("Loop"), 1u);
+  }
+}
+
+// A recurrence as ONNX's Scan, both ways round, with a run-time If inside its body.
+TEST(OnnxExport, ScanRoundTripsWithAnIfInItsBody) {
+  for (const bool reverse : {false, true}) {
+    SCOPED_TRACE(reverse ? "reverse" : "forward");
+    Model body;
+    body |= Linear(4, false)({{"input", "x_t"}, {"output", "xw"}, {"weight", "Wx"}});
+    body |= Linear(4)({{"input", "h"}, {"output", "hw"}, {"weight", "W"}, {"bias", "b"}});
+    body |= Model::primitive("add", {"left", "right"}, {"output"})({{"left", "xw"}, {"right", "hw"}, {"output", "pre"}});
+    body |= If("flip", Tanh()({{"input", "pre"}, {"output", "h_next"}}),
+               Model::primitive("neg", {"input"}, {"output"})({{"input", "pre"}, {"output", "h_next"}}));
+    ScanOptions s;
+    s.xs = {{"x_t", "xs"}};
+    s.initial_state = {{"h", "h0"}};
+    s.loop_vars = {{"h", "h_next"}};
+    s.ys = {{"hs", "h_next"}};
+    s.output_vars = {{"last", "h"}};
+    s.reverse = reverse;
+    Model m;
+    m |= Scan(BlockCall{body, {}}, s);
+    CompileOptions o;
+    o.shapes = {{"xs", {5, 2, 3}}, {"h0", {2, 4}}, {"flip", {}}};
+    o.types = {{"flip", DType::Bool}};
+    o.dynamic_control_flow = true;
+    for (const bool flip : {true, false})
+      expect_round_trip(m, o, {{"xs", ingot::testing::random_tensor({5, 2, 3}, 7)},
+                               {"h0", ingot::testing::random_tensor({2, 4}, 8)}, {"flip", flag(flip)}});
+    ingot::onnx::SaveOptions so;
+    so.shapes = o.shapes;
+    so.types = o.types;
+    so.params = compile(m, ReferenceBackend(), o).randomize_params(1);
+    EXPECT_EQ(onnx_ops(m, so).count("Scan"), 1u);
+  }
 }
 
 TEST(OnnxExport, BadRequestsAreClearErrors) {

@@ -215,7 +215,7 @@ std::vector<ValueId> add_control_node(Graph& g, const FlatNode& n, const std::ve
       return it->second;
     };
     const ValueId holds = cond.emit(g, read, join(n.scope, "condition"));
-    if (const auto data = data_read_by(g, holds); data && !options.dynamic_control_flow)
+    if (const auto data = data_read_by(g, holds); data && !options.dynamic_control_flow && !c.run_time)
       INGOT_FAIL(block_name(n), ": its condition \"", c.condition, "\" reads '", *data,
                  "', which is only known at run time; compile with dynamic_control_flow = true to branch at run "
                  "time, or fix it at compile time (constant_keys)");
@@ -228,7 +228,7 @@ std::vector<ValueId> add_control_node(Graph& g, const FlatNode& n, const std::ve
   }
 
   std::vector<Graph> subgraphs = SubgraphBuilder(n, options).build();
-  if (c.kind == "while" && !options.dynamic_control_flow)
+  if (c.kind == "while" && !options.dynamic_control_flow && !c.run_time)
     if (const auto data = trip_count_reads_data(g, operands, subgraphs[0], subgraphs[1]))
       INGOT_FAIL(block_name(n), ": whether it runs another iteration (\"", c.condition, "\") depends on '", *data,
                  "', which is only known at run time; compile with dynamic_control_flow = true");

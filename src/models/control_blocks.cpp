@@ -161,6 +161,16 @@ Links links_by_name(const std::vector<std::string>& names, Links links = {}) {
 
 }  // namespace
 
+namespace detail {
+Model decided_at_run_time(Model block) {
+  INGOT_CHECK(block.impl().control, "decided_at_run_time: '", block.type_name(), "' is not a control-flow block");
+  auto c = std::make_shared<ControlFlow>(*block.impl().control);
+  c->run_time = true;
+  block.impl().control = std::move(c);
+  return block;
+}
+}  // namespace detail
+
 Model If(const std::string& condition, const BlockCall& then_branch, const BlockCall& else_branch) {
   auto c = std::make_shared<ControlFlow>();
   c->kind = "if";

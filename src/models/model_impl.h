@@ -81,6 +81,9 @@ struct ControlFlow {
   std::vector<std::pair<std::string, size_t>> results;
   std::optional<int64_t> max_iterations;  // while
   bool reverse = false;                   // scan
+  // Decides at run time by construction, whatever the compile option dynamic_control_flow says:
+  // an imported ONNX If or Loop (ONNX defines them as run-time choices).
+  bool run_time = false;
 
   bool is_lifted(const std::string& terminal) const {
     for (const Operand& o : operands)
@@ -131,5 +134,8 @@ struct ModelImpl {
 };
 
 std::string to_snake_case(const std::string& type_name);
+
+// `block` (an If, While or Scan) marked as deciding at run time (ControlFlow::run_time).
+Model decided_at_run_time(Model block);
 
 }  // namespace ingot::detail

@@ -111,6 +111,7 @@ json control_to_json(const ModelImpl& m) {
   json bodies = json::array();
   for (const Model& b : c.bodies) bodies.push_back(model_to_json(b));
   j["bodies"] = bodies;
+  if (c.run_time) j["run_time"] = true;
   if (c.kind == "if") return j;
   const size_t vars = c.loop_variables.size();
   json initial = json::array(), loop_vars = json::array(), output_vars = json::array(), ys = json::array(),
@@ -158,7 +159,15 @@ NameMap name_map_from_json(const json& j, const std::string& where) {
   return out;
 }
 
+Model built_from_json(const json& j, const std::string& path);
+
+// The block, marked as deciding at run time when the file says so.
 Model control_from_json(const json& j, const std::string& path) {
+  Model block = built_from_json(j, path);
+  return j.value("run_time", false) ? detail::decided_at_run_time(std::move(block)) : block;
+}
+
+Model built_from_json(const json& j, const std::string& path) {
   INGOT_CHECK(j.is_object(), "at ", path, ": \"control\" must be an object");
   const std::string kind = j.at("kind").get<std::string>();
   const json& bodies = j.at("bodies");

@@ -1,7 +1,8 @@
 // ONNX export: the graph walk. Leaves become graph inputs (data) or initializers (parameters,
 // with the values given, and constants), every node becomes ONNX nodes through its op's emitter
-// (export_ops.cpp), and each graph output an Identity under the output's name, so outputs that
-// are leaves or other outputs need no special case. The file is written atomically.
+// (export_ops.cpp; control flow's subgraphs are walked the same way, export_control_flow.cpp),
+// and each graph output an Identity under the output's name, so outputs that are leaves or other
+// outputs need no special case. The file is written atomically.
 #include "frontends/onnx/exporter.h"
 
 #include <cstring>
@@ -71,6 +72,24 @@ void set_attr(::onnx::NodeProto& n, const std::string& name, const ::onnx::Tenso
   a->set_type(::onnx::AttributeProto::TENSOR);
   *a->mutable_t() = v;
 }
+void set_attr(::onnx::NodeProto& n, const std::string& name, const ::onnx::GraphProto& v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = v;
+}
+
+void set_type(::onnx::ValueInfoProto& vi, const Value& v) {
+  auto* tt = vi.mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx_type(v.dtype));
+  if (!v.shape_known) return;
+  auto* s = tt->mutable_shape();
+  for (const SymDim& d : v.shape) {
+    auto* dim = s->add_dim();
+    if (d.known()) dim->set_dim_value(d.value);
+    else if (!d.symbol.empty()) dim->set_dim_param(d.symbol);
+  }
+}
 
 // ---------------------------------------------------------------- EmitContext
 
@@ -115,22 +134,6 @@ void EmitContext::fail(const std::string& why) const {
 
 // ---------------------------------------------------------------- Exporter
 
-namespace {
-
-void set_type(::onnx::ValueInfoProto& vi, const Value& v) {
-  auto* tt = vi.mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx_type(v.dtype));
-  if (!v.shape_known) return;
-  auto* s = tt->mutable_shape();
-  for (const SymDim& d : v.shape) {
-    auto* dim = s->add_dim();
-    if (d.known()) dim->set_dim_value(d.value);
-    else if (!d.symbol.empty()) dim->set_dim_param(d.symbol);
-  }
-}
-
-}  // namespace
-
 Exporter::Exporter(const Graph& g, const TensorMap& params) : g_(g), params_(params) {}
 
 std::string Exporter::fresh(const std::string& hint) {
@@ -141,13 +144,74 @@ std::string Exporter::fresh(const std::string& hint) {
   return name;
 }
 
+void Exporter::write_body() {
+  // (Not a reference to the frame: an emitter's write_subgraph pushes frames.)
+  const Graph& g = *frames_.back().g;
+  for (ValueId id : g.leaves())
+    if (g.value(id).kind == ValueKind::Constant)
+      *graph().add_initializer() = tensor_proto(name_of(id), g.value(id).constant.astype(g.value(id).dtype));
+  const auto& table = emitters();
+  for (const Node& n : g.nodes()) {
+    auto it = table.find(n.op);
+    if (it == table.end())
+      INGOT_FAIL("ONNX export: op '", n.op, "'", n.scope.empty() ? "" : " (in " + n.scope + ")",
+                 " has no ONNX form in ingot's exporter");
+    EmitContext c{*this, g, n};
+    it->second(c);
+  }
+  // The inferred sizes and types of intermediate values, as ONNX's shape inference would record
+  // them (importers, ingot's among them, read sizes from here).
+  for (const Node& n : g.nodes())
+    for (ValueId o : n.outputs) {
+      auto* vi = graph().add_value_info();
+      vi->set_name(name_of(o));
+      set_type(*vi, g.value(o));
+    }
+}
+
+std::vector<std::string> Exporter::write_subgraph(const Graph& sub, const std::vector<std::string>& formals,
+                                                  ::onnx::GraphProto& into) {
+  Frame f{&sub, std::vector<std::string>(sub.values().size()), &into};
+  const std::vector<ValueId> inputs = sub.leaves_of(ValueKind::Input);
+  INGOT_CHECK(inputs.size() == formals.size(), "ONNX export: a subgraph takes ", inputs.size(), " inputs, given ",
+              formals.size());
+  for (size_t k = 0; k < inputs.size(); ++k) f.names[static_cast<size_t>(inputs[k])] = formals[k];
+  for (ValueId v : sub.leaves()) {
+    INGOT_CHECK(sub.value(v).kind != ValueKind::Parameter, "ONNX export: a subgraph holds the parameter '",
+                sub.value(v).name, "'; control-flow bodies take parameters as operands");
+    if (sub.value(v).kind == ValueKind::Constant) f.names[static_cast<size_t>(v)] = fresh(sub.value(v).name);
+  }
+  for (const Node& n : sub.nodes())
+    for (ValueId o : n.outputs) f.names[static_cast<size_t>(o)] = fresh(n.op);
+  frames_.push_back(std::move(f));
+  write_body();
+  std::vector<std::string> outs;
+  for (const auto& [name, v] : sub.outputs()) outs.push_back(name_of(v));
+  frames_.pop_back();
+  return outs;
+}
+
+void Exporter::declare_outputs(const Graph& sub, const std::vector<std::string>& values, ::onnx::GraphProto& into) {
+  for (size_t k = 0; k < values.size(); ++k) {
+    const std::string name = fresh("out");
+    ::onnx::NodeProto* id = into.add_node();
+    id->set_op_type("Identity");
+    id->set_name(fresh("n_output"));
+    id->add_input(values[k]);
+    id->add_output(name);
+    auto* vi = into.add_output();
+    vi->set_name(name);
+    set_type(*vi, sub.value(sub.outputs()[k].second));
+  }
+}
+
 ::onnx::ModelProto Exporter::run() {
   model_.set_ir_version(8);
   model_.set_producer_name("ingot");
   auto* opset = model_.add_opset_import();
   opset->set_domain("");
   opset->set_version(kOpset);
-  graph().set_name("ingot");
+  model_.mutable_graph()->set_name("ingot");
 
   // Names: inputs, parameters and outputs keep theirs (they are the model's interface);
   // constants keep theirs where free (passes may give two the same name), the rest are fresh.
@@ -165,13 +229,14 @@ std::string Exporter::fresh(const std::string& hint) {
                 "; ONNX needs distinct names");
   }
   for (const auto& [n, v] : interface) taken_[n] = 0;
-  names_.assign(g_.values().size(), "");
+  Frame top{&g_, std::vector<std::string>(g_.values().size()), model_.mutable_graph()};
   for (ValueId v : g_.leaves())
-    names_[static_cast<size_t>(v)] = g_.value(v).kind == ValueKind::Constant ? fresh(g_.value(v).name) : g_.value(v).name;
+    top.names[static_cast<size_t>(v)] = g_.value(v).kind == ValueKind::Constant ? fresh(g_.value(v).name) : g_.value(v).name;
   for (const Node& n : g_.nodes())
-    for (ValueId o : n.outputs) names_[static_cast<size_t>(o)] = fresh(n.op);
+    for (ValueId o : n.outputs) top.names[static_cast<size_t>(o)] = fresh(n.op);
+  frames_.push_back(std::move(top));
 
-  // Leaves: inputs, parameters (values from params_), constants.
+  // Inputs, and parameters with their values from params_ (constants are write_body's).
   std::vector<std::string> missing;
   for (ValueId id : g_.leaves()) {
     const Value& v = g_.value(id);
@@ -191,8 +256,6 @@ std::string Exporter::fresh(const std::string& hint) {
         INGOT_CHECK(it->second.shape() == to_shape(v.shape), "ONNX export: parameter '", v.name, "' has shape ",
                     to_string(it->second.shape()), ", the model's is ", to_string(v.shape));
       *graph().add_initializer() = tensor_proto(v.name, it->second);
-    } else {
-      *graph().add_initializer() = tensor_proto(name_of(id), v.constant.astype(v.dtype));
     }
   }
   if (!missing.empty()) {
@@ -201,24 +264,7 @@ std::string Exporter::fresh(const std::string& hint) {
     INGOT_FAIL("ONNX export: no values for the parameters ", list,
                " (pass them: the parameters become the file's initializers)");
   }
-
-  const auto& table = emitters();
-  for (const Node& n : g_.nodes()) {
-    auto it = table.find(n.op);
-    if (it == table.end())
-      INGOT_FAIL("ONNX export: op '", n.op, "'", n.scope.empty() ? "" : " (in " + n.scope + ")",
-                 " has no ONNX form in ingot's exporter");
-    EmitContext c{*this, g_, n};
-    it->second(c);
-  }
-  // The inferred sizes and types of intermediate values, as ONNX's shape inference would record
-  // them (importers, ingot's among them, read sizes from here).
-  for (const Node& n : g_.nodes())
-    for (ValueId o : n.outputs) {
-      auto* vi = graph().add_value_info();
-      vi->set_name(name_of(o));
-      set_type(*vi, g_.value(o));
-    }
+  write_body();
   for (const auto& [name, v] : g_.outputs()) {
     ::onnx::NodeProto* id = graph().add_node();
     id->set_op_type("Identity");
@@ -229,6 +275,7 @@ std::string Exporter::fresh(const std::string& hint) {
     vi->set_name(name);
     set_type(*vi, g_.value(v));
   }
+  frames_.pop_back();
   return model_;
 }
 
@@ -249,6 +296,8 @@ Graph graph_of(const Model& model, const SaveOptions& options) {
   c.shapes = options.shapes;
   c.types = options.types;
   c.inference = true;
+  // An If or a loop that decides at run time is what ONNX's If and Loop are.
+  c.dynamic_control_flow = true;
   if (!options.optimized) return build_graph(model, c);
   return compile(model, ReferenceBackend(), c).graph();
 }

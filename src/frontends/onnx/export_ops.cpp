@@ -441,6 +441,7 @@ std::map<std::string, Emitter> make_table() {
     const std::string p = c.add("Softmax", {scores}, {}, [](NP& n) { set_attr(n, "axis", int64_t{-1}); });
     c.add("MatMul", {p, repeat_heads(2)}, {c.out()});
   };
+  add_control_flow_emitters(t);
   return t;
 }
 

@@ -1,6 +1,7 @@
 // The ONNX exporter's working state, shared by the graph walk (export.cpp) and the per-op
-// emitters (export_ops.cpp): an ingot IR graph (shapes and dtypes inferred) becomes an ONNX
-// GraphProto of opset 17, one or a few ONNX nodes per ingot node.
+// emitters (export_ops.cpp, export_control_flow.cpp): an ingot IR graph (shapes and dtypes
+// inferred) becomes an ONNX GraphProto of opset 17, one or a few ONNX nodes per ingot node; the
+// subgraphs of control-flow nodes become the If's, Loop's and Scan's subgraphs.
 #pragma once
 
 #include <functional>
@@ -56,6 +57,12 @@ void set_attr(::onnx::NodeProto& n, const std::string& name, float v);
 void set_attr(::onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v);
 void set_attr(::onnx::NodeProto& n, const std::string& name, const std::string& v);
 void set_attr(::onnx::NodeProto& n, const std::string& name, const ::onnx::TensorProto& v);
+void set_attr(::onnx::NodeProto& n, const std::string& name, const ::onnx::GraphProto& v);
+// `vi`'s type: `v`'s element type and, where inferred, its shape (symbols as dim_params).
+void set_type(::onnx::ValueInfoProto& vi, const Value& v);
+
+// The emitters of the control-flow ops (if, while, scan: export_control_flow.cpp).
+void add_control_flow_emitters(std::map<std::string, Emitter>& table);
 
 class Exporter {
  public:
@@ -63,15 +70,38 @@ class Exporter {
   Exporter(const Graph& g, const TensorMap& params);
   ::onnx::ModelProto run();
 
-  std::string name_of(ValueId v) const { return names_.at(static_cast<size_t>(v)); }
+  // Of the graph being written (the model's, or a subgraph's while write_subgraph runs).
+  std::string name_of(ValueId v) const { return frames_.back().names.at(static_cast<size_t>(v)); }
+  ::onnx::GraphProto& graph() { return *frames_.back().into; }
+  // A name no value of the model has, in any of its graphs (ONNX names are unique across them).
   std::string fresh(const std::string& hint);
-  ::onnx::GraphProto& graph() { return *model_.mutable_graph(); }
+
+  // Writes `sub` (a subgraph of the node being emitted) into `into`: its formal inputs are the
+  // ONNX values named `formals` (in leaf order: values of an enclosing graph, or `into`'s own
+  // inputs), its constants `into`'s initializers, its nodes written by their ops' emitters.
+  // Returns the ONNX names of its outputs. `into` may be the graph being written (the ops then
+  // join it) or a GraphProto of its own, a branch or body, whose outputs declare_outputs adds.
+  std::vector<std::string> write_subgraph(const Graph& sub, const std::vector<std::string>& formals,
+                                          ::onnx::GraphProto& into);
+  // Declares `values` (ONNX names of `sub`'s outputs, as write_subgraph returned them) as the
+  // outputs of `into`, each a fresh name of its own with `sub`'s output's type.
+  void declare_outputs(const Graph& sub, const std::vector<std::string>& values, ::onnx::GraphProto& into);
 
  private:
+  // A graph being written: its values' ONNX names and the GraphProto its nodes go into.
+  struct Frame {
+    const Graph* g;
+    std::vector<std::string> names;
+    ::onnx::GraphProto* into;
+  };
+  // Writes the current frame's constants as initializers, its nodes, and its intermediate
+  // values' types.
+  void write_body();
+
   const Graph& g_;
   const TensorMap& params_;
   ::onnx::ModelProto model_;
-  std::vector<std::string> names_;
+  std::vector<Frame> frames_;
   std::map<std::string, int> taken_;
 };
 

@@ -1,6 +1,7 @@
 // The ONNX graph walk: opsets, inputs, initializers, nodes in order, outputs; values known while
 // importing are folded (a node whose inputs are all known runs on the reference interpreter, and
-// its results stay tensors until a run-time value reads them).
+// its results stay tensors until a run-time value reads them). Subgraphs are walked the same way
+// (import_subgraph.cpp): a name one does not define is looked up in the graphs around it.
 #include <atomic>
 #include <filesystem>
 #include <set>
@@ -32,27 +33,11 @@ const ::onnx::AttributeProto* find_attr(const ::onnx::NodeProto& node, const std
   return nullptr;
 }
 
-// Ops never folded while importing: their results are not functions of their inputs.
+// Ops never folded while importing: their results are not functions of their inputs, or (If)
+// their conversion folds what it can itself (the branch a known condition takes, node by node).
 bool foldable(const std::string& op_type) {
-  return op_type.rfind("Random", 0) != 0 && op_type != "Dropout" && op_type != "Multinomial" && op_type != "Bernoulli";
-}
-
-ShapeTemplate template_of(const ::onnx::TypeProto_Tensor& t) {
-  ShapeTemplate s;
-  for (const auto& d : t.shape().dim()) {
-    if (d.has_dim_value()) {
-      s.emplace_back(d.dim_value());
-    } else if (d.has_dim_param() && !d.dim_param().empty()) {
-      try {
-        s.emplace_back(d.dim_param());
-      } catch (const Error&) {
-        s.emplace_back(nullptr);  // a dim_param that is no symbol name ingot accepts: unknown
-      }
-    } else {
-      s.emplace_back(nullptr);
-    }
-  }
-  return s;
+  return op_type.rfind("Random", 0) != 0 && op_type != "Dropout" && op_type != "Multinomial" && op_type != "Bernoulli" &&
+         op_type != "If";
 }
 
 // The element type of a node's result where the rule is simple (what Div and Pow need to tell
@@ -76,6 +61,24 @@ std::optional<DType> result_dtype(const ::onnx::NodeProto& node, const NodeConte
 }
 
 }  // namespace
+
+ShapeTemplate template_of(const ::onnx::TypeProto_Tensor& t) {
+  ShapeTemplate s;
+  for (const auto& d : t.shape().dim()) {
+    if (d.has_dim_value()) {
+      s.emplace_back(d.dim_value());
+    } else if (d.has_dim_param() && !d.dim_param().empty()) {
+      try {
+        s.emplace_back(d.dim_param());
+      } catch (const Error&) {
+        s.emplace_back(nullptr);  // a dim_param that is no symbol name ingot accepts: unknown
+      }
+    } else {
+      s.emplace_back(nullptr);
+    }
+  }
+  return s;
+}
 
 std::map<std::string, Conversion>& conversion_table() {
   static std::map<std::string, Conversion> table;
@@ -104,6 +107,7 @@ const std::map<std::string, Conversion>& conversions() {
     register_norm_conversions();
     register_rnn_conversions();
     register_einsum_conversion();
+    register_control_flow_conversions();
     // Last: the elementwise ops whose definition names an ONNX operator (ElementwiseForms::onnx)
     // that no converter above writes with more care (Div and Pow of integers, variadic Max/Min).
     register_catalogue_conversions();
@@ -178,6 +182,13 @@ std::vector<int64_t> NodeContext::attr_ints(const std::string& name, std::vector
   return {a->ints().begin(), a->ints().end()};
 }
 
+const ::onnx::GraphProto& NodeContext::attr_graph(const std::string& name) const {
+  const auto* a = find_attr(node, name);
+  if (a == nullptr) fail("its subgraph attribute '" + name + "' is missing");
+  if (a->type() != ::onnx::AttributeProto::GRAPH || !a->has_g()) fail("attribute '" + name + "' is not a graph");
+  return a->g();
+}
+
 Tensor NodeContext::attr_tensor(const std::string& name) const {
   const auto* a = find_attr(node, name);
   if (a == nullptr || a->type() != ::onnx::AttributeProto::TENSOR) fail("attribute '" + name + "' is not a tensor");
@@ -211,25 +222,38 @@ Connection NodeContext::scalar(double v, DType dt) const {
 
 void NodeContext::fail(const std::string& why) const { INGOT_FAIL(describe(node), ": ", why); }
 
+std::string NodeContext::where() const { return describe(node); }
+
 // ---------------------------------------------------------------- Importer
 
 Importer::Importer(const ::onnx::ModelProto& proto, std::string external_dir, std::map<std::string, Tensor> constants,
                    bool trainable)
     : proto_(proto), external_dir_(std::move(external_dir)), fixed_inputs_(std::move(constants)), trainable_(trainable) {}
 
+bool Importer::defines(const std::string& name) const {
+  return wires_.count(name) || known_.count(name) || (enclosing_ != nullptr && enclosing_->defines(name));
+}
+
+bool Importer::trainable(const std::string& name) const {
+  if (trainable_names_.count(name)) return true;
+  if (wires_.count(name) || known_.count(name)) return false;
+  return enclosing_ != nullptr && enclosing_->trainable(name);
+}
+
 std::optional<Tensor> Importer::known(const std::string& name) const {
-  auto it = known_.find(name);
-  if (it == known_.end()) return std::nullopt;
-  return it->second;
+  if (auto it = known_.find(name); it != known_.end()) return it->second;
+  if (wires_.count(name) || enclosing_ == nullptr) return std::nullopt;
+  return enclosing_->known(name);
 }
 
 std::optional<Shape> Importer::static_shape(const std::string& name) const {
   if (auto it = known_.find(name); it != known_.end()) return it->second.shape();
   if (auto it = shapes_.find(name); it != shapes_.end()) return it->second;
-  if (!wires_.count(name)) return std::nullopt;
+  if (!wires_.count(name)) return enclosing_ != nullptr ? enclosing_->static_shape(name) : std::nullopt;
   if (!inferred_.count(name)) {
     // ingot's shape inference over the model so far, once for every wire not asked about yet
-    // (ONNX's Shape of a Transpose's result, say, in a file without value_info).
+    // (ONNX's Shape of a Transpose's result, say, in a file without value_info). An ONNX If or
+    // Loop decides at run time, so the model so far may hold run-time control flow.
     std::vector<std::string> names;
     std::vector<int> wires;
     for (const auto& [n, c] : wires_)
@@ -237,7 +261,9 @@ std::optional<Shape> Importer::static_shape(const std::string& name) const {
         names.push_back(n);
         wires.push_back(c.wire_index());
       }
-    const std::vector<std::optional<Shape>> found = static_wire_shapes(model_, wires);
+    CompileOptions options;
+    options.dynamic_control_flow = true;
+    const std::vector<std::optional<Shape>> found = static_wire_shapes(model_, wires, options);
     for (size_t i = 0; i < names.size(); ++i)
       if (found[i]) inferred_shapes_[names[i]] = *found[i];
   }
@@ -248,7 +274,8 @@ std::optional<Shape> Importer::static_shape(const std::string& name) const {
 std::optional<DType> Importer::dtype(const std::string& name) const {
   if (auto it = known_.find(name); it != known_.end()) return it->second.dtype();
   if (auto it = dtypes_.find(name); it != dtypes_.end()) return it->second;
-  return std::nullopt;
+  if (wires_.count(name) || enclosing_ == nullptr) return std::nullopt;
+  return enclosing_->dtype(name);
 }
 
 Connection Importer::connection(Model& m, const std::string& name) {
@@ -267,17 +294,27 @@ Connection Importer::connection(Model& m, const std::string& name) {
       }
       return wires_[name] = m.constant(terminal, it->second);
     }
+    if (enclosing_ != nullptr && enclosing_->defines(name)) {
+      if (!enclosing_->trainable(name))
+        if (const std::optional<Tensor> v = enclosing_->known(name)) return wires_[name] = m.constant(name, *v);
+      // A value of an enclosing graph known only at run time (or trained): a free input of this
+      // subgraph under its name, which the control-flow block links to the enclosing value.
+      std::optional<ShapeTemplate> shape;
+      if (const std::optional<Shape> s = enclosing_->static_shape(name)) shape = ShapeTemplate(s->begin(), s->end());
+      captured_.push_back(name);
+      return wires_[name] = m.input(name, shape, enclosing_->dtype(name));
+    }
     INGOT_FAIL("ONNX graph: value '", name, "' is read before any node produces it (the graph is not in order)");
   }
   // A model of one node being folded: every input is known.
-  auto it = known_.find(name);
-  INGOT_CHECK(it != known_.end(), "ONNX import: folding reads an unknown value '", name, "'");
-  return m.constant(name, it->second);
+  const std::optional<Tensor> v = known(name);
+  INGOT_CHECK(v.has_value(), "ONNX import: folding reads an unknown value '", name, "'");
+  return m.constant(name, *v);
 }
 
 void Importer::fold(const ::onnx::NodeProto& node, const Conversion& c) {
   Model t;
-  NodeContext ctx{*this, t, node, opset_, {}};
+  NodeContext ctx{*this, t, node, opset_, {}, {}};
   const std::vector<Connection> outs = c(ctx);
   bool any = false;
   for (int i = 0; i < node.output_size(); ++i) {
@@ -288,7 +325,9 @@ void Importer::fold(const ::onnx::NodeProto& node, const Conversion& c) {
     any = true;
   }
   TensorMap r;
-  if (any) r = compile(t, ReferenceBackend()).evaluate({});
+  CompileOptions options;
+  options.dynamic_control_flow = true;  // a folded loop's body may branch on its iteration number
+  if (any) r = compile(t, ReferenceBackend(), options).evaluate({});
   for (int i = 0; i < node.output_size(); ++i) {
     if (node.output(i).empty()) continue;
     auto k = ctx.known_outputs.find(i);
@@ -302,16 +341,24 @@ void Importer::convert(const ::onnx::NodeProto& node) {
   const auto& table = conversions();
   auto it = table.find(node.op_type());
   if (it == table.end()) INGOT_FAIL(describe(node), ": ingot has no conversion for ONNX operator ", node.op_type());
+  // What the node reads: its inputs, and the values of this graph its subgraphs read by name.
+  std::set<std::string> reads(node.input().begin(), node.input().end());
+  for (const auto& a : node.attribute())
+    if (a.type() == ::onnx::AttributeProto::GRAPH && a.has_g()) {
+      const std::set<std::string> inner = names_read_from_outside(a.g(), depth_ + 1);
+      reads.insert(inner.begin(), inner.end());
+    }
+  reads.erase("");
   bool all_known = foldable(node.op_type());
   // (A trainable initializer is a value of the model, not of the import: nothing folds it away.)
-  for (const std::string& in : node.input())
-    if (!in.empty() && (!known_.count(in) || trainable_names_.count(in))) all_known = false;
+  for (const std::string& in : reads)
+    if (!known(in) || trainable(in)) all_known = false;
   try {
     if (all_known) {
       fold(node, it->second);
       return;
     }
-    NodeContext ctx{*this, model_, node, opset_, {}};
+    NodeContext ctx{*this, model_, node, opset_, {}, {}};
     const std::vector<Connection> outs = it->second(ctx);
     for (int i = 0; i < node.output_size(); ++i) {
       if (node.output(i).empty()) continue;
@@ -322,6 +369,7 @@ void Importer::convert(const ::onnx::NodeProto& node) {
       INGOT_CHECK(static_cast<size_t>(i) < outs.size(), describe(node), ": output ", i, " ('", node.output(i),
                   "') is not supported by ingot's conversion");
       wires_[node.output(i)] = outs[static_cast<size_t>(i)];
+      if (auto t = ctx.output_dtypes.find(i); t != ctx.output_dtypes.end()) dtypes_[node.output(i)] = t->second;
       if (!dtypes_.count(node.output(i)))
         if (const std::optional<DType> t = result_dtype(node, ctx)) dtypes_[node.output(i)] = *t;
     }
@@ -332,15 +380,7 @@ void Importer::convert(const ::onnx::NodeProto& node) {
   }
 }
 
-Model Importer::run() {
-  for (const auto& o : proto_.opset_import())
-    if (o.domain().empty() || o.domain() == "ai.onnx") opset_ = o.version();
-  INGOT_CHECK(opset_ > 0, "ONNX model: no opset of the default domain is imported");
-  INGOT_CHECK(opset_ >= 7 && opset_ <= kMaxOpset, "ONNX model: opset ", opset_, " is outside the opsets ingot imports (7 to ",
-              kMaxOpset, ")");
-  INGOT_CHECK(proto_.has_graph(), "ONNX model: no graph");
-  const ::onnx::GraphProto& g = proto_.graph();
-
+void Importer::read_value_info(const ::onnx::GraphProto& g) {
   // Static sizes and element types of intermediate values, where the file records them
   // (value_info). ONNX's own shape inference (libonnx) is not run: on a hostile file it divides
   // by zero (found by fuzz_onnx), and an importer of downloaded files must not crash.
@@ -359,13 +399,35 @@ Model Importer::run() {
     }
     if (fixed) shapes_[vi.name()] = s;
   }
+}
 
-  for (const auto& out : g.output()) output_names_.insert(out.name());
+void Importer::read_initializers(const ::onnx::GraphProto& g, bool trainable) {
   for (const auto& init : g.initializer()) {
     INGOT_CHECK(!init.name().empty(), "ONNX graph: an initializer has no name");
     known_[init.name()] = to_tensor(init, external_dir_);
-    if (trainable_ && is_floating(known_[init.name()].dtype())) trainable_names_.insert(init.name());
+    if (trainable && is_floating(known_[init.name()].dtype())) trainable_names_.insert(init.name());
   }
+}
+
+Connection Importer::output_wire(const std::string& name) {
+  Connection c = connection(model_, name);
+  // An output that is also an input, an initializer or another output gets a copy of its own.
+  if (!c.name().empty()) c = apply("identity", c);
+  return c;
+}
+
+Model Importer::run() {
+  for (const auto& o : proto_.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset_ = o.version();
+  INGOT_CHECK(opset_ > 0, "ONNX model: no opset of the default domain is imported");
+  INGOT_CHECK(opset_ >= 7 && opset_ <= kMaxOpset, "ONNX model: opset ", opset_, " is outside the opsets ingot imports (7 to ",
+              kMaxOpset, ")");
+  INGOT_CHECK(proto_.has_graph(), "ONNX model: no graph");
+  const ::onnx::GraphProto& g = proto_.graph();
+
+  read_value_info(g);
+  for (const auto& out : g.output()) output_names_.insert(out.name());
+  read_initializers(g, trainable_);
   for (const auto& [name, value] : fixed_inputs_) {
     bool is_input = false;
     for (const auto& input : g.input()) is_input = is_input || input.name() == name;
@@ -391,15 +453,11 @@ Model Importer::run() {
     }
     wires_[input.name()] = model_.input(input.name(), shape, dt);
   }
-  // Every operator ingot cannot convert, listed at once with its node count (rather than the
-  // first one met), so a user sees the whole gap of a model in one error.
+  // Every operator ingot cannot convert, its subgraphs' included, listed at once with its node
+  // count (rather than the first one met), so a user sees the whole gap of a model in one error.
   {
-    const auto& table = conversions();
     std::map<std::string, int> missing;
-    for (const auto& node : g.node()) {
-      if (!node.domain().empty() && node.domain() != "ai.onnx") ++missing["domain '" + node.domain() + "': " + node.op_type()];
-      else if (!table.count(node.op_type())) ++missing[node.op_type()];
-    }
+    count_missing_conversions(g, 0, missing);
     if (!missing.empty()) {
       std::string list;
       for (const auto& [op, n] : missing)
@@ -415,12 +473,7 @@ Model Importer::run() {
       INGOT_CHECK(input.name() != out.name() || known_.count(input.name()), "ONNX graph output '", out.name(),
                   "' is also a graph input: ingot's inputs and outputs need distinct names");
   std::vector<Connection> outs;
-  for (const auto& out : g.output()) {
-    Connection c = connection(model_, out.name());
-    // An output that is also an input, an initializer or another output gets a copy of its own.
-    if (!c.name().empty()) c = apply("identity", c);
-    outs.push_back(c);
-  }
+  for (const auto& out : g.output()) outs.push_back(output_wire(out.name()));
   // The first graph input and output are the canonical ones (what `+=` links), which ingot
   // calls "input" and "output" while they have no name of their own.
   model_.set_cout(outs[0]);
