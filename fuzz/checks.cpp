@@ -108,6 +108,7 @@ Graph rebuilt_in_float64(const Graph& g) {
     std::vector<ValueId> ins;
     for (ValueId i : n.inputs) ins.push_back(to[static_cast<size_t>(i)]);
     const std::vector<ValueId> outs = h.add_node(n.op, ins, n.attrs, static_cast<int>(n.outputs.size()), n.scope);
+    if (!outs.empty()) h.node(h.value(outs[0]).producer).subgraphs = n.subgraphs;  // control flow's
     infer_types(h);
     for (size_t k = 0; k < outs.size(); ++k)
       to[static_cast<size_t>(n.outputs[k])] = h.value(outs[k]).dtype == DType::Float32
@@ -201,7 +202,9 @@ size_t cone_size(const Graph& g, size_t output) {
 }
 
 // Runs `op` (with `attrs`) on the reference over `values`; its output `index`.
-Tensor reference_op(const std::string& op, const Attrs& attrs, int outputs, int index, const std::vector<Tensor>& values) {
+// (`subgraphs`: a control-flow op's.)
+Tensor reference_op(const std::string& op, const Attrs& attrs, int outputs, int index, const std::vector<Tensor>& values,
+                    const std::vector<Graph>& subgraphs) {
   Graph one;
   std::vector<ValueId> operands;
   std::vector<ShapeConstraint> cs;
@@ -210,7 +213,9 @@ Tensor reference_op(const std::string& op, const Attrs& attrs, int outputs, int 
     one.value(operands.back()).dtype = values[k].dtype();
     cs.push_back({operands.back(), ShapeTemplate(values[k].shape().begin(), values[k].shape().end()), "", "fuzz operand"});
   }
-  one.set_output("result", one.add_node(op, operands, attrs, outputs).at(static_cast<size_t>(index)));
+  const std::vector<ValueId> outs = one.add_node(op, operands, attrs, outputs);
+  one.node(one.value(outs[0]).producer).subgraphs = subgraphs;
+  one.set_output("result", outs.at(static_cast<size_t>(index)));
   infer_shapes(one, cs);
   infer_types(one);
   return ReferenceBackend().lower(one, {})->run(values).at(0);
@@ -276,7 +281,8 @@ bool explained_by_float_rounding(const Graph& g, size_t output, const Variation&
       operands.push_back(a);
     }
     for (size_t k = 0; k < n.outputs.size(); ++k) {
-      const Tensor redone = reference_op(n.op, n.attrs, static_cast<int>(n.outputs.size()), static_cast<int>(k), operands);
+      const Tensor redone = reference_op(n.op, n.attrs, static_cast<int>(n.outputs.size()), static_cast<int>(k), operands,
+                                          n.subgraphs);
       const Tensor& cpu_result = got[probed.at(n.outputs[k])];
       if (redone.dtype() != cpu_result.dtype() || redone.shape() != cpu_result.shape() || !equal(redone, cpu_result))
         return false;
@@ -303,6 +309,7 @@ bool explained_by_float_rounding(const Graph& g, size_t output, const Variation&
     std::vector<ValueId> operands;
     for (ValueId in : n.inputs) operands.push_back(after.count(g.value(in).producer) ? to_tail.at(in) : leaf(in));
     const std::vector<ValueId> outs = tail.add_node(n.op, operands, n.attrs, static_cast<int>(n.outputs.size()));
+    tail.node(tail.value(outs[0]).producer).subgraphs = n.subgraphs;
     for (size_t k = 0; k < outs.size(); ++k) to_tail[n.outputs[k]] = outs[k];
   }
   const ValueId final_value = g.outputs()[output].second;
@@ -391,7 +398,7 @@ bool explained_by_conditioning(const Graph& g, size_t output, const Variation& v
     operands.push_back(is_floating(t.dtype()) ? t.astype(DType::Float64) : t);
   }
   for (size_t k = 0; k < a.outputs.size(); ++k) {
-    const Tensor exact = reference_op(a.op, a.attrs, static_cast<int>(a.outputs.size()), static_cast<int>(k), operands);
+    const Tensor exact = reference_op(a.op, a.attrs, static_cast<int>(a.outputs.size()), static_cast<int>(k), operands, a.subgraphs);
     const Tensor& mine = got[probed.at(a.outputs[k])];
     if (exact.shape() != mine.shape()) return false;
     // Rounded to the op's type first, as the reference rounds its double result: a float32 power
@@ -424,6 +431,7 @@ bool explained_by_conditioning(const Graph& g, size_t output, const Variation& v
     std::vector<ValueId> ops;
     for (ValueId in : n.inputs) ops.push_back(to_tail.count(in) ? to_tail.at(in) : leaf(in));
     const std::vector<ValueId> outs = tail.add_node(n.op, ops, n.attrs, static_cast<int>(n.outputs.size()));
+    tail.node(tail.value(outs[0]).producer).subgraphs = n.subgraphs;
     for (size_t k = 0; k < outs.size(); ++k) to_tail[n.outputs[k]] = outs[k];
   }
   const ValueId final_value = g.outputs()[output].second;

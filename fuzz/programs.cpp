@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -121,6 +122,228 @@ bool accepts(const OpDef& op, const std::vector<Operand>& operands, const Attrs&
   return true;
 }
 
+// ---------------------------------------------------------------- control flow
+
+// One program of a batch: its nodes [first, end) and its leaves, in order.
+struct ProgramSpan {
+  NodeId first = 0, end = 0;
+  std::vector<ValueId> leaves;
+};
+
+// A scalar literal of `g` (weak: it takes the dtype it meets, so the float64 run keeps it).
+ValueId literal(Graph& g, double v, DType t = DType::Float32) {
+  const ValueId c = g.add_constant("c" + std::to_string(g.values().size()), Tensor::full(t, {}, v));
+  g.value(c).weak_type = true;
+  return c;
+}
+
+// `t` repeated `times` times along a new leading axis.
+Tensor tiled(const Tensor& t, int64_t times) {
+  Shape s = t.shape();
+  s.insert(s.begin(), times);
+  Tensor r(t.dtype(), s);
+  const Tensor c = t.contiguous();
+  for (int64_t i = 0; i < times; ++i)
+    std::memcpy(static_cast<char*>(r.raw_data()) + static_cast<size_t>(i) * c.nbytes(), c.raw_data(), c.nbytes());
+  return r;
+}
+
+// Rebuilds a batch's straight-line graph with some programs wrapped in control flow (see
+// programs.h): the graph, its inputs and special inputs are replaced.
+struct Wrapper {
+  const Graph& from;
+  const std::map<std::string, Tensor>& from_inputs;
+  const std::map<std::string, Tensor>& from_special;
+  std::mt19937_64& rng;
+  Graph to;
+  std::map<std::string, Tensor> inputs, special;
+  std::vector<ShapeConstraint> cs;
+
+  ValueId outer(const std::string& name, const Tensor& t, const Tensor& s) {
+    const ValueId id = to.add_input(name);
+    to.value(id).dtype = t.dtype();
+    ShapeTemplate tt;
+    for (int64_t d : t.shape()) tt.emplace_back(d);
+    cs.push_back({id, tt, "", "fuzz control flow"});
+    inputs[name] = t;
+    special[name] = s;
+    return id;
+  }
+  ValueId outer_leaf(ValueId leaf) {
+    const std::string& name = from.value(leaf).name;
+    return outer(name, from_inputs.at(name), from_special.at(name));
+  }
+  Shape shape_of(ValueId v) const {
+    Shape s;
+    for (const SymDim& d : from.value(v).shape) s.push_back(d.value);
+    return s;
+  }
+  // A subgraph's parameter standing for `from`'s value v.
+  static ValueId param(Graph& sub, const std::string& name, DType dtype) {
+    const ValueId id = sub.add_input(name);
+    sub.value(id).dtype = dtype;
+    return id;
+  }
+  // The program's nodes copied into `sub`, its leaves given by `map`; fills `map` on.
+  void copy_program(const ProgramSpan& p, Graph& sub, std::map<ValueId, ValueId>& map) const {
+    for (NodeId n = p.first; n < p.end; ++n) {
+      const Node& node = from.node(n);
+      std::vector<ValueId> ins;
+      for (ValueId v : node.inputs) ins.push_back(map.at(v));
+      const std::vector<ValueId> outs = sub.add_node(node.op, ins, node.attrs, static_cast<int>(node.outputs.size()), node.scope);
+      for (size_t k = 0; k < outs.size(); ++k) map[node.outputs[k]] = outs[k];
+    }
+  }
+  std::vector<ValueId> control(const std::string& op, const std::vector<ValueId>& operands, Attrs attrs, int outputs,
+                               std::vector<Graph> subs) {
+    const std::vector<ValueId> outs = to.add_node(op, operands, std::move(attrs), outputs, "fuzz");
+    to.node(to.value(outs[0]).producer).subgraphs = std::move(subs);
+    std::lock_guard<std::mutex> lock(coverage_mu);
+    ++coverage_counts()[op];
+    return outs;
+  }
+
+  void plain(const ProgramSpan& p, const std::vector<std::pair<std::string, ValueId>>& outs) {
+    std::map<ValueId, ValueId> map;
+    for (ValueId l : p.leaves) map[l] = outer_leaf(l);
+    copy_program(p, to, map);
+    for (const auto& [name, v] : outs) to.set_output(name, map.at(v));
+  }
+
+  // scan(carry..., xs..., invariants...): a random length T (0..4), float inputs scanned or
+  // whole at random, a float32 output's carry = carry * 0.5 + out, every output a y.
+  void scan(const ProgramSpan& p, const std::string& prefix, const std::vector<std::pair<std::string, ValueId>>& outs) {
+    const int64_t steps = static_cast<int64_t>(rng() % 5);
+    std::vector<ValueId> xs, invariants;
+    for (ValueId l : p.leaves)
+      (is_floating(from.value(l).dtype) && rng() % 3 != 0 ? xs : invariants).push_back(l);
+    if (xs.empty()) {  // a scan needs one: the first float leaf (the program's first input)
+      for (auto it = invariants.begin(); it != invariants.end(); ++it)
+        if (is_floating(from.value(*it).dtype)) {
+          xs.push_back(*it);
+          invariants.erase(it);
+          break;
+        }
+    }
+    std::vector<size_t> carried;
+    for (size_t k = 0; k < outs.size(); ++k)
+      if (from.value(outs[k].second).dtype == DType::Float32) carried.push_back(k);
+    Graph body;
+    std::vector<ValueId> carry_params;
+    for (size_t k : carried) carry_params.push_back(param(body, "carry" + std::to_string(k), DType::Float32));
+    std::map<ValueId, ValueId> map;
+    for (ValueId l : xs) map[l] = param(body, from.value(l).name, from.value(l).dtype);
+    for (ValueId l : invariants) map[l] = param(body, from.value(l).name, from.value(l).dtype);
+    copy_program(p, body, map);
+    std::vector<ValueId> results;
+    for (size_t i = 0; i < carried.size(); ++i)
+      results.push_back(body.add_op("add", {body.add_op("mul", {carry_params[i], literal(body, 0.5)}), map.at(outs[carried[i]].second)}));
+    for (const auto& [name, v] : outs) results.push_back(map.at(v));
+    for (size_t i = 0; i < results.size(); ++i) body.set_output("r" + std::to_string(i), results[i]);
+    std::vector<ValueId> operands;
+    for (size_t k : carried) {
+      const Tensor init = random_values(shape_of(outs[k].second), rng, -1.0, 1.0);
+      operands.push_back(outer(prefix + "carry" + std::to_string(k), init, init));
+    }
+    for (ValueId l : xs) {
+      const std::string& name = from.value(l).name;
+      const Tensor& t = from_inputs.at(name);
+      if (name.find("_x") != std::string::npos) {  // a program input: new values every step
+        Shape s = t.shape();
+        s.insert(s.begin(), steps);
+        const Tensor v = random_values(s, rng, -2.0, 2.0);
+        operands.push_back(outer(name, v, with_special_values(v, rng)));
+      } else {  // an operand a sampler fed (its values may matter): the same at every step
+        operands.push_back(outer(name, tiled(t, steps), tiled(from_special.at(name), steps)));
+      }
+    }
+    for (ValueId l : invariants) operands.push_back(outer_leaf(l));
+    const Attrs attrs = {{"num_carry", static_cast<int64_t>(carried.size())},
+                         {"num_xs", static_cast<int64_t>(xs.size())},
+                         {"reverse", static_cast<int64_t>(rng() % 2)}};
+    const std::vector<ValueId> r = control("scan", operands, attrs, static_cast<int>(results.size()), {body});
+    for (size_t i = 0; i < carried.size(); ++i) to.set_output(prefix + "carry" + std::to_string(carried[i]), r[i]);
+    for (size_t k = 0; k < outs.size(); ++k) to.set_output(outs[k].first, r[carried.size() + k]);
+  }
+
+  // if(cond, inputs...): then the program, else the program with its float32 outputs negated;
+  // the condition an input, or now and then a constant (inlined by the compiler).
+  void branch(const ProgramSpan& p, const std::string& prefix, const std::vector<std::pair<std::string, ValueId>>& outs) {
+    std::vector<Graph> subs;
+    for (const bool negated : {false, true}) {
+      Graph sub;
+      std::map<ValueId, ValueId> map;
+      for (ValueId l : p.leaves) map[l] = param(sub, from.value(l).name, from.value(l).dtype);
+      copy_program(p, sub, map);
+      for (size_t k = 0; k < outs.size(); ++k) {
+        const ValueId v = map.at(outs[k].second);
+        const bool f32 = from.value(outs[k].second).dtype == DType::Float32;
+        sub.set_output("r" + std::to_string(k), negated && f32 ? sub.add_op("mul", {v, literal(sub, -1.0)}) : v);
+      }
+      subs.push_back(std::move(sub));
+    }
+    const Tensor c = Tensor::full(DType::Bool, {}, static_cast<double>(rng() % 2));
+    std::vector<ValueId> operands;
+    if (rng() % 4 == 0) {
+      operands.push_back(to.add_constant(prefix + "cond", c));
+    } else {
+      operands.push_back(outer(prefix + "cond", c, c));
+    }
+    for (ValueId l : p.leaves) operands.push_back(outer_leaf(l));
+    const std::vector<ValueId> r = control("if", operands, {}, static_cast<int>(outs.size()), std::move(subs));
+    for (size_t k = 0; k < outs.size(); ++k) to.set_output(outs[k].first, r[k]);
+  }
+
+  // while(i, carried..., n, inputs...): while i < n (0..3; each a constant or an input), i += 1
+  // and a float32 output's carry = carry * 0.5 + out (another output's carry = out); max_iterations
+  // (0..3) on most loops, so most are differentiable.
+  void loop(const ProgramSpan& p, const std::string& prefix, const std::vector<std::pair<std::string, ValueId>>& outs) {
+    auto counter = [&](const std::string& name, int64_t value) {
+      const Tensor t = Tensor::full(DType::Int32, {}, static_cast<double>(value));
+      if (rng() % 2) return to.add_constant(prefix + name, t);
+      return outer(prefix + name, t, t);
+    };
+    std::vector<ValueId> operands = {counter("i", static_cast<int64_t>(rng() % 2))};
+    for (size_t k = 0; k < outs.size(); ++k) {
+      const Value& out = from.value(outs[k].second);
+      const Tensor init = out.dtype == DType::Float32 ? random_values(shape_of(out.id), rng, -1.0, 1.0)
+                                                      : Tensor::full(out.dtype, shape_of(out.id), 0.0);
+      operands.push_back(outer(prefix + "carry" + std::to_string(k), init, init));
+    }
+    operands.push_back(counter("n", static_cast<int64_t>(rng() % 4)));
+    for (ValueId l : p.leaves) operands.push_back(outer_leaf(l));
+    std::vector<Graph> subs;
+    for (const bool is_body : {false, true}) {
+      Graph sub;
+      const ValueId i = param(sub, "i", DType::Int32);
+      std::vector<ValueId> carries;
+      for (size_t k = 0; k < outs.size(); ++k)
+        carries.push_back(param(sub, "carry" + std::to_string(k), from.value(outs[k].second).dtype));
+      const ValueId n = param(sub, "n", DType::Int32);
+      std::map<ValueId, ValueId> map;
+      for (ValueId l : p.leaves) map[l] = param(sub, from.value(l).name, from.value(l).dtype);
+      if (!is_body) {
+        sub.set_output("r0", sub.add_op("less", {i, n}));
+      } else {
+        copy_program(p, sub, map);
+        sub.set_output("r0", sub.add_op("add", {i, literal(sub, 1, DType::Int32)}));
+        for (size_t k = 0; k < outs.size(); ++k) {
+          const ValueId v = map.at(outs[k].second);
+          const bool f32 = from.value(outs[k].second).dtype == DType::Float32;
+          sub.set_output("r" + std::to_string(k + 1),
+                         f32 ? sub.add_op("add", {sub.add_op("mul", {carries[k], literal(sub, 0.5)}), v}) : v);
+        }
+      }
+      subs.push_back(std::move(sub));
+    }
+    Attrs attrs = {{"num_invariant", static_cast<int64_t>(1 + p.leaves.size())}};
+    if (rng() % 4 != 0) attrs.set("max_iterations", static_cast<int64_t>(rng() % 4));
+    const std::vector<ValueId> r = control("while", operands, attrs, static_cast<int>(1 + outs.size()), std::move(subs));
+    to.set_output(prefix + "i", r[0]);
+    for (size_t k = 0; k < outs.size(); ++k) to.set_output(outs[k].first, r[k + 1]);
+  }
+};
+
 }  // namespace
 
 Batch random_batch(uint64_t seed, const ProgramOptions& po) {
@@ -133,8 +356,10 @@ Batch random_batch(uint64_t seed, const ProgramOptions& po) {
     // Control flow owns subgraphs a random draw cannot give it (tests/test_control_flow.cpp covers it).
     if (op->fusion != FusionClass::Source && op->eval != nullptr && op->subgraph_names.empty()) ops.push_back(op);
   std::vector<ShapeConstraint> cs;
+  std::vector<ProgramSpan> spans;
   for (int p = 0; p < po.programs_per_graph; ++p) {
     const std::string prefix = "p" + std::to_string(p) + "_";
+    spans.push_back({static_cast<NodeId>(g.nodes().size()), 0, {}});
     // A base shape and inputs of it or broadcastable to it.
     Shape base;
     const int rank = 1 + static_cast<int>(rng() % 4);
@@ -162,6 +387,7 @@ Batch random_batch(uint64_t seed, const ProgramOptions& po) {
       b.inputs[name] = random_values(s, rng, -2.0, 2.0);
       b.special_inputs[name] = with_special_values(b.inputs[name], rng);
       pool.push_back(v);
+      spans.back().leaves.push_back(v);
     }
     infer_shapes(g, cs);
     int made = 0, fed = 0;
@@ -206,6 +432,7 @@ Batch random_batch(uint64_t seed, const ProgramOptions& po) {
         cs.push_back({o.value, t, "", "fuzz operand"});
         b.inputs[name] = *o.fed;
         b.special_inputs[name] = o.dtype == DType::Float32 ? with_special_values(*o.fed, rng) : *o.fed;
+        spans.back().leaves.push_back(o.value);
       }
       in.clear();
       for (const Operand& o : operands) in.push_back(o.value);
@@ -218,6 +445,7 @@ Batch random_batch(uint64_t seed, const ProgramOptions& po) {
       std::lock_guard<std::mutex> lock(coverage_mu);
       ++coverage_counts()[op.name];
     }
+    spans.back().end = static_cast<NodeId>(g.nodes().size());
   }
   b.programs = po.programs_per_graph;
   // Every value nothing reads is an output, so nothing is dead code.
@@ -230,6 +458,29 @@ Batch random_batch(uint64_t seed, const ProgramOptions& po) {
   infer_shapes(g, cs);
   infer_types(g);
   verify(g);
+  if (po.control_flow_percent <= 0) return b;
+  // Control flow around some programs (its own generator, so the programs stay those of the seed).
+  std::mt19937_64 cf_rng(seed * 0xBF58476D1CE4E5B9ull + 3);
+  Wrapper w{g, b.inputs, b.special_inputs, cf_rng, {}, {}, {}, {}};
+  for (size_t p = 0; p < spans.size(); ++p) {
+    const std::string prefix = "p" + std::to_string(p) + "_";
+    std::vector<std::pair<std::string, ValueId>> outs;
+    for (const auto& [name, v] : g.outputs())
+      if (g.value(v).producer >= spans[p].first && g.value(v).producer < spans[p].end) outs.emplace_back(name, v);
+    const bool wrap = !outs.empty() && static_cast<int>(cf_rng() % 100) < po.control_flow_percent;
+    switch (wrap ? static_cast<int>(cf_rng() % 3) : -1) {
+      case 0: w.scan(spans[p], prefix, outs); break;
+      case 1: w.branch(spans[p], prefix, outs); break;
+      case 2: w.loop(spans[p], prefix, outs); break;
+      default: w.plain(spans[p], outs);
+    }
+  }
+  infer_shapes(w.to, w.cs);
+  infer_types(w.to);
+  verify(w.to);
+  b.graph = std::move(w.to);
+  b.inputs = std::move(w.inputs);
+  b.special_inputs = std::move(w.special);
   return b;
 }
 
@@ -303,7 +554,7 @@ std::map<std::string, std::string> rule_gaps() {
 std::map<std::string, int> coverage() {
   std::map<std::string, int> c;
   for (const OpDef* op : all_ops())
-    if (op->subgraph_names.empty()) c[op->name] = 0;
+    if (op->subgraph_names.empty() || op->name == "if" || op->name == "while" || op->name == "scan") c[op->name] = 0;
   std::lock_guard<std::mutex> lock(coverage_mu);
   for (const auto& [name, n] : coverage_counts()) c[name] = n;
   return c;

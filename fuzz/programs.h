@@ -8,6 +8,21 @@
 // (coverage() says which): they need an attribute sampler before this fuzzer reaches them.
 // Several independent programs are batched into one graph, so one native build checks them all.
 //
+// Control flow: after a batch's straight-line programs are drawn, some (control_flow_percent of
+// them, by a generator of their own, so a seed's programs stay the same) are wrapped, each in one
+// of: a scan over a leading axis of length 0..4 (its float inputs scanned as xs or, at random,
+// passed whole as invariants, which loop-invariant code motion hoists; a float32 output also
+// updates a carry, carry * 0.5 + out, from an input of its shape; every output stacked as a y;
+// reverse at random); an if on a bool scalar input, or now and then a constant (inlined), whose
+// then graph is the program and whose else graph the program with its float32 outputs negated;
+// a while with an int32 counter i from 0 or 1 (a constant or an input) up to a bound n of 0..3
+// (a constant or an input), carrying every output (a float32 one as in the scan, another as the
+// program's value) with max_iterations 0..3 on three loops in four (the others have no gradient:
+// the gradient variations skip such a batch as not differentiable). Trip counts of 0 and 1 reach
+// the compiler's loop simplification, constant operands its moving them into subgraphs, and the
+// reference interpreter on the unoptimized graph stays the oracle. The shrinker removes whole
+// control-flow nodes but does not shrink inside their subgraphs.
+//
 // A finding is an output where the CPU backend differs from the reference beyond float32
 // rounding: relative to the output's largest magnitude, and only when the CPU result is also
 // further from a float64 run of the same program than the float32 reference is. Gradient
@@ -42,6 +57,7 @@ inline constexpr int64_t kMaxValueElements = 4 * kMaxInputElements;
 struct ProgramOptions {
   int ops = 8;                  // nodes per program
   int programs_per_graph = 6;   // independent programs batched into one graph (one build)
+  int control_flow_percent = 25;  // of the programs, wrapped in a scan, an if or a while (0: none)
 };
 
 // Independent random programs in one graph, with their inputs by leaf name. `special_inputs`:

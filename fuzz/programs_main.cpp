@@ -1,6 +1,7 @@
 // ingot_fuzz_programs: the differential fuzzer's command line (scripts/fuzz.sh programs ...).
 //
 //   ingot_fuzz_programs [--graphs N] [--seconds S] [--seed K] [--ops M] [--programs-per-graph P]
+//                       [--control-flow-percent C]
 //                       [--rotate 0|1] [--reproducers DIR] [--models 0|1] [--keep-going 0|1]
 //   ingot_fuzz_programs --replay DIR
 //
@@ -39,6 +40,7 @@ namespace {
 
 int usage() {
   std::cerr << "usage: ingot_fuzz_programs [--graphs N] [--seconds S] [--seed K] [--ops M] [--programs-per-graph P]\n"
+               "                           [--control-flow-percent C]\n"
                "                           [--rotate 0|1] [--reproducers DIR] [--models 0|1] [--keep-going 0|1]\n"
                "       ingot_fuzz_programs --replay DIR\n";
   return 2;
@@ -105,6 +107,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed") seed = v;
     else if (a == "--ops") po.ops = static_cast<int>(v);
     else if (a == "--programs-per-graph") po.programs_per_graph = static_cast<int>(v);
+    else if (a == "--control-flow-percent") po.control_flow_percent = static_cast<int>(v);
     else if (a == "--rotate") rotate = v;
     else if (a == "--models") models = v;
     else if (a == "--keep-going") keep_going = v;

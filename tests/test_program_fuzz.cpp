@@ -243,6 +243,51 @@ TEST(ProgramFuzz, ShrinkingStartsFromTheOutputTheFindingNames) {
   EXPECT_EQ(small.graph.outputs()[0].first, "last");
 }
 
+// Some programs of a batch are wrapped in a scan, an if or a while (fuzz/programs.h): each kind
+// is drawn over a few seeds, none with control_flow_percent 0, and every wrapped program keeps
+// its subgraphs. A planted bug that swaps an if's branches is caught, and the shrinker leaves
+// the if and its subgraphs intact.
+TEST(ProgramFuzz, WrapsProgramsInControlFlowAndShrinksThemIntact) {
+  std::map<std::string, int> seen;
+  for (uint64_t seed = 100; seed < 108; ++seed) {
+    const fuzz::Batch b = fuzz::random_batch(seed);
+    for (const Node& n : b.graph.nodes())
+      if (n.op == "if" || n.op == "while" || n.op == "scan") {
+        ++seen[n.op];
+        EXPECT_EQ(n.subgraphs.size(), n.op == "scan" ? 1u : 2u);
+      }
+  }
+  fuzz::ProgramOptions straight;
+  straight.control_flow_percent = 0;
+  const fuzz::Batch plain = fuzz::random_batch(100, straight);
+  for (const Node& n : plain.graph.nodes()) EXPECT_TRUE(n.subgraphs.empty()) << n.op;
+  for (const char* op : {"if", "while", "scan"}) EXPECT_GT(seen[op], 0) << op;
+  for (const char* op : {"if", "while", "scan"}) EXPECT_GT(fuzz::coverage().at(op), 0) << op;
+
+  fuzz::Variation swapped{"if branches swapped", {}};
+  swapped.options.optimization_level = "none";
+  swapped.options.custom_passes.push_back({"plant_bug", "end", [](Graph& g) {
+                                             for (Node& n : g.nodes())
+                                               if (n.op == "if") std::swap(n.subgraphs[0], n.subgraphs[1]);
+                                           }});
+  std::optional<fuzz::Batch> failing;
+  for (uint64_t seed = 100; seed < 140 && !failing; ++seed) {
+    fuzz::Batch b = fuzz::random_batch(seed);
+    if (fuzz::check(b, swapped, cpu_test::cpu_options())) failing = std::move(b);
+  }
+  ASSERT_TRUE(failing.has_value()) << "no batch shows swapped branches";
+  const fuzz::Batch small = fuzz::shrink(*failing, swapped, cpu_test::cpu_options(), 3);
+  EXPECT_NO_THROW(verify(small.graph));
+  bool has_if = false;
+  for (const Node& n : small.graph.nodes())
+    if (n.op == "if") {
+      has_if = true;
+      EXPECT_EQ(n.subgraphs.size(), 2u);
+    }
+  EXPECT_TRUE(has_if) << print_graph(small.graph);
+  EXPECT_TRUE(fuzz::check(small, swapped, cpu_test::cpu_options()).has_value()) << print_graph(small.graph);
+}
+
 // Every reproducer under fuzz/regressions/programs/ (a finding, shrunk, once its bug was fixed)
 // passes under the variation that found it.
 TEST(ProgramFuzz, RegressionsStayFixed) {
