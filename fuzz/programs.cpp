@@ -262,7 +262,9 @@ struct Wrapper {
                          {"num_xs", static_cast<int64_t>(xs.size())},
                          {"reverse", static_cast<int64_t>(rng() % 2)}};
     const std::vector<ValueId> r = control("scan", operands, attrs, static_cast<int>(results.size()), {body});
-    for (size_t i = 0; i < carried.size(); ++i) to.set_output(prefix + "carry" + std::to_string(carried[i]), r[i]);
+    // Output names differ from every input's (ONNX export, which the round-trip test runs on these
+    // programs, needs distinct names).
+    for (size_t i = 0; i < carried.size(); ++i) to.set_output(prefix + "carry" + std::to_string(carried[i]) + "_out", r[i]);
     for (size_t k = 0; k < outs.size(); ++k) to.set_output(outs[k].first, r[carried.size() + k]);
   }
 
@@ -339,7 +341,7 @@ struct Wrapper {
     Attrs attrs = {{"num_invariant", static_cast<int64_t>(1 + p.leaves.size())}};
     if (rng() % 4 != 0) attrs.set("max_iterations", static_cast<int64_t>(rng() % 4));
     const std::vector<ValueId> r = control("while", operands, attrs, static_cast<int>(1 + outs.size()), std::move(subs));
-    to.set_output(prefix + "i", r[0]);
+    to.set_output(prefix + "i_out", r[0]);
     for (size_t k = 0; k < outs.size(); ++k) to.set_output(outs[k].first, r[k + 1]);
   }
 };

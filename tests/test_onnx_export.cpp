@@ -151,10 +151,17 @@ TEST(OnnxExport, TransformerLayersRoundTrip) {
 
 // Random programs from the differential fuzzer's generator (fuzz/programs.h): every op it
 // draws, with every dtype, exported and read back; the reference interpreter runs both.
+// Straight-line programs only: reading back an exported If/Loop whose body holds an op that
+// import decomposes (rms_norm -> Div, pow) still fails where ONNX's type inference gives the
+// body's values no element type (control flow round-trips in the tests below and in Python).
 TEST(OnnxExport, RandomProgramsRoundTrip) {
   int exported = 0, skipped = 0;
   for (uint64_t seed = 1; seed <= 300; ++seed) {
-    const fuzz::Batch b = fuzz::random_batch(seed, {6, 1});
+    fuzz::ProgramOptions po;
+    po.ops = 6;
+    po.programs_per_graph = 1;
+    po.control_flow_percent = 0;
+    const fuzz::Batch b = fuzz::random_batch(seed, po);
     std::string bytes;
     try {
       bytes = onnx_export::Exporter(b.graph, {}).run().SerializeAsString();
