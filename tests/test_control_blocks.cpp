@@ -204,10 +204,6 @@ Model rnn_scan(bool reverse) {
   body |= Linear(4)({{"input", "h"}, {"output", "hw"}, {"weight", "W"}, {"bias", "b"}});
   body |= Model::primitive("add", {"left", "right"}, {"output"})({{"left", "xw"}, {"right", "hw"}, {"output", "pre"}});
   body |= Tanh()({{"input", "pre"}, {"output", "h_next"}});
-  const BlockCall id = Identity()({{"input", "x"}, {"output", "y"}});
-  EXPECT_NE(error_of([&] { If(std::string(5000, '(') + "p" + std::string(5000, ')'), id, id); }).find("nests deeper"),
-            std::string::npos);
-  EXPECT_NE(error_of([&] { If(std::string(5000, '-') + "p", id, id); }).find("nests deeper"), std::string::npos);
   ScanOptions s;
   s.xs = {{"x_t", "xs"}};
   s.initial_state = {{"h", "h0"}};
@@ -409,6 +405,12 @@ TEST(ControlBlocks, MistakesAreClearErrors) {
   EXPECT_NE(error_of([&] { If("p", Identity()({{"input", "x"}, {"output", "y"}}), Identity()({{"input", "x"}, {"output", "z"}})); })
                 .find("both branches must produce the same outputs"),
             std::string::npos);
+  RecurrentOptions relu_lstm;
+  relu_lstm.input_size = relu_lstm.hidden_size = 4;
+  relu_lstm.nonlinearity = "relu";
+  EXPECT_NE(error_of([&] { LSTM(relu_lstm); }).find("nonlinearity is RNN's option"), std::string::npos);
+  relu_lstm.nonlinearity = "sigmoid";
+  EXPECT_NE(error_of([&] { RNN(relu_lstm); }).find("must be 'tanh' or 'relu'"), std::string::npos);
   const BlockCall id = Identity()({{"input", "x"}, {"output", "y"}});
   EXPECT_NE(error_of([&] { If(std::string(5000, '(') + "p" + std::string(5000, ')'), id, id); }).find("nests deeper"),
             std::string::npos);

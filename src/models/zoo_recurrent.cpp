@@ -104,6 +104,8 @@ Model recurrent(const char* type, Cell cell, const RecurrentOptions& o) {
   INGOT_CHECK(o.num_layers >= 1, type, ": num_layers must be at least 1, got ", o.num_layers);
   INGOT_CHECK(o.nonlinearity == "tanh" || o.nonlinearity == "relu", type, ": nonlinearity must be 'tanh' or 'relu', got '",
               o.nonlinearity, "'");
+  INGOT_CHECK(cell == Cell::Rnn || o.nonlinearity == "tanh", type,
+              ": nonlinearity is RNN's option (LSTM and GRU use sigmoid and tanh gates), got '", o.nonlinearity, "'");
   Model m = zoo::block(type);
   Connection x = m.input("input", o.batch_first ? ShapeTemplate{"N", "T", o.input_size}
                                                 : ShapeTemplate{"T", "N", o.input_size});
