@@ -7,21 +7,13 @@ import pytest
 
 import ingot as ml
 from conftest import cpu
+from control_flow_models import recurrent_block, rnn_scan, seed_if_model, seed_while_model
 
 RTOL = 1e-5
 
 
 def backends():
     return [ml.ReferenceBackend(), cpu()]
-
-
-def seed_if_model():
-    model = ml.Model()
-    model |= ml.Linear(dimension=64)(input="input", output="hidden")
-    model += ml.If(condition="is_training",
-                   then_branch=ml.Dropout(p=0.5)(input="hidden", output="hidden_processed"),
-                   else_branch=ml.Identity()(input="hidden", output="hidden_processed"))
-    return model
 
 
 @pytest.mark.parametrize("backend", backends(), ids=["reference", "cpu"])
@@ -49,22 +41,6 @@ def test_the_seeds_if_example_needs_dynamic_control_flow():
     assert " if(" not in pm.graph_text()
 
 
-def recurrent_block():
-    block = ml.Model()
-    block |= ml.Linear(dimension=16)(input="state", output="pre")
-    block |= ml.Tanh()(input="pre", output="new_state")
-    return block
-
-
-def seed_while_model():
-    model = ml.Model()
-    model += ml.While(condition="step < max_steps", body=recurrent_block(),
-                      initial_state={"state": "initial_state", "step": 0},
-                      loop_vars={"state": "new_state", "step": "step + 1"},
-                      output_vars={"final_state": "state"})(output="final_state")
-    return model
-
-
 @pytest.mark.parametrize("backend", backends(), ids=["reference", "cpu"])
 def test_the_seeds_while_example(backend):
     pm = ml.compile(seed_while_model(), backend, shapes={"initial_state": [4, 16], "max_steps": []},
@@ -84,18 +60,6 @@ def test_the_seeds_while_example(backend):
 def test_a_data_dependent_while_needs_dynamic_control_flow():
     with pytest.raises(ml.IngotError, match="dynamic_control_flow.*|max_steps"):
         ml.compile(seed_while_model(), ml.ReferenceBackend(), shapes={"initial_state": [4, 16], "max_steps": []})
-
-
-def rnn_scan(reverse=False):
-    body = ml.Model()
-    body |= ml.Linear(dimension=5, use_bias=False)(input="x_t", output="xw")
-    body |= ml.Linear(dimension=5)(input="h", output="hw")
-    body |= ml.Add()(left="xw", right="hw", output="pre")
-    body |= ml.Tanh()(input="pre", output="h_next")
-    model = ml.Model()
-    model |= ml.Scan(body, xs={"x_t": "xs"}, initial_state={"h": "h0"}, loop_vars={"h": "h_next"},
-                     ys={"hs": "h_next"}, output_vars={"last": "h"}, reverse=reverse)
-    return model
 
 
 @pytest.mark.parametrize("reverse", [False, True])

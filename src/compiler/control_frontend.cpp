@@ -46,19 +46,14 @@ Graph resolve_body(const Model& body, const CompileOptions& options, const std::
   return std::move(r.graph);
 }
 
-// The first model input or parameter `v` is computed from, or nothing when only constants are.
+// The first model input or parameter (in leaf order) `v` is computed from, or nothing when only
+// constants are.
 std::optional<std::string> data_read_by(const Graph& g, ValueId v) {
-  std::vector<bool> seen(g.values().size(), false);
-  std::vector<ValueId> stack{v};
-  while (!stack.empty()) {
-    const ValueId x = stack.back();
-    stack.pop_back();
-    if (seen[static_cast<size_t>(x)]) continue;
-    seen[static_cast<size_t>(x)] = true;
-    const Value& val = g.value(x);
-    if (val.kind == ValueKind::Input || val.kind == ValueKind::Parameter) return val.name;
-    if (val.producer >= 0)
-      for (ValueId in : g.node(val.producer).inputs) stack.push_back(in);
+  const std::vector<bool> reads = values_reaching(g, v);
+  for (ValueId leaf : g.leaves()) {
+    const Value& val = g.value(leaf);
+    if (reads[static_cast<size_t>(leaf)] && (val.kind == ValueKind::Input || val.kind == ValueKind::Parameter))
+      return val.name;
   }
   return std::nullopt;
 }
@@ -100,20 +95,23 @@ class SubgraphBuilder {
     return by_name;
   }
 
-  // `text` built into `sub`: names read body outputs first, then the formal inputs.
-  ValueId expression(Graph& sub, const std::string& text, const std::map<std::string, ValueId>& outputs,
-                     const std::string& what) const {
-    const Expression e = Expression::parse(text, block_name(n_) + ": " + what);
-    return e.emit(
-        sub,
-        [&](const std::string& name) -> ValueId {
-          if (const auto it = outputs.find(name); it != outputs.end()) return it->second;
-          for (ValueId f : sub.leaves_of(ValueKind::Input))
-            if (sub.value(f).name == name) return f;
-          INGOT_FAIL(block_name(n_), ": ", what, " \"", text, "\" reads '", name,
-                     "', which is neither a loop variable, a body output nor a terminal of the block");
-        },
-        join(n_.scope, "expression"));
+  Expression parse(const std::string& text, const std::string& what) const {
+    return Expression::parse(text, block_name(n_) + ": " + what);
+  }
+
+  // `e` built into `sub` (as a bool condition with `condition`): names read body outputs first,
+  // then the formal inputs.
+  ValueId expression(Graph& sub, const Expression& e, const std::map<std::string, ValueId>& outputs,
+                     const std::string& what, bool condition = false) const {
+    const auto lookup = [&](const std::string& name) -> ValueId {
+      if (const auto it = outputs.find(name); it != outputs.end()) return it->second;
+      for (ValueId f : sub.leaves_of(ValueKind::Input))
+        if (sub.value(f).name == name) return f;
+      INGOT_FAIL(block_name(n_), ": ", what, " \"", e.text(), "\" reads '", name,
+                 "', which is neither a loop variable, a body output nor a terminal of the block");
+    };
+    const std::string scope = join(n_.scope, "expression");
+    return condition ? e.emit_condition(sub, lookup, scope) : e.emit(sub, lookup, scope);
   }
 
   std::vector<Graph> build() const {
@@ -133,18 +131,14 @@ class SubgraphBuilder {
     }
     Graph body = formals(0);
     const std::map<std::string, ValueId> outs = inline_body(body, 0);
-    for (const auto& [var, next] : c_.loop_variables)
-      body.set_output(var, expression(body, next, outs, "loop_vars['" + var + "']"));
-    for (const std::string& y : c_.body_results) body.set_output("y." + y, expression(body, y, outs, "ys"));
+    for (const auto& [var, next] : c_.loop_variables) {
+      const std::string what = "loop_vars['" + var + "']";
+      body.set_output(var, expression(body, parse(next, what), outs, what));
+    }
+    for (const std::string& y : c_.body_results) body.set_output("y." + y, expression(body, parse(y, "ys"), outs, "ys"));
     if (c_.kind == "scan") return {std::move(body)};
     Graph cond = formals(0);
-    ValueId holds = expression(cond, c_.condition, {}, "condition");
-    if (!Expression::parse(c_.condition, "condition").single_name().empty()) {  // a bare name: its truth
-      const ValueId zero = cond.add_constant("", Tensor::full(DType::Float64, {}, 0));
-      cond.value(zero).weak_type = true;
-      holds = cond.add_op("not_equal", {holds, zero}, {}, join(n_.scope, "expression"));
-    }
-    cond.set_output("cond", holds);
+    cond.set_output("cond", expression(cond, parse(c_.condition, "condition"), {}, "condition", true));
     return {std::move(cond), std::move(body)};
   }
 

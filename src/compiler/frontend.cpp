@@ -5,6 +5,7 @@
 #include <set>
 
 #include "ingot/error.h"
+#include "ir/inline.h"
 #include "ir/op_registry.h"
 
 namespace ingot {
@@ -175,11 +176,7 @@ Tensor initial_value_for(const FlatWire& w, const std::map<std::string, Tensor>&
 
 // (1 - momentum) state + momentum value (value * count / (count - 1) with a count): see kStateUpdate.
 ValueId running_update(Graph& g, const std::vector<ValueId>& in, double momentum, const std::string& scope) {
-  auto scalar = [&](double x) {
-    const ValueId c = g.add_constant("", Tensor::full(DType::Float64, {}, x));
-    g.value(c).weak_type = true;  // takes the statistic's dtype
-    return c;
-  };
+  auto scalar = [&](double x) { return add_weak_scalar(g, x); };  // takes the statistic's dtype
   auto op = [&](const char* name, ValueId a, ValueId b) { return g.add_node(name, {a, b}, {}, 1, scope)[0]; };
   ValueId value = in[1];
   if (in.size() == 3) value = op("mul", value, op("div", in[2], op("sub", in[2], scalar(1.0))));

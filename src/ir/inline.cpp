@@ -48,9 +48,14 @@ std::vector<ValueId> inline_graph(Graph& into, const Graph& sub, const std::vect
   return results;
 }
 
-std::vector<bool> inputs_reaching(const Graph& g, ValueId v) {
-  const std::vector<ValueId> inputs = g.leaves_of(ValueKind::Input);
-  std::vector<bool> seen(g.values().size(), false), out(inputs.size(), false);
+ValueId add_weak_scalar(Graph& g, double value) {
+  const ValueId c = g.add_constant("", Tensor::full(DType::Float64, {}, value));
+  g.value(c).weak_type = true;
+  return c;
+}
+
+std::vector<bool> values_reaching(const Graph& g, ValueId v) {
+  std::vector<bool> seen(g.values().size(), false);
   std::vector<ValueId> stack{v};
   while (!stack.empty()) {
     const ValueId x = stack.back();
@@ -60,6 +65,13 @@ std::vector<bool> inputs_reaching(const Graph& g, ValueId v) {
     if (const NodeId p = g.value(x).producer; p >= 0)
       for (ValueId in : g.node(p).inputs) stack.push_back(in);
   }
+  return seen;
+}
+
+std::vector<bool> inputs_reaching(const Graph& g, ValueId v) {
+  const std::vector<bool> seen = values_reaching(g, v);
+  const std::vector<ValueId> inputs = g.leaves_of(ValueKind::Input);
+  std::vector<bool> out(inputs.size(), false);
   for (size_t i = 0; i < inputs.size(); ++i) out[i] = seen[static_cast<size_t>(inputs[i])];
   return out;
 }

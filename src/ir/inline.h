@@ -24,6 +24,12 @@ void copy_node(Graph& into, const Graph& from, const Node& n, std::vector<ValueI
 std::vector<ValueId> inline_graph(Graph& into, const Graph& sub, const std::vector<ValueId>& args,
                                   const std::string& scope = "");
 
+// A scalar literal: a constant that takes the dtype of the operand it meets (weak type), as a
+// Python number does.
+ValueId add_weak_scalar(Graph& g, double value);
+
+// Which of `g`'s values value `v` is computed from (itself included), by value id.
+std::vector<bool> values_reaching(const Graph& g, ValueId v);
 // Which of `g`'s data inputs (in leaf order) value `v` is computed from.
 std::vector<bool> inputs_reaching(const Graph& g, ValueId v);
 

@@ -39,15 +39,10 @@ void push_unique(std::vector<std::string>& names, const std::string& name) {
 Model body_model(const BlockCall& call) {
   if (call.links.empty() && !call.block.is_primitive()) return call.block;
   Links links = call.links;
-  const int canonical_in = call.block.impl().canonical_input_index();
-  const int canonical_out = call.block.impl().canonical_output_index();
   const std::vector<TerminalInfo> terms = call.block.terminals();
-  for (size_t i = 0; i < terms.size(); ++i) {
-    const TerminalInfo& t = terms[i];
+  for (const TerminalInfo& t : terms) {
     bool linked = false;
-    for (const auto& [name, key] : links)
-      linked = linked || name == t.name || (name == "input" && static_cast<int>(i) == canonical_in) ||
-               (name == "output" && static_cast<int>(i) == canonical_out);
+    for (const auto& [name, key] : call.links) linked = linked || call.block.impl().terminal_linked_by(name, terms) == t.name;
     if (!linked) links.emplace_back(t.name, IOKey(t.name));
   }
   Model m;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "ingot/error.h"
+#include "ir/inline.h"
 
 namespace ingot::detail {
 
@@ -180,15 +181,23 @@ std::string Expression::single_name() const {
   return terms_[static_cast<size_t>(root_)].kind == Term::Kind::Name ? terms_[static_cast<size_t>(root_)].name : "";
 }
 
+namespace {
+// Nonzero, as `where` and `if` read a condition: for and / or / not, and a bare-name condition.
+ValueId truth_of(Graph& g, ValueId v, const std::string& scope) {
+  return g.add_op("not_equal", {v, add_weak_scalar(g, 0)}, {}, scope);
+}
+}  // namespace
+
+ValueId Expression::emit_condition(Graph& g, const std::function<ValueId(const std::string&)>& lookup,
+                                   const std::string& scope) const {
+  const ValueId v = emit(g, lookup, scope);
+  return single_name().empty() ? v : truth_of(g, v, scope);  // an operator's result is a bool already
+}
+
 ValueId Expression::emit(Graph& g, const std::function<ValueId(const std::string&)>& lookup,
                          const std::string& scope) const {
-  auto weak = [&](double v) {
-    const ValueId c = g.add_constant("", Tensor::full(DType::Float64, {}, v));
-    g.value(c).weak_type = true;  // a Python literal: takes the dtype of what it meets
-    return c;
-  };
-  // Truth, for and / or / not: nonzero, as `where` reads a condition.
-  auto truth = [&](ValueId v) { return g.add_op("not_equal", {v, weak(0)}, {}, scope); };
+  auto weak = [&](double v) { return add_weak_scalar(g, v); };  // a Python literal
+  auto truth = [&](ValueId v) { return truth_of(g, v, scope); };
   // Terms are stored children first, so one pass in order builds them (no recursion: a long
   // "a + a + ... + a" from a file is a deep tree).
   std::vector<ValueId> value(terms_.size(), -1);

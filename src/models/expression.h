@@ -39,6 +39,9 @@ class Expression {
 
   // Appends its nodes to `g`, reading each name through `lookup`; returns its value.
   ValueId emit(Graph& g, const std::function<ValueId(const std::string&)>& lookup, const std::string& scope) const;
+  // As emit, as a bool condition: a bare name's truth (nonzero); arithmetic keeps its value.
+  ValueId emit_condition(Graph& g, const std::function<ValueId(const std::string&)>& lookup,
+                         const std::string& scope) const;
 
  private:
   struct Term {

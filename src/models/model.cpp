@@ -152,6 +152,14 @@ int ModelImpl::canonical_input_index() const {
   return -1;
 }
 
+std::string ModelImpl::terminal_linked_by(const std::string& link, const std::vector<TerminalInfo>& terms) const {
+  for (const TerminalInfo& t : terms)
+    if (t.name == link) return link;
+  // "input" and "output" name the canonical terminals of a block that has none named so.
+  const int canonical = link == "input" ? canonical_input_index() : link == "output" ? canonical_output_index() : -1;
+  return canonical >= 0 ? terms[static_cast<size_t>(canonical)].name : "";
+}
+
 int ModelImpl::canonical_output_index() const {
   if (primitive()) return output_names.empty() ? -1 : static_cast<int>(input_names.size());
   if (cout < 0) return -1;
@@ -341,21 +349,10 @@ std::map<std::string, Connection> Model::add(const Model& block, const Links& li
   for (const detail::Block& b : m.blocks)
     INGOT_CHECK(b.instance != instance, "A block named '", instance, "' is already in this model");
 
-  // "input" and "output" name the canonical terminals of a block that has none named so.
   Links given;
   for (const auto& [terminal, key] : links) {
-    bool found = false;
-    for (const auto& t : terms) found = found || t.name == terminal;
-    std::string name = terminal;
-    if (!found && (terminal == "input" || terminal == "output")) {
-      const int canonical = terminal == "input" ? block.impl_->canonical_input_index()
-                                                : block.impl_->canonical_output_index();
-      if (canonical >= 0) {
-        name = terms[static_cast<size_t>(canonical)].name;
-        found = true;
-      }
-    }
-    INGOT_CHECK(found, block.type_name(), " has no terminal '", terminal, "' (terminals: ",
+    const std::string name = block.impl_->terminal_linked_by(terminal, terms);
+    INGOT_CHECK(!name.empty(), block.type_name(), " has no terminal '", terminal, "' (terminals: ",
                 terminal_list(terms), ")");
     given.emplace_back(name, key);
   }
@@ -413,7 +410,8 @@ Model& Model::operator+=(const BlockCall& call) {
   std::string cin_name = call.block.terminals()[ci].name;
   Links links = call.links;
   bool linked = false;
-  for (const auto& [t, k] : links) linked = linked || t == cin_name || t == "input";
+  const std::vector<TerminalInfo> terms = call.block.terminals();
+  for (const auto& [t, k] : links) linked = linked || call.block.impl_->terminal_linked_by(t, terms) == cin_name;
   if (!linked) links.emplace_back(cin_name, IOKey(Connection(impl_.get(), impl_->cout)));
   add(call.block, links);
   return *this;

@@ -125,6 +125,9 @@ struct ModelImpl {
   int resolve_link(const IOKey& key, const std::string& auto_name);
   int canonical_input_index() const;   // index into terminals() of a block
   int canonical_output_index() const;
+  // The terminal of this block (`terms`: its terminals()) that a link named `link` names: the
+  // terminal of that name, else for "input" / "output" the canonical one; empty if none.
+  std::string terminal_linked_by(const std::string& link, const std::vector<TerminalInfo>& terms) const;
 
   // An IOKey's parts, for model_json (ModelImpl is IOKey's friend).
   static const std::string& key_name(const IOKey& k) { return k.name_; }

@@ -206,15 +206,6 @@ std::optional<Rewrite> rewrite(Graph& out, const Graph& g, const Node& n, const 
   return Rewrite{results, what + ": scans one step; its body inlined"};
 }
 
-// Removes `sub`'s dead nodes, keeping every formal input (the interface).
-void remove_dead_nodes_keeping_formals(Graph& sub) {
-  const std::vector<ValueId> formals = sub.leaves_of(ValueKind::Input);
-  const size_t results = sub.outputs().size();
-  for (size_t i = 0; i < formals.size(); ++i) sub.set_output("interface." + std::to_string(i), formals[i]);
-  remove_dead_nodes(sub);
-  sub.outputs().resize(results);
-}
-
 // Ops that stay where they are: a random op draws anew every iteration, and an op that indexes
 // with data may fail on an iteration that never runs.
 bool hoistable(const Node& m) {
@@ -228,7 +219,7 @@ bool hoistable(const Node& m) {
 // run once before the loop, and the body reads their results as new invariant operands. Emits
 // node n into `out` that way and returns true, or returns false when nothing moves.
 bool emit_hoisting_invariants(Graph& out, const Graph& g, const Node& n, std::vector<ValueId>& map,
-                              PassReport& report) {
+                              const PassContext& ctx, PassReport& report) {
   if (n.op != "while" && n.op != "scan") return false;
   const size_t b = n.op == "while" ? 1 : 0;
   const Graph& body = n.subgraphs[b];
@@ -288,7 +279,7 @@ bool emit_hoisting_invariants(Graph& out, const Graph& g, const Node& n, std::ve
   }
   for (auto& [name, v] : nb.outputs())
     if (body.value(v).producer >= 0 && moved[static_cast<size_t>(body.value(v).producer)]) v = pass_in(v);
-  remove_dead_nodes_keeping_formals(nb);
+  run_keeping_interface(nb, eliminate_dead_code, ctx);  // the moved nodes, now unread
   std::vector<ValueId> ins;
   for (ValueId v : n.inputs) ins.push_back(map[static_cast<size_t>(v)]);
   ins.insert(ins.end(), extra.begin(), extra.end());
@@ -342,7 +333,7 @@ PassReport simplify_control_flow(Graph& g, const PassContext& ctx) {
   for (const Node& n : g.nodes()) {
     std::optional<Rewrite> r = n.subgraphs.empty() ? std::nullopt : rewrite(out, g, n, map);
     if (!r) {
-      if (emit_hoisting_invariants(out, g, n, map, report)) {
+      if (emit_hoisting_invariants(out, g, n, map, ctx, report)) {
         ++rewrites;
         continue;
       }

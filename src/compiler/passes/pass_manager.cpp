@@ -168,21 +168,29 @@ bool is_cleanup_pass(const std::string& name) {
 
 }  // namespace
 
+PassReport run_keeping_interface(Graph& sub, PassFn fn, const PassContext& ctx) {
+  // Extra outputs keep every formal input alive, in order, even where nothing reads it any more.
+  const std::vector<ValueId> formals = sub.leaves_of(ValueKind::Input);
+  const size_t results = sub.outputs().size();
+  for (size_t i = 0; i < formals.size(); ++i) sub.set_output("interface." + std::to_string(i), formals[i]);
+  PassReport r = fn(sub, ctx);
+  INGOT_CHECK(sub.outputs().size() == results + formals.size() && sub.leaves_of(ValueKind::Input).size() == formals.size(),
+              "a pass changed a subgraph's interface");
+  sub.outputs().resize(results);
+  return r;
+}
+
 void run_in_subgraphs(Graph& g, PassFn fn, const PassContext& ctx, PassReport& report) {
   for (Node& n : g.nodes())
     for (size_t k = 0; k < n.subgraphs.size(); ++k) {
       Graph& sub = n.subgraphs[k];
       run_in_subgraphs(sub, fn, ctx, report);  // innermost first
-      // The interface holds: every formal input stays, in order, even where nothing reads it
-      // any more, and the results stay as they are (extra outputs keep the formals alive).
-      const std::vector<ValueId> formals = sub.leaves_of(ValueKind::Input);
-      const size_t results = sub.outputs().size();
-      for (size_t i = 0; i < formals.size(); ++i) sub.set_output("interface." + std::to_string(i), formals[i]);
-      PassReport r = fn(sub, ctx);
-      INGOT_CHECK(sub.outputs().size() == results + formals.size() &&
-                      sub.leaves_of(ValueKind::Input).size() == formals.size(),
-                  "a pass changed the interface of the ", subgraph_label(n, k), " subgraph");
-      sub.outputs().resize(results);
+      PassReport r;
+      try {
+        r = run_keeping_interface(sub, fn, ctx);
+      } catch (const Error& e) {
+        INGOT_FAIL("in the ", subgraph_label(n, k), " subgraph: ", e.what());
+      }
       report.changes += r.changes;
       for (const std::string& note : r.notes) report.notes.push_back("in " + subgraph_label(n, k) + ": " + note);
     }

@@ -74,6 +74,8 @@ OptimizeResult optimize(Graph& g, const CompileOptions& options,
 // note naming the subgraph. The pass manager does this for the passes that rewrite only a
 // graph's own nodes (constant_folding, control_flow, simplify, cse, attention, dce).
 void run_in_subgraphs(Graph& g, PassFn fn, const PassContext& ctx, PassReport& report);
+// `fn` on one subgraph, its interface held as above (an error if the pass changed it anyway).
+PassReport run_keeping_interface(Graph& sub, PassFn fn, const PassContext& ctx);
 
 // ---- the passes (also callable directly) ----
 PassReport fold_constants(Graph& g, const PassContext& ctx = {});
