@@ -1,6 +1,6 @@
 // Control flow in the IR (src/ops/control_flow.cpp): if, while and scan against their unrolled
-// equivalents on the reference interpreter, the CPU backend (its host callback runs the
-// subgraphs) and the whole pipeline at every optimization level; shape and dtype inference
+// equivalents on the reference interpreter, the CPU backend (the branch or loop generated in C++
+// around the subgraphs' generated code) and the whole pipeline at every optimization level; shape and dtype inference
 // through subgraphs (symbolic dims included) and written back into them; the verifier, the three
 // dumps with nested subgraphs (JSON read back), constant-condition inlining, CSE that keeps two
 // ifs apart, and the errors: a carried value changing shape or dtype, mismatched branches, a
@@ -214,6 +214,12 @@ TEST(ControlFlow, CpuBackendRunsSubgraphsAsNativeKernels) {
   }
   EXPECT_EQ(native, 5) << "the body's tanh runs natively once per step\n" << prof.summary();
   EXPECT_EQ(interpreted, 0) << prof.summary();
+  // The loop is in the generated code, around a direct call of the body's generated function
+  // (compiled into the same library), not a callback into the host per step.
+  const std::string source = cpu->source();
+  EXPECT_NE(source.find("namespace ig_n"), std::string::npos);
+  EXPECT_NE(source.find("for (int64_t ig_step = 0; ig_step < ig_len; ++ig_step)"), std::string::npos);
+  EXPECT_EQ(source.find("reference kernel in the host"), std::string::npos) << source;
   const std::vector<Tensor> want = run_reference(g, in);
   for (size_t k = 0; k < want.size(); ++k) expect_same(got[k], want[k], g.outputs()[k].first, 1e-6, 1e-6);
 }
@@ -416,6 +422,45 @@ TEST(ControlFlow, LoopInvariantNodesMoveBeforeTheLoop) {
     }
   const std::vector<Tensor> wgot = run_reference(wg, args);
   for (size_t k = 0; k < 2; ++k) expect_same(wgot[k], wwant[k], "hoisted while", 1e-6, 1e-6);
+}
+
+// mixed_precision casts the matmuls of a loop body as it casts the graph's: a body matmul on the
+// carry runs in float16 like the one loop-invariant code motion moves out (before, the first
+// stayed float32, so a matmul's precision hung on whether it could be hoisted; found by the
+// program fuzzer, fuzz/regressions/programs/matmul-hoisted-from-a-loop-body-float16).
+TEST(ControlFlow, MixedPrecisionCastsMatmulsInsideLoopBodies) {
+  Graph g = make_graph({{"h", {2, 3}}, {"xs", {4, 2, 3}}, {"w", {3, 3}}}, [](Graph& g, std::vector<ValueId>& in) {
+    Graph body = subgraph({"h", "x", "w"}, [](Graph& s, const std::vector<ValueId>& p) {
+      const ValueId h = s.add_op("tanh", {s.add_op("add", {s.add_op("matmul", {p[0], p[2]}), p[1]})});
+      return std::vector<ValueId>{h, h};
+    });
+    const std::vector<ValueId> r = control(g, "scan", {in[0], in[1], in[2]}, {body}, 2,
+                                           {{"num_carry", int64_t{1}}, {"num_xs", int64_t{1}}, {"reverse", int64_t{0}}});
+    g.set_output("h_out", r[0]);
+    g.set_output("ys", r[1]);
+  });
+  const std::vector<Tensor> in = {random_tensor({2, 3}, 41), random_tensor({4, 2, 3}, 42), random_tensor({3, 3}, 43)};
+  const std::vector<Tensor> full = run_reference(g, in);
+  CompileOptions o;
+  o.mixed_precision = "float16";
+  Graph low = g;
+  optimize(low, o);
+  const Node* scan = nullptr;
+  for (const Node& n : low.nodes())
+    if (n.op == "scan") scan = &n;
+  ASSERT_NE(scan, nullptr);
+  bool half_matmul = false;
+  for (const Node& n : scan->subgraphs[0].nodes())
+    half_matmul = half_matmul || (n.op == "matmul" && scan->subgraphs[0].value(n.outputs[0]).dtype == DType::Float16);
+  EXPECT_TRUE(half_matmul) << print_graph(low);
+  // The reference on the cast graph rounds like the CPU backend (which widens the float16 matmul
+  // to float32 inside the body, as it does outside); both differ from float32 by float16 rounding.
+  const std::vector<Tensor> want = run_reference(low, in);
+  const std::vector<Tensor> got = cpu::lower_with_plan(low, plan_fusion(low), cpu_options(), false)->run(in);
+  for (size_t k = 0; k < 2; ++k) {
+    expect_same(got[k], want[k], g.outputs()[k].first, 2e-3, 2e-3);
+    EXPECT_FALSE(allclose(want[k], full[k], 1e-7, 1e-7)) << "the body's matmul was not rounded to float16";
+  }
 }
 
 TEST(ControlFlow, CseKeepsIfsWithDifferentBranchesApart) {

@@ -209,12 +209,6 @@ struct ElementwiseForms {
 };
 std::string_view elementwise_kind_name(ElementwiseForms::Kind kind);
 
-// Runs subgraph k of a control-flow node on `inputs` (its data inputs, in order) into `outputs`
-// (one per subgraph output): an entry that is defined is where that output should go (written
-// into its buffer when the runner can, as Executable::run_into does; else the handle is replaced).
-using SubgraphRunner =
-    std::function<void(size_t k, std::span<const Tensor> inputs, std::span<Tensor> outputs)>;
-
 struct OpDef {
   std::string name;
   int min_inputs = 1;
@@ -237,10 +231,6 @@ struct OpDef {
   // Writes the shapes and dtypes of every subgraph's values from the node's inferred operands
   // (infer_types calls it once the node's own dtypes are known), so backends and dumps see them.
   void (*infer_subgraphs)(const Graph& g, Node& n) = nullptr;
-  // The op's semantics with each subgraph run by the caller's runner: `eval` passes the reference
-  // interpreter, the CPU backend its own compiled subgraphs (native kernels inside the loop).
-  void (*eval_control)(const Node& n, std::span<const Tensor> inputs, std::span<Tensor> outputs,
-                       const SubgraphRunner& run) = nullptr;
 };
 
 void register_op(OpDef def);  // throws if the name is taken

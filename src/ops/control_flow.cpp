@@ -25,6 +25,7 @@
 // the scan of max_iterations steps that computes the same loop), else an error that says to set it.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <optional>
 
 #include "compiler/shape_inference.h"
@@ -346,6 +347,12 @@ void scan_subgraphs(const Graph& g, Node& n) {
 }
 
 // --- Reference kernels ------------------------------------------------------------------------
+// (The CPU backend generates its own branches and loops: src/backends/cpu/codegen_control.cpp.)
+
+// Runs subgraph k on `inputs` (its data inputs, in order) into `outputs` (one per subgraph
+// output): an entry that is defined is where that output should go (written into its buffer
+// when the runner can, as Executable::run_into does; else the handle is replaced).
+using SubgraphRunner = std::function<void(size_t k, std::span<const Tensor> inputs, std::span<Tensor> outputs)>;
 
 bool truth(const Tensor& t, const char* what) {
   INGOT_CHECK(t.numel() == 1, what, " must hold one element, it has shape ", to_string(t.shape()));
@@ -548,8 +555,7 @@ void register_control_flow_ops() {
                     .vjp = if_vjp,
                     .subgraph_names = {"then", "else"},
                     .check_subgraphs = check_if,
-                    .infer_subgraphs = if_subgraphs,
-                    .eval_control = if_run});
+                    .infer_subgraphs = if_subgraphs});
   register_op(OpDef{.name = "while",
                     .min_inputs = 1,
                     .max_inputs = -1,
@@ -563,8 +569,7 @@ void register_control_flow_ops() {
                     .vjp = while_vjp,
                     .subgraph_names = {"cond", "body"},
                     .check_subgraphs = check_while,
-                    .infer_subgraphs = while_subgraphs,
-                    .eval_control = while_run});
+                    .infer_subgraphs = while_subgraphs});
   register_op(OpDef{.name = "scan",
                     .min_inputs = 1,
                     .max_inputs = -1,
@@ -579,8 +584,7 @@ void register_control_flow_ops() {
                     .vjp = scan_vjp,
                     .subgraph_names = {"body"},
                     .check_subgraphs = check_scan,
-                    .infer_subgraphs = scan_subgraphs,
-                    .eval_control = scan_run});
+                    .infer_subgraphs = scan_subgraphs});
 }
 
 }  // namespace ingot::ops

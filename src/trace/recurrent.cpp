@@ -30,7 +30,8 @@ int64_t check_layout(const char* what, int64_t gates, const Array& x, const Arra
 // Gate k of `g` [B, G*H].
 Array gate(const Array& g, int64_t k, int64_t h) { return slice(g, {k * h}, {(k + 1) * h}, {-1}); }
 
-// x W^T + b over all time steps at once: [T, B, G*H].
+// x W^T + b over all time steps at once: [T, B, G*H]. LSTM and RNN pass b_ih + b_hh, so a step
+// adds only its input's row to h W_hh^T (GRU keeps b_hh inside: r scales W_hn h + b_hn).
 Array projected(const Array& x, const Array& w, const Array& b) { return matmul(x, transpose(w)) + b; }
 
 }  // namespace
@@ -43,12 +44,12 @@ std::tuple<Array, Array, Array> lstm(const Array& x, const Array& h0, const Arra
   const Array w_hh_t = transpose(w_hh);
   auto [carry, ys] = scan(
       [&](const std::vector<Array>& s, const std::vector<Array>& xt) {
-        const Array g = xt[0] + matmul(s[0], w_hh_t) + b_hh;
+        const Array g = xt[0] + matmul(s[0], w_hh_t);
         const Array c = sigmoid(gate(g, 1, h)) * s[1] + sigmoid(gate(g, 0, h)) * tanh(gate(g, 2, h));
         const Array hn = sigmoid(gate(g, 3, h)) * tanh(c);
         return std::pair{std::vector<Array>{hn, c}, std::vector<Array>{hn}};
       },
-      {h0, c0}, {projected(x, w_ih, b_ih)}, reverse);
+      {h0, c0}, {projected(x, w_ih, b_ih + b_hh)}, reverse);
   return {ys[0], carry[0], carry[1]};
 }
 
@@ -75,11 +76,11 @@ std::pair<Array, Array> rnn(const Array& x, const Array& h0, const Array& w_ih, 
   const Array w_hh_t = transpose(w_hh);
   auto [carry, ys] = scan(
       [&](const std::vector<Array>& s, const std::vector<Array>& xt) {
-        const Array pre = xt[0] + matmul(s[0], w_hh_t) + b_hh;
+        const Array pre = xt[0] + matmul(s[0], w_hh_t);
         const Array hn = use_relu ? relu(pre) : tanh(pre);
         return std::pair{std::vector<Array>{hn}, std::vector<Array>{hn}};
       },
-      {h0}, {projected(x, w_ih, b_ih)}, reverse);
+      {h0}, {projected(x, w_ih, b_ih + b_hh)}, reverse);
   return {ys[0], carry[0]};
 }
 

@@ -16,6 +16,16 @@
 #include <cstdint>
 
 extern "C" {
+struct ingot_host;
+// What a control-flow node's generated loop or branch runs one of its subgraphs with: the
+// subgraph's generated function (compiled into the same library) takes these, prepared by the
+// host once per call for the concrete shapes, and reused by every iteration.
+struct ingot_subgraph {
+  const int64_t* dims;       // the subgraph's symbolic dimensions
+  const ingot_host* host;    // its constants, arena and callbacks
+  void* const* spare;        // loop bodies: a second buffer per carried value (null otherwise)
+};
+
 struct ingot_host {
   void* ctx;
   const void* const* constants;  // the graph's constant leaves, in generated order
@@ -41,13 +51,16 @@ struct ingot_host {
   // that block a product themselves (attention). Returns 0, or nonzero to fall back.
   int (*sgemm)(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+  // Per GeneratedCode::subgraphs entry: what its generated function runs with (null when none).
+  const ingot_subgraph* subgraphs;
 };
 }
 
 namespace ingot::cpu {
 // 2: arena, offsets and conv2d in ingot_host; 3: profile; 4: conv2d_args; 5: conv2d_grad; 6:
-// sgemm. Part of the cache key; the library reports it.
-inline constexpr int kAbiVersion = 6;
+// sgemm; 7: subgraphs (control flow compiled into the library). Part of the cache key; the library
+// reports it.
+inline constexpr int kAbiVersion = 7;
 }  // namespace ingot::cpu
 
 extern "C" {

@@ -21,6 +21,8 @@ struct CodegenOptions {
   bool dnnl = false;    // float32 conv2d through the host's oneDNN primitives (else im2col + gemm)
   bool inplace = true;  // elementwise kernels may write over an input that dies there
   int num_threads = 0;  // > 0: num_threads(n) on every parallel loop
+  // The layout target of control-flow subgraphs (cpu_layouts); the graph's own plan is given.
+  Layout layout = Layout::Nchw;
 };
 
 // An intermediate buffer in the arena the host provides per call: live over segments
@@ -46,6 +48,8 @@ struct DnnlConvGradCall {
   bool x_nhwc = false, dy_nhwc = false;  // layouts of the activations x (or dx) and dy
 };
 
+struct SubgraphCode;
+
 struct GeneratedCode {
   std::string source;
   std::vector<std::string> symbols;     // dims[i] is the run-time size of symbols[i]
@@ -65,12 +69,25 @@ struct GeneratedCode {
   std::vector<ValueId> channels_last_values;  // buffers not stored NCHW (the layout plan's)
   // Per profiled step (ig_profile id): its kernels' names and the ops / scopes it computes.
   std::vector<std::string> profile_names, profile_details;
+  // The subgraphs of its control-flow nodes, generated into the same source (codegen_control.h);
+  // ingot_host::subgraphs[i] is what subgraphs[i]'s function runs with.
+  std::vector<SubgraphCode> subgraphs;
+};
+
+struct SubgraphCode {
+  NodeId node = -1;    // the control-flow node
+  size_t index = 0;    // which of its subgraphs
+  GeneratedCode code;  // its kernels and function (source: no prelude, no entry point)
 };
 
 // `layouts`: how each buffer is stored (layout_plan.h; conv2d, batch_norm, global_avg_pool2d and
 // elementwise kernels handle every layout, the rest need NCHW).
 GeneratedCode generate_cpp(const Graph& g, const FusionPlan& plan, const LayoutPlan& layouts,
                            const CodegenOptions& options);
+
+// How `g`'s buffers are stored for this backend: all NCHW for Layout::Nchw, else plan_layouts
+// with cpu_layout_target(dnnl, layout).
+LayoutPlan cpu_layouts(const Graph& g, bool dnnl, Layout layout);
 
 // What the generated code handles in every layout (LayoutTarget for plan_layouts): native nodes,
 // and conv2d only through oneDNN; channel blocks of `layout`'s (Nchw8c, Nchw16c; Nhwc: none).

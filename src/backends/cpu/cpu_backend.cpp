@@ -13,6 +13,7 @@
 #include "backends/cpu/abi.h"
 #include "backends/cpu/cache.h"
 #include "backends/cpu/codegen.h"
+#include "backends/cpu/codegen_control.h"
 #include "backends/cpu/dnnl_conv.h"
 #include "backends/cpu/dnnl_conv_backward.h"
 #include "backends/cpu/executable.h"
@@ -32,6 +33,15 @@
 namespace ingot {
 namespace {
 
+struct Binding;
+
+// A control-flow subgraph (GeneratedCode::subgraphs entry) under one binding of its caller: its
+// own binding for the shapes its node gives it, and where its spares lie in the caller's arena.
+struct SubgraphBinding {
+  std::shared_ptr<const Binding> binding;
+  std::vector<int64_t> spare_offsets;  // loop bodies: per carried value
+};
+
 // Everything that depends on one set of input shapes: concrete shapes of every value, the value
 // of every symbol, the arena plan and the oneDNN primitives.
 struct Binding {
@@ -44,6 +54,8 @@ struct Binding {
   std::vector<std::unique_ptr<cpu::DnnlConvGrad>> conv_grads;  // per GeneratedCode::dnnl_conv_grads
   // Constant weights reordered for their primitives once, at planning; calls only read them.
   cpu::WeightCache kept_weights;
+  std::vector<SubgraphBinding> subgraphs;  // per GeneratedCode::subgraphs
+  int64_t frame_bytes = 0;                 // the arena plus the subgraphs' spares
 };
 
 // One arena: reused across calls; a call holds one for its duration, so concurrent calls each
@@ -68,6 +80,11 @@ class CpuExecutable final : public Executable {
   CpuExecutable(const Graph& g, cpu::GeneratedCode code, std::shared_ptr<const cpu::LoadedLibrary> lib,
                 std::string strategy, bool winograd)
       : graph_(g), code_(std::move(code)), lib_(std::move(lib)), strategy_(std::move(strategy)), winograd_(winograd) {
+    // Each control-flow subgraph: an executable of its own for its bindings and calls, whose code
+    // is in this library (its caller's generated code calls it directly).
+    for (cpu::SubgraphCode& sub : code_.subgraphs)
+      children_.push_back(std::make_unique<CpuExecutable>(graph_.node(sub.node).subgraphs.at(sub.index),
+                                                          std::move(sub.code), lib_, strategy_, winograd_));
     for (ValueId c : code_.constants) {
       constants_.push_back(graph_.value(c).constant.contiguous());
       const_ptrs_.push_back(constants_.back().raw_data());
@@ -134,23 +151,11 @@ class CpuExecutable final : public Executable {
       }
       out_ptrs[j] = outs[j].raw_data();
     }
-    HostCall call{this, b.get(), 0, {}};
-    std::unique_ptr<Arena> arena = take_arena(static_cast<size_t>(b->placement.arena_bytes));
-    struct GiveBack {
-      const CpuExecutable* exe;
-      std::unique_ptr<Arena>& a;
-      ~GiveBack() { exe->return_arena(std::move(a)); }
-    } give_back{this, arena};
-    ingot_host host{&call, const_ptrs_.data(), &CpuExecutable::run_node, arena->data,
-                    b->placement.offsets.data(), &CpuExecutable::run_conv,
-                    profile::active() ? &CpuExecutable::profile_step : nullptr, &CpuExecutable::run_conv_args,
-                    &CpuExecutable::run_conv_grad, cpu::host_sgemm()};
+    const std::unique_ptr<CallFrame> frame = make_frame(*b);
     char error[2048] = {0};
     if (in_ptrs.empty()) in_ptrs.push_back(nullptr);
     if (out_ptrs.empty()) out_ptrs.push_back(nullptr);
-    const int64_t no_dims = 0;
-    const int rc = entry_(in_ptrs.data(), out_ptrs.data(), b->dims.empty() ? &no_dims : b->dims.data(), &host,
-                          error, sizeof error);
+    const int rc = entry_(in_ptrs.data(), out_ptrs.data(), dims_of(*b), &frame->host, error, sizeof error);
     INGOT_CHECK(rc == 0, "CpuBackend: ", error[0] ? error : "generated code failed");
     // Outputs the generated code does not write: leaves, and values listed twice.
     for (size_t j = 0; j < outs.size(); ++j) {
@@ -172,13 +177,60 @@ class CpuExecutable final : public Executable {
   std::string source() const override { return code_.source; }
   int64_t arena_bytes() const override { return static_binding_ ? static_binding_->placement.arena_bytes : 0; }
   const Binding* static_plan() const { return static_binding_.get(); }
-  // Control flow: node `node`'s subgraphs, each lowered by this backend, which its host callback
-  // runs inside the branch or loop instead of interpreting them.
-  void set_subgraph_executables(NodeId node, std::vector<std::shared_ptr<const Executable>> exes) {
-    subgraph_exes_[node] = std::move(exes);
+ private:
+  // What one call runs with, for this executable and (recursively) each control-flow subgraph:
+  // the host struct the generated code reads, its arena (held for the call), and the subgraphs'
+  // structs. Made once per call, before the entry point runs; loops reuse it every iteration.
+  struct CallFrame {
+    const CpuExecutable* exe = nullptr;
+    HostCall call{};
+    std::unique_ptr<Arena> arena;
+    ingot_host host{};
+    std::vector<ingot_subgraph> subgraphs;
+    std::vector<std::vector<void*>> spares;
+    std::vector<std::unique_ptr<CallFrame>> children;
+    CallFrame() = default;
+    CallFrame(const CallFrame&) = delete;
+    CallFrame& operator=(const CallFrame&) = delete;
+    ~CallFrame() {
+      if (arena) exe->return_arena(std::move(arena));
+    }
+  };
+
+  static const int64_t* dims_of(const Binding& b) {
+    static const int64_t kNoDims = 0;
+    return b.dims.empty() ? &kNoDims : b.dims.data();
   }
 
- private:
+  std::unique_ptr<CallFrame> make_frame(const Binding& b) const {
+    auto f = std::make_unique<CallFrame>();
+    f->exe = this;
+    f->call.exe = this;
+    f->call.binding = &b;
+    f->arena = take_arena(static_cast<size_t>(b.frame_bytes));
+    f->spares.resize(b.subgraphs.size());
+    f->subgraphs.reserve(b.subgraphs.size());
+    for (size_t i = 0; i < b.subgraphs.size(); ++i) {
+      const SubgraphBinding& sb = b.subgraphs[i];
+      f->children.push_back(children_[i]->make_frame(*sb.binding));
+      for (int64_t off : sb.spare_offsets) f->spares[i].push_back(f->arena->data + off);
+      f->subgraphs.push_back(
+          {dims_of(*sb.binding), &f->children.back()->host, f->spares[i].empty() ? nullptr : f->spares[i].data()});
+    }
+    f->host = ingot_host{&f->call,
+                         const_ptrs_.data(),
+                         &CpuExecutable::run_node,
+                         f->arena->data,
+                         b.placement.offsets.data(),
+                         &CpuExecutable::run_conv,
+                         profile::active() ? &CpuExecutable::profile_step : nullptr,
+                         &CpuExecutable::run_conv_args,
+                         &CpuExecutable::run_conv_grad,
+                         cpu::host_sgemm(),
+                         f->subgraphs.empty() ? nullptr : f->subgraphs.data()};
+    return f;
+  }
+
   // Whether output j can be written straight into `dest`: its bytes overlap no other given
   // output already written directly, and no input unless it is that input's whole buffer and
   // the schedule allows it.
@@ -217,16 +269,7 @@ class CpuExecutable final : public Executable {
                                     std::shared_ptr<void>(p, [](void*) {})));
       }
       std::vector<Tensor> results(n.outputs.size());
-      const auto compiled = call.exe->subgraph_exes_.find(node);
-      if (compiled != call.exe->subgraph_exes_.end()) {
-        const std::vector<std::shared_ptr<const Executable>>& exes = compiled->second;
-        get_op(n.op).eval_control(n, args, results,
-                                  [&](size_t k, std::span<const Tensor> in, std::span<Tensor> out) {
-                                    exes.at(k)->run_into(in, out);
-                                  });
-      } else {
-        get_op(n.op).eval(n, args, results);
-      }
+      get_op(n.op).eval(n, args, results);
       for (size_t k = 0; k < n.outputs.size(); ++k) {
         const ValueId v = n.outputs[k];
         const Tensor r = results[k].contiguous();
@@ -343,6 +386,65 @@ class CpuExecutable final : public Executable {
       b.conv_grads.push_back(input_grad ? std::make_unique<cpu::DnnlConvGrad>(n, shape(2), shape(1), shape(0))
                                         : std::make_unique<cpu::DnnlConvGrad>(n, shape(0), shape(2), shape(1)));
     }
+    plan_subgraphs(b);
+  }
+
+  // Each control-flow subgraph's binding for the shapes its node passes it, checked against the
+  // shapes the node's results have (a body may not change a carried shape), and its spares: a
+  // second buffer per carried value, after this executable's arena.
+  void plan_subgraphs(Binding& b) const {
+    b.frame_bytes = b.placement.arena_bytes;
+    auto shape = [&](ValueId v) -> const Shape& { return b.shapes[static_cast<size_t>(v)]; };
+    auto without_leading = [](Shape s) {
+      if (!s.empty()) s.erase(s.begin());
+      return s;
+    };
+    for (size_t i = 0; i < code_.subgraphs.size(); ++i) {
+      const cpu::SubgraphCode& sc = code_.subgraphs[i];
+      const Node& n = graph_.node(sc.node);
+      const CpuExecutable& child = *children_[i];
+      const Graph& sub = child.graph_;
+      const std::string where = n.op + " (node " + std::to_string(n.id) + ") " + get_op(n.op).subgraph_names.at(sc.index);
+      std::vector<Shape> params, results;  // the subgraph's, as the node sees them
+      size_t carried = 0;
+      if (n.op == "if") {
+        INGOT_CHECK(numel(shape(n.inputs[0])) == 1, "the condition of an if must hold one element, it has shape ",
+                    to_string(shape(n.inputs[0])));
+        for (size_t k = 1; k < n.inputs.size(); ++k) params.push_back(shape(n.inputs[k]));
+        for (ValueId v : n.outputs) results.push_back(shape(v));
+      } else if (n.op == "while") {
+        for (ValueId v : n.inputs) params.push_back(shape(v));
+        if (sc.index == 0) results.push_back({});  // the condition: one element
+        else for (ValueId v : n.outputs) results.push_back(shape(v));
+        carried = sc.index == 1 ? n.outputs.size() : 0;
+      } else {  // scan
+        const size_t c = static_cast<size_t>(n.attrs.get_int("num_carry")), x = static_cast<size_t>(n.attrs.get_int("num_xs"));
+        for (size_t k = 0; k < n.inputs.size(); ++k) params.push_back(k >= c && k < c + x ? without_leading(shape(n.inputs[k])) : shape(n.inputs[k]));
+        for (size_t k = c; k < c + x; ++k)
+          INGOT_CHECK(!shape(n.inputs[k]).empty() && shape(n.inputs[k])[0] == shape(n.inputs[c])[0], "scanned operand ", k - c,
+                      " has shape ", to_string(shape(n.inputs[k])), "; every scanned operand needs the leading length ",
+                      shape(n.inputs[c])[0]);
+        for (size_t k = 0; k < n.outputs.size(); ++k) results.push_back(k < c ? shape(n.outputs[k]) : without_leading(shape(n.outputs[k])));
+        carried = c;
+      }
+      std::vector<Shape> in_shapes;
+      for (size_t p : cpu::subgraph_params_of_inputs(sub, child.code_)) in_shapes.push_back(params.at(p));
+      SubgraphBinding sb;
+      sb.binding = child.bind(in_shapes);
+      for (size_t j = 0; j < sub.outputs().size(); ++j) {
+        const Shape& got = sb.binding->shapes[static_cast<size_t>(sub.outputs()[j].second)];
+        const bool fits = n.op == "while" && sc.index == 0 ? numel(got) == 1 : got == results.at(j);
+        INGOT_CHECK(fits, where, " graph returns ", to_string(got), " for result ", j, " where ",
+                    n.op == "while" && sc.index == 0 ? std::string("one element") : to_string(results.at(j)),
+                    " is needed", j < carried ? " (a loop-carried value keeps its shape)" : "");
+      }
+      for (size_t j = 0; j < carried; ++j) {
+        b.frame_bytes = (b.frame_bytes + 63) / 64 * 64;
+        sb.spare_offsets.push_back(b.frame_bytes);
+        b.frame_bytes += numel(shape(n.outputs[j])) * static_cast<int64_t>(dtype_size(graph_.value(n.outputs[j]).dtype));
+      }
+      b.subgraphs.push_back(std::move(sb));
+    }
   }
 
   std::shared_ptr<const Binding> bind(const std::vector<Shape>& in_shapes) const {
@@ -415,7 +517,7 @@ class CpuExecutable final : public Executable {
   mutable std::mutex mu_;
   mutable std::map<std::vector<Shape>, std::shared_ptr<const Binding>> bindings_;
   std::shared_ptr<const Binding> static_binding_;  // kept: its primitives were made at load
-  std::map<NodeId, std::vector<std::shared_ptr<const Executable>>> subgraph_exes_;
+  std::vector<std::unique_ptr<CpuExecutable>> children_;  // per GeneratedCode::subgraphs
   mutable std::mutex arena_mu_;
   mutable std::vector<std::unique_ptr<Arena>> idle_arenas_;
 };
@@ -441,9 +543,8 @@ cpu::PreparedCode cpu::prepare_code(const Graph& graph, const FusionPlan& plan, 
   co.dnnl = cpu::dnnl_available();
   co.inplace = memory_planning != "none";
   co.num_threads = options.num_threads;
-  const LayoutPlan layouts =
-      layout == Layout::Nchw ? nchw_plan(graph) : plan_layouts(graph, cpu::cpu_layout_target(co.dnnl, layout));
-  return {tc, cpu::generate_cpp(graph, plan, layouts, co)};
+  co.layout = layout;
+  return {tc, cpu::generate_cpp(graph, plan, cpu::cpu_layouts(graph, co.dnnl, layout), co)};
 }
 
 std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const FusionPlan& plan,
@@ -499,15 +600,6 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
   step.emplace("cpu: executable (static plan, oneDNN primitives)");
   auto exe = std::make_unique<CpuExecutable>(graph, std::move(code), std::move(lib), memory_planning, options_.winograd);
   step.reset();
-  // Each control-flow node's subgraphs become executables of their own (fused native kernels), run
-  // by the node's host callback every branch or iteration.
-  for (const Node& n : graph.nodes()) {
-    if (n.subgraphs.empty() || get_op(n.op).eval_control == nullptr) continue;
-    std::vector<std::shared_ptr<const Executable>> exes;
-    for (const Graph& sub : n.subgraphs)
-      exes.push_back(cpu::lower_with_plan(sub, plan_fusion(sub), options_, verbose, memory_planning, layout, "", transformers));
-    exe->set_subgraph_executables(n.id, std::move(exes));
-  }
   if (verbose && exe->static_plan() != nullptr) {
     const Binding& b = *exe->static_plan();
     int inplace = 0;

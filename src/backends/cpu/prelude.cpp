@@ -18,6 +18,13 @@ const char* const kCore = R"IGPRELUDE(
 #include <type_traits>
 
 extern "C" {
+struct ingot_host;
+struct ingot_subgraph {
+  const int64_t* dims;
+  const ingot_host* host;
+  void* const* spare;
+};
+
 struct ingot_host {
   void* ctx;
   const void* const* constants;
@@ -33,6 +40,7 @@ struct ingot_host {
                      size_t error_size);
   int (*sgemm)(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+  const ingot_subgraph* subgraphs;
 };
 }
 

@@ -15,11 +15,21 @@ std::optional<Graph> widen_half_dense(const Graph& g) {
   };
   bool any = false;
   for (const Node& n : g.nodes()) any = any || half_dense(g, n);
-  if (!any) return std::nullopt;
+  std::vector<std::pair<NodeId, size_t>> subs;  // control-flow subgraphs that change
+  std::vector<Graph> widened;
+  for (const Node& n : g.nodes())
+    for (size_t k = 0; k < n.subgraphs.size(); ++k)
+      if (std::optional<Graph> w = widen_half_dense(n.subgraphs[k])) {
+        subs.emplace_back(n.id, k);
+        widened.push_back(std::move(*w));
+      }
+  if (!any && subs.empty()) return std::nullopt;
   Graph w = g;
-  run_in_dtype(
-      w, [&](const Node& n) { return half_dense(w, n) ? std::optional<DType>(DType::Float32) : std::nullopt; },
-      "f32");
+  for (size_t i = 0; i < subs.size(); ++i) w.node(subs[i].first).subgraphs[subs[i].second] = std::move(widened[i]);
+  if (any)
+    run_in_dtype(
+        w, [&](const Node& n) { return half_dense(w, n) ? std::optional<DType>(DType::Float32) : std::nullopt; },
+        "f32");
   return w;
 }
 

@@ -10,7 +10,8 @@ namespace ingot::cpu {
 
 // `g` with every float16 / bfloat16 matmul and conv2d run in float32: cast nodes widen the
 // operands (exact) and round the float32 result once to the low type, which is what the
-// reference kernel computes (float32 accumulation, one rounding). nullopt when there is none.
+// reference kernel computes (float32 accumulation, one rounding); inside control-flow subgraphs
+// too. nullopt when there is none.
 //
 // Why widen: the generated code has no half-precision GEMM, and oneDNN's bf16 convolutions need
 // AVX-512 (avx512_core); on AVX2 machines (the ones this backend is measured on) this is the

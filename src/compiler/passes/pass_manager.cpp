@@ -147,9 +147,12 @@ std::string dump_extension(const std::string& format) {
 // The passes that also run inside control-flow subgraphs: those that only rewrite a graph's own
 // nodes. (conv_bn_folding, batch_chunking and layout plan across a whole network; fusion and
 // memory planning of a subgraph are its lowering's, which plans each subgraph by itself.)
+// mixed_precision casts a loop body's matmuls as it casts the graph's: otherwise a matmul would
+// run in float16 or float32 depending on whether loop-invariant code motion had moved it out of
+// the loop (found by the program fuzzer, seed 500193).
 bool runs_in_subgraphs(const std::string& name) {
   return name == "constant_folding" || name == "control_flow" || name == "simplify" || name == "cse" ||
-         name == "attention" || name == "dce";
+         name == "attention" || name == "dce" || name == "mixed_precision";
 }
 
 std::string subgraph_label(const Node& n, size_t k) {
