@@ -150,17 +150,16 @@ TEST(OnnxExport, TransformerLayersRoundTrip) {
 }
 
 // Random programs from the differential fuzzer's generator (fuzz/programs.h): every op it
-// draws, with every dtype, exported and read back; the reference interpreter runs both.
-// Straight-line programs only: reading back an exported If/Loop whose body holds an op that
-// import decomposes (rms_norm -> Div, pow) still fails where ONNX's type inference gives the
-// body's values no element type (control flow round-trips in the tests below and in Python).
+// draws, with every dtype, exported and read back; the reference interpreter runs both. A quarter
+// are wrapped in an if, while or scan (the generator's default), whose bodies read the graph's
+// inputs by name: reading those back once lost the captured values' element types (a Div or Pow
+// in a branch could not be converted; seeds 6, 8, 110, 157, 185, 279).
 TEST(OnnxExport, RandomProgramsRoundTrip) {
   int exported = 0, skipped = 0;
   for (uint64_t seed = 1; seed <= 300; ++seed) {
     fuzz::ProgramOptions po;
     po.ops = 6;
     po.programs_per_graph = 1;
-    po.control_flow_percent = 0;
     const fuzz::Batch b = fuzz::random_batch(seed, po);
     std::string bytes;
     try {

@@ -105,6 +105,38 @@ TEST(OnnxImportControlFlow, IfOnARunTimeConditionRunsTheTakenBranch) {
   EXPECT_EQ(count_ops(compile(Model::from_json(m.to_json()), ReferenceBackend()), "if"), 1);
 }
 
+// A branch that reads the enclosing graph's input x (no value_info, as exporters write them) and
+// divides it and raises it to a power: Div and Pow convert by their operands' element type,
+// which the branch knows from x's declaration in the enclosing graph (it once lost it there).
+TEST(OnnxImportControlFlow, BranchesKnowTheElementTypesOfTheValuesTheyRead) {
+  OnnxModel o(13);
+  o.input("cond", DType::Bool, {});
+  o.input("x", DType::Float32, {int64_t{2}, int64_t{3}});
+  OnnxSubgraph then_branch("then_body"), else_branch("else_body");
+  then_branch.node("Sqrt", {"x"}, {"root"});
+  then_branch.node("Div", {"x", "root"}, {"then_out"});
+  then_branch.output("then_out");
+  else_branch.node("Pow", {"x", "x"}, {"else_out"});
+  else_branch.output("else_out");
+  auto& node = o.node("If", {"cond"}, {"y"});
+  attr(node, "then_branch", then_branch.proto);
+  attr(node, "else_branch", else_branch.proto);
+  o.output("y");
+  const Model m = ingot::onnx::load_bytes(o.bytes());
+  Tensor x = random_tensor({2, 3}, 3);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::abs(x.data<float>()[i]) + 0.5f;
+  const std::vector<double> X = values(x);
+  for (int b = 0; b < 2; ++b) {
+    SCOPED_TRACE(b == 0 ? "reference" : "cpu");
+    const PhysicalModel pm = compile_on(m, b);
+    for (const bool cond : {true, false}) {
+      std::vector<double> want(6);
+      for (size_t i = 0; i < 6; ++i) want[i] = cond ? X[i] / std::sqrt(X[i]) : std::pow(X[i], X[i]);
+      expect_values(pm.evaluate({}, {{"cond", scalar_bool(cond)}, {"x", x}}).at("y"), want, {2, 3});
+    }
+  }
+}
+
 TEST(OnnxImportControlFlow, IfOnAKnownConditionTakesItsBranchWhileImporting) {
   // The branch's values fold too: the taken branch gives a Reshape its target.
   OnnxModel o(13);

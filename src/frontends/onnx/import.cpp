@@ -302,7 +302,12 @@ Connection Importer::connection(Model& m, const std::string& name) {
       std::optional<ShapeTemplate> shape;
       if (const std::optional<Shape> s = enclosing_->static_shape(name)) shape = ShapeTemplate(s->begin(), s->end());
       captured_.push_back(name);
-      return wires_[name] = m.input(name, shape, enclosing_->dtype(name));
+      // Its element type and size stay known here (dtype() stops at this graph's wires, and the
+      // conversions of Div, Pow and the like need the type).
+      const std::optional<DType> dt = enclosing_->dtype(name);
+      if (dt) dtypes_[name] = *dt;
+      if (const std::optional<Shape> s = enclosing_->static_shape(name)) shapes_[name] = *s;
+      return wires_[name] = m.input(name, shape, dt);
     }
     INGOT_FAIL("ONNX graph: value '", name, "' is read before any node produces it (the graph is not in order)");
   }
