@@ -2,6 +2,7 @@
 // optimization controls and their errors, and semantic equivalence on random graphs.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -117,6 +118,37 @@ TEST(Simplify, RemovesNeutralArithmetic) {
   ASSERT_EQ(g.nodes().size(), 1u);
   EXPECT_EQ(g.nodes()[0].op, "tanh");
   EXPECT_EQ(g.nodes()[0].inputs[0], *g.find_leaf("x"));
+}
+
+// pow(x, 1) is x and pow(x, 2) is x*x (what sum(x**2) and its gradient make); an integer base,
+// another exponent or an exponent that is data keep their pow. Values against the reference,
+// NaN, inf and -0 included, before and after.
+TEST(Simplify, SquaresAndFirstPowersBecomeMultipliesAndCopies) {
+  Graph g;
+  ValueId x = g.add_input("x");
+  ValueId e = g.add_input("e");
+  ValueId k = g.add_input("k");
+  g.value(k).dtype = DType::Int32;
+  g.set_output("square", g.add_op("pow", {x, g.add_constant("two", scalar_f32(2))}));
+  g.set_output("first", g.add_op("tanh", {g.add_op("pow", {x, g.add_constant("one", scalar_f32(1))})}));
+  g.set_output("cube", g.add_op("pow", {x, g.add_constant("three", scalar_f32(3))}));  // kept
+  g.set_output("data", g.add_op("pow", {x, e}));                                       // kept
+  g.set_output("int", g.add_op("pow", {k, g.add_constant("two_i", Tensor::scalar<int32_t>(2))}));  // kept
+  annotate(g, {{x, {6}}, {e, {6}}, {k, {6}}});
+  Tensor xv = Tensor::from_vector<float>({1.5f, -0.0f, NAN, -INFINITY, 3e20f, -2.25f}, {6});
+  const std::vector<Tensor> in = {xv, random_tensor({6}, 5), Tensor::from_vector<int32_t>({1, -2, 3, 0, 5, -7}, {6})};
+  const std::vector<Tensor> before = ReferenceBackend().lower(g, {})->run(in);
+  const PassReport r = simplify(g);
+  EXPECT_EQ(r.changes, 2);
+  int pows = 0, muls = 0;
+  for (const Node& n : g.nodes()) {
+    pows += n.op == "pow";
+    muls += n.op == "mul";
+  }
+  EXPECT_EQ(pows, 3);
+  EXPECT_EQ(muls, 1);
+  const std::vector<Tensor> after = ReferenceBackend().lower(g, {})->run(in);
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(allclose(after[i], before[i], 0, 0)) << g.outputs()[i].first;
 }
 
 TEST(Simplify, KeepsNeutralArithmeticThatChangesTypeOrShape) {

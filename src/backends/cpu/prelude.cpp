@@ -355,12 +355,16 @@ void ig_reduce_fn(Load load, O* __restrict y, int64_t outer, int64_t n, int64_t 
     // Down the rows (a bias gradient's sum over the batch): a block of columns accumulates row
     // after row, so the inner loop reads a row contiguously and vectorizes, where one column at a
     // time strides by a whole row per element. Each output still adds its elements in row order.
-    constexpr int64_t kBlock = 128;
+    // Blocks as wide as leave 8 of them for the threads, up to 2048 columns (the accumulators stay
+    // in L1): each row's part is then a long run the prefetcher follows (a block of 128 columns of
+    // rows 1 MB apart ran at a fifth of memory speed: a scan's stacked gradients, [64, 262144]).
+    constexpr int64_t kMaxBlock = 2048;
+    const int64_t kBlock = std::max<int64_t>(128, std::min<int64_t>(kMaxBlock, (inner / 8 + 15) / 16 * 16));
     const int64_t blocks = (inner + kBlock - 1) / kBlock;
     #pragma omp parallel for if(ig_big(outer * n * inner) && outer * blocks > 1)
     for (int64_t ob = 0; ob < outer * blocks; ++ob) {
       const int64_t o = ob / blocks, c0 = ob % blocks * kBlock, m = std::min(kBlock, inner - c0);
-      typename R::A acc[kBlock];
+      typename R::A acc[kMaxBlock];
       for (int64_t c = 0; c < m; ++c) acc[c] = R::init();
       for (int64_t k = 0; k < n; ++k) {
         const int64_t row = (o * n + k) * inner + c0;

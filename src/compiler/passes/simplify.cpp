@@ -10,6 +10,11 @@
 //                                     [1, 1] constant), when x alone already gives f its shape:
 //                                     elementwise ops broadcast by themselves, and the scalar
 //                                     stays a scalar for the backends (no full-size buffer)
+//   pow(x, 1) -> x, pow(x, 2) -> x*x  for a floating x and a one-element constant exponent (x*x is
+//                                     the correctly rounded square, as the reference's pow rounds
+//                                     its double result, NaN, inf and -0 included; the gradient of
+//                                     sum(x**2) is 2*pow(x, 1), so both appear in training graphs,
+//                                     where a generic pow cost an exp and a log an element)
 // A replacement only happens when x has exactly the dtype and shape of the value it replaces, so
 // x*1 that promotes (int * 1.0) or broadcasts (x[3] * ones[2, 3]) is kept. The 1 and 0 of x*1,
 // x+0, x-0 and x/1 may be broadcast: broadcast_to(1) counts as 1.
@@ -133,6 +138,20 @@ PassReport simplify(Graph& g, const PassContext&) {
         double unit = n.op == "div" ? 1.0 : 0.0;
         if (all_equal_to(g, g.value(in(1)), unit) && same_type_and_shape(g, in(0), out)) repl = in(0);
         what = n.op == "div" ? "x/1" : "x-0";
+      } else if (n.op == "pow" && is_floating(g.value(in(0)).dtype) && same_type_and_shape(g, in(0), out) &&
+                 g.value(in(1)).kind == ValueKind::Constant && one_element(g.value(in(1)).shape)) {
+        if (all_equal_to(g, g.value(in(1)), 1.0)) {
+          repl = in(0);
+          what = "pow(x, 1)";
+        } else if (all_equal_to(g, g.value(in(1)), 2.0)) {
+          n.op = "mul";
+          n.inputs = {in(0), in(0)};
+          n.attrs = Attrs{};
+          report.notes.push_back("pow(x, 2) -> x*x" + (n.scope.empty() ? "" : " in '" + n.scope + "'"));
+          ++report.changes;
+          changed = true;
+          continue;
+        }
       } else if (n.op == "identity" || (n.op == "dropout" && n.attrs.get_int("training", 0) == 0)) {
         if (same_type_and_shape(g, in(0), out)) repl = in(0);
         what = n.op;
