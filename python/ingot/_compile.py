@@ -184,6 +184,9 @@ def compile(target: Any = None, backend: Any = None, **options: Any) -> Any:  # 
     TorchBackend, jit=True (the default) runs the generated function under jax.jit /
     torch.compile, jit=False eagerly; jit_options (or jax_options / torch_options) pass their
     keywords through (jax: static_argnums, donate_argnums, ...; torch: backend, mode, ...).
+    template_path (the emitters): a Jinja2 template of the generated module, rendered with its
+    pieces (header, imports, signature, docstring, body, framework, display, ops_module; the
+    default is ingot/emitters/templates/module.py.jinja, which renders the usual module).
     ``ml.compile_option_names()`` lists them all.
     An unknown keyword raises TypeError listing the valid ones; a bad value raises IngotError.
 
@@ -218,7 +221,7 @@ def compile(target: Any = None, backend: Any = None, **options: Any) -> Any:  # 
 
 # Options ingot's Python layer handles itself (the rest are C++ CompileOptions).
 _PY_MODEL_OPTIONS = ("visualize", "viz_options", "save_intermediates", "intermediate_dir", "intermediate_format",
-                     "jit_options", "jax_options", "torch_options", "mlx_options")
+                     "jit_options", "jax_options", "torch_options", "mlx_options", "template_path")
 
 
 def _framework_jit_options(backend: Any, options: Dict[str, Any]) -> Dict[str, Any]:
@@ -262,6 +265,10 @@ def _compile_model(model: "_ingot.Model", backend: Any, options: Dict[str, Any])
             raise TypeError(f"compile() got an unknown option '{key}' (valid options: {', '.join(valid)})")
     options = dict(options)
     jit_options = _framework_jit_options(backend, options)
+    template_path = options.pop("template_path", None)
+    if template_path is not None and not isinstance(backend, _FrameworkBackend):
+        raise TypeError(f"compile(): template_path is for the Python emitters (NumpyBackend, JaxBackend, TorchBackend, "
+                        f"MlxBackend), not {type(backend).__name__} (its generated C++ takes code_transformers)")
     visualize = options.pop("visualize", False)
     if not isinstance(visualize, bool):
         raise TypeError(f"compile(): visualize must be True or False, got {visualize!r}")
@@ -273,7 +280,7 @@ def _compile_model(model: "_ingot.Model", backend: Any, options: Dict[str, Any])
     if save:
         options["custom_passes"] = list(options.get("custom_passes") or []) + [
             ("save_intermediates", "end", _intermediates.expose_every_value)]
-    pm = _compile_model_natively(model, backend, options, jit_options)
+    pm = _compile_model_natively(model, backend, options, jit_options, template_path)
     if save:
         pm._intermediates = saving
     if visualize:
@@ -295,7 +302,7 @@ def _code_transformers(value: Any) -> List[Any]:
 
 
 def _compile_model_natively(model: "_ingot.Model", backend: Any, options: Dict[str, Any],
-                            jit_options: Dict[str, Any]) -> PhysicalModel:
+                            jit_options: Dict[str, Any], template_path: Any = None) -> PhysicalModel:
     for key in ("file_path", "dump_graph"):
         if options.get(key) is not None:
             options[key] = os.fspath(options[key])
@@ -308,6 +315,10 @@ def _compile_model_natively(model: "_ingot.Model", backend: Any, options: Dict[s
         emitter.jit_options = jit_options
         # code_transformers rewrite the generated module (the C++ side's rewrite the CPU backend's C++).
         emitter.code_transformers = _code_transformers(options.pop("code_transformers", None))
+        # template_path: a Jinja2 template of the generated module, read and parsed now.
+        from .emitters import load_template
+
+        emitter.template = None if template_path is None else load_template(template_path)
         pm = _ingot.compile(model, _ingot.PythonBackend(backend.framework, emitter), options)
         return PhysicalModel(pm, backend, emitter)
     if not isinstance(backend, _ingot.Backend):

@@ -118,7 +118,8 @@ def test_every_compile_option_is_a_keyword(tmp_path, rng):
         save_intermediates=False, intermediate_dir=tmp_path / "intermediates", intermediate_format="npy",
         jit_options=None, jax_options=None, torch_options=None, mlx_options=None,
         profile=True, profile_output=tmp_path / "profile.json", trace_shapes=False,
-        code_transformers=None)  # the reference backend generates no code (test_code_transformers.py)
+        code_transformers=None,  # the reference backend generates no code (test_code_transformers.py)
+        template_path=None)  # nor a Python module (test_emitter_template.py)
     assert set(options) == set(ml.compile_option_names())
     pm = ml.compile(m, ml.ReferenceBackend(), **options)
     assert seen, "the custom pass ran"
