@@ -30,9 +30,11 @@ Model step_body(Cell cell, int64_t hidden, bool bias, bool relu) {
   Connection hw = matmul(h, w_t);  // [N, G*H]
   auto gate = [&](const Connection& x, int64_t k) { return x.slice(1, k * hidden, (k + 1) * hidden); };
   if (cell == Cell::Lstm) {
-    const Connection c = body.input("c"), gates = g + hw;
-    const Connection i = sigmoid(gate(gates, 0)), f = sigmoid(gate(gates, 1)), cand = tanh(gate(gates, 2)),
-                     o = sigmoid(gate(gates, 3));
+    // Each gate's pre-activation as the sum of its slices, not a slice of the sum: the CPU backend
+    // reads slices in place, so the adds fuse into the gates' one loop.
+    const Connection c = body.input("c");
+    auto pre = [&](int64_t k) { return gate(g, k) + gate(hw, k); };
+    const Connection i = sigmoid(pre(0)), f = sigmoid(pre(1)), cand = tanh(pre(2)), o = sigmoid(pre(3));
     const Connection c_next = f * c + i * cand;
     body.expose(o * tanh(c_next), "h_next");
     body.expose(c_next, "c_next");

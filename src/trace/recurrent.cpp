@@ -44,9 +44,12 @@ std::tuple<Array, Array, Array> lstm(const Array& x, const Array& h0, const Arra
   const Array w_hh_t = transpose(w_hh);
   auto [carry, ys] = scan(
       [&](const std::vector<Array>& s, const std::vector<Array>& xt) {
-        const Array g = xt[0] + matmul(s[0], w_hh_t);
-        const Array c = sigmoid(gate(g, 1, h)) * s[1] + sigmoid(gate(g, 0, h)) * tanh(gate(g, 2, h));
-        const Array hn = sigmoid(gate(g, 3, h)) * tanh(c);
+        // Each gate's pre-activation as the sum of its slices (not a slice of the sum): the CPU
+        // backend reads slices in place, so the adds fuse into the gates' loop.
+        const Array mm = matmul(s[0], w_hh_t);
+        auto pre = [&](int64_t k) { return gate(xt[0], k, h) + gate(mm, k, h); };
+        const Array c = sigmoid(pre(1)) * s[1] + sigmoid(pre(0)) * tanh(pre(2));
+        const Array hn = sigmoid(pre(3)) * tanh(c);
         return std::pair{std::vector<Array>{hn, c}, std::vector<Array>{hn}};
       },
       {h0, c0}, {projected(x, w_ih, b_ih + b_hh)}, reverse);

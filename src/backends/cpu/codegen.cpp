@@ -187,7 +187,8 @@ bool is_float_dtype(DType t) { return t == DType::Float32 || t == DType::Float64
 struct Segment {
   // Reduce: a native reduction (last node) with its elementwise prologue computed inside it.
   // Control: an if / while / scan around its subgraphs' generated code (codegen_control.h).
-  enum Kind { Elementwise, Native, Fallback, Reduce, Control } kind;
+  // Folded: a slice its elementwise readers read in place (fold_slices): nothing is emitted.
+  enum Kind { Elementwise, Native, Fallback, Reduce, Control, Folded } kind;
   std::vector<NodeId> nodes;
   int group;
 };
@@ -204,6 +205,7 @@ class Generator {
     index_leaves_and_symbols();
     fold_transposes();
     build_segments();
+    fold_slices();
     check_layouts();
     plan_buffers();
     for (size_t v = 0; v < g_.values().size(); ++v)
@@ -289,8 +291,80 @@ class Generator {
       if (perm == swap_last2) folded_[y] = n.inputs[0];
     }
   }
-  // The buffer a read of `v` uses: a folded transpose's input, else v itself.
-  ValueId stored(ValueId v) const { return folded_[v] >= 0 ? folded_[v] : v; }
+  // The buffer a read of `v` uses: a folded transpose's or slice's input, else v itself.
+  ValueId stored(ValueId v) const {
+    if (folded_[v] >= 0) return folded_[v];
+    const auto view = slice_views_.find(v);
+    return view != slice_views_.end() ? view->second.source : v;
+  }
+
+  // -- slices read in place
+  // A slice with steps of 1 of an NCHW value whose sliced dims are known, that is no graph output
+  // and whose every reader is in an elementwise loop nest, is never copied: the nests read its
+  // input from the slice's first element through the input's strides (an LSTM step's four gates
+  // sliced from one [B, 4H] product: four copies a step saved). Its segment becomes Folded.
+  struct SliceView {
+    ValueId source = -1;
+    std::string offset;  // elements from the source's start to the slice's
+  };
+  void fold_slices() {
+    std::map<NodeId, size_t> seg_of_node;
+    for (size_t s = 0; s < segs_.size(); ++s)
+      for (NodeId n : segs_[s].nodes) seg_of_node[n] = s;
+    std::set<ValueId> outputs;
+    for (const auto& [name, v] : g_.outputs()) outputs.insert(v);
+    std::map<ValueId, std::vector<NodeId>> readers;
+    for (const Node& n : g_.nodes())
+      for (ValueId v : n.inputs) readers[v].push_back(n.id);
+    for (Segment& seg : segs_) {
+      if (seg.kind != Segment::Native || seg.nodes.size() != 1) continue;
+      const Node& n = g_.node(seg.nodes[0]);
+      if (n.op != "slice" || n.inputs.size() != 1) continue;
+      const ValueId x = n.inputs[0], y = n.outputs[0];
+      if (outputs.count(y) || layout(x) != Layout::Nchw || layout(y) != Layout::Nchw ||
+          g_.value(x).dtype != g_.value(y).dtype || folded_[x] >= 0 || slice_views_.count(x))
+        continue;
+      bool in_nests = readers.count(y) > 0;
+      for (NodeId r : readers[y]) {
+        const auto it = seg_of_node.find(r);
+        in_nests = in_nests && it != seg_of_node.end() && segs_[it->second].kind == Segment::Elementwise;
+      }
+      if (!in_nests) continue;
+      const std::optional<std::string> offset = slice_offset(n);
+      if (!offset) continue;
+      slice_views_[y] = {x, *offset};
+      seg.kind = Segment::Folded;
+    }
+  }
+  // Elements from x's start to slice `n`'s first, when its steps are 1 and its sliced dims known.
+  std::optional<std::string> slice_offset(const Node& n) {
+    const SymShape& xs = g_.value(n.inputs[0]).shape;
+    const int rank = static_cast<int>(xs.size());
+    const std::vector<int64_t> starts = n.attrs.get_ints("starts", {}), ends = n.attrs.get_ints("ends", {});
+    const std::vector<int64_t> steps = n.attrs.get_ints("steps", std::vector<int64_t>(starts.size(), 1));
+    std::vector<int64_t> axes = n.attrs.get_ints("axes", {});
+    if (!n.attrs.has("axes"))
+      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+    if (ends.size() != starts.size() || steps.size() != starts.size() || axes.size() != starts.size()) return std::nullopt;
+    const std::vector<Mono> xd = dims(n.inputs[0]);
+    std::string offset;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+      if (a < 0 || a >= rank || steps[i] != 1 || !xs[static_cast<size_t>(a)].known()) return std::nullopt;
+      const int64_t d = xs[static_cast<size_t>(a)].value;
+      const int64_t start = std::clamp(starts[i] < 0 ? starts[i] + d : starts[i], int64_t{0}, d);  // as slice_range
+      if (start == 0) continue;
+      offset += (offset.empty() ? "" : " + ") + str(Mono{start, {}} * product(xd, static_cast<size_t>(a) + 1));
+    }
+    return offset.empty() ? std::string("0") : offset;
+  }
+  // Whether segment s reads `source` through a slice view (then it may not be written in place).
+  bool reads_through_view(size_t s, ValueId source) const {
+    for (NodeId n : segs_[s].nodes)
+      for (ValueId v : g_.node(n).inputs)
+        if (const auto view = slice_views_.find(v); view != slice_views_.end() && view->second.source == source) return true;
+    return false;
+  }
 
   // -- segments
   void build_segments() {
@@ -440,6 +514,7 @@ class Generator {
     for (size_t s = 0; s < segs_.size(); ++s)
       for (NodeId n : segs_[s].nodes)
         for (ValueId v : g_.node(n).outputs) {
+          if (segs_[s].kind == Segment::Folded) continue;  // read through its source
           seg_of_[v] = static_cast<int>(s);
           const bool fused_prologue = segs_[s].kind == Segment::Reduce && n != segs_[s].nodes.back();
           const auto epi = conv_epilogue_.find(s);
@@ -449,6 +524,7 @@ class Generator {
     for (size_t s = 0; s < segs_.size(); ++s)
       for (NodeId n : segs_[s].nodes)
         for (ValueId read : g_.node(n).inputs) {
+          if (segs_[s].kind == Segment::Folded) continue;
           const ValueId v = stored(read);
           if (seg_of_[v] != static_cast<int>(s)) {
             needs_buffer_[v] = true;
@@ -548,7 +624,8 @@ class Generator {
       std::vector<ValueId> free_reads;
       for (ValueId r : seg_reads(s)) {
         const int rs = slot_[r];
-        if (rs >= 0 && out_.arena_slots[rs].last == static_cast<int>(s) && seg_of_[r] < static_cast<int>(s))
+        if (rs >= 0 && out_.arena_slots[rs].last == static_cast<int>(s) && seg_of_[r] < static_cast<int>(s) &&
+            !reads_through_view(s, r))
           free_reads.push_back(r);
       }
       for (ValueId v : stores) {
@@ -583,7 +660,7 @@ class Generator {
       for (size_t i = 0; i < out_.inputs.size(); ++i) {
         const Value& in = g_.value(out_.inputs[i]);
         if (in.shape != v.shape || in.dtype != v.dtype || outputs.count(in.id)) continue;
-        if (last_use_[in.id] < s || (last_use_[in.id] == s && one_nest)) {
+        if (last_use_[in.id] < s || (last_use_[in.id] == s && one_nest && !reads_through_view(static_cast<size_t>(s), in.id))) {
           out_.output_may_alias[j].push_back(static_cast<int>(i));
           if (last_use_[in.id] == s) inplace_seg_[static_cast<size_t>(s)] = true;
         }
@@ -593,7 +670,11 @@ class Generator {
 
   std::string ptr(ValueId v) const { return "v" + std::to_string(v); }
   // The pointer as kernels declare it (storage_type): float16/bfloat16 buffers as their raw bits.
-  std::string stored_ptr(ValueId v) const { return is_half(g_.value(v).dtype) ? "ig_raw(" + ptr(v) + ")" : ptr(v); }
+  std::string stored_ptr(ValueId v) const {
+    const auto view = slice_views_.find(v);
+    const std::string p = view == slice_views_.end() ? ptr(v) : "(" + ptr(view->second.source) + " + " + view->second.offset + ")";
+    return is_half(g_.value(v).dtype) ? "ig_raw(" + p + ")" : p;
+  }
 
   std::string describe(const std::vector<NodeId>& nodes) const {
     std::string s;
@@ -722,6 +803,8 @@ class Generator {
       nest.extents.push_back(l.part == Whole ? dom[l.axis] : l.part == Blocks ? Mono{dom[1].c / block, {}} : Mono{block, {}});
     for (ValueId v : operands) {
       const std::vector<Mono> vd = dims(v);
+      // A slice view (fold_slices) steps through its source's dims.
+      const std::vector<Mono> sd = slice_views_.count(v) ? dims(slice_views_.at(v).source) : vd;
       const size_t off = r - vd.size();
       const Layout vl = layout(v);
       const int64_t vb = layout_channel_block(vl);
@@ -736,7 +819,7 @@ class Generator {
                          : l.part == Blocks ? vd[2] * vd[3] * lane : kOne;
           st.push_back(s);
         } else {
-          const Mono s = vl != Layout::Nhwc ? product(vd, k + 1)
+          const Mono s = vl != Layout::Nhwc ? product(sd, k + 1)
                          : k == 0          ? vd[1] * vd[2] * vd[3]
                          : k == 1          ? kOne
                          : k == 2          ? vd[3] * vd[1]
@@ -1306,6 +1389,7 @@ class Generator {
     }
     for (size_t s = 0; s < segs_.size(); ++s) {
       const Segment& seg = segs_[s];
+      if (seg.kind == Segment::Folded) continue;
       e << "  // step " << s << "\n";
       // Each segment is one profiled step, named after the kernels it emits.
       const int32_t step = static_cast<int32_t>(out_.profile_names.size());
@@ -1363,6 +1447,7 @@ class Generator {
   std::vector<int> seg_of_, last_use_;
   std::vector<bool> needs_buffer_, is_output_;
   std::vector<ValueId> folded_;    // per value: a folded transpose's input, or -1
+  std::map<ValueId, SliceView> slice_views_;  // slices read in place (fold_slices)
   std::vector<int> slot_;          // per value: arena slot, or -1
   std::vector<bool> inplace_seg_;  // per segment: some store overwrites a read
   std::vector<std::string> step_kernels_;  // kernels emitted for the current segment

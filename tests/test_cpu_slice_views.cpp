@@ -1,0 +1,104 @@
+// Slices read in place (codegen.cpp, fold_slices): a slice with steps of 1 whose every reader is
+// an elementwise loop nest is never copied; the nests read its input at the slice's offset
+// through the input's strides. Checked against the reference: slices along each axis, negative
+// and clamped starts, a slice broadcast against a full operand, several slices of one value in
+// one nest, float16; where folding must not happen (a graph output, a non-elementwise reader,
+// steps other than 1) the copy stays; and where a nest reads a value through a view and that
+// value dies there, no store may overwrite it in place, and no graph output may share an input's
+// buffer that a view reads.
+#include <gtest/gtest.h>
+
+#include "cpu_test_util.h"
+#include "op_test_util.h"
+
+using namespace ingot;
+using namespace ingot::cpu_test;
+using ingot::testing::random_tensor;
+
+namespace {
+
+ValueId slice(Graph& g, ValueId x, std::vector<int64_t> starts, std::vector<int64_t> ends, std::vector<int64_t> axes,
+              std::vector<int64_t> steps = {}) {
+  Attrs a{{"starts", starts}, {"ends", ends}, {"axes", axes}};
+  if (!steps.empty()) a.set("steps", steps);
+  return g.add_op("slice", {x}, a);
+}
+
+PlanFn fused() {
+  return [](const Graph& g) { return plan_fusion(g); };
+}
+
+}  // namespace
+
+TEST(CpuSliceViews, GatesOfOneProductReadInPlace) {
+  // An LSTM step's shape: g [B, 4H] from a matmul, its four gates sliced and combined.
+  Graph g = make_graph({{"h", {3, 5}}, {"w", {5, 8}}, {"c", {3, 2}}}, [](Graph& g, std::vector<ValueId>& in) {
+    const ValueId mm = g.add_op("matmul", {in[0], in[1]});
+    auto gate = [&](int64_t k) { return slice(g, mm, {2 * k}, {2 * k + 2}, {1}); };
+    const ValueId c = g.add_op("add", {g.add_op("mul", {g.add_op("sigmoid", {gate(1)}), in[2]}),
+                                       g.add_op("mul", {g.add_op("sigmoid", {gate(0)}), g.add_op("tanh", {gate(2)})})});
+    g.set_output("h_next", g.add_op("mul", {g.add_op("sigmoid", {gate(3)}), g.add_op("tanh", {c})}));
+    g.set_output("c_next", c);
+  });
+  const std::string source =
+      check(g, {{random_tensor({3, 5}, 1), random_tensor({5, 8}, 2), random_tensor({3, 2}, 3)}}, fused());
+  EXPECT_EQ(count(source, "_slice("), 0) << source;  // no slice kernel: the four are views
+}
+
+TEST(CpuSliceViews, EveryAxisNegativeAndClampedStartsAndBroadcasts) {
+  Graph g = make_graph({{"x", {4, 6, 5}}, {"y", {2, 3, 5}}}, [](Graph& g, std::vector<ValueId>& in) {
+    const ValueId x = g.add_op("exp", {in[0]});  // a computed value, in an arena slot
+    // [1:3, -3:, all] (a negative start) + y; [0:1, 3:100 (clamped), 1:2] broadcast over y.
+    const ValueId a = slice(g, x, {1, -3}, {3, 6}, {0, 1});
+    const ValueId b = slice(g, x, {0, 3, 1}, {1, 100, 2}, {0, 1, 2});
+    g.set_output("a", g.add_op("add", {a, in[1]}));
+    g.set_output("ab", g.add_op("mul", {g.add_op("sub", {in[1], b}), a}));
+  });
+  const std::string source = check(g, {{random_tensor({4, 6, 5}, 4), random_tensor({2, 3, 5}, 5)}}, fused());
+  EXPECT_EQ(count(source, "_slice("), 0) << source;
+}
+
+TEST(CpuSliceViews, HalfPrecisionAndAGraphInputAsTheSource) {
+  Graph g = make_graph({{"x", {6, 4}, DType::Float16}}, [](Graph& g, std::vector<ValueId>& in) {
+    g.set_output("y", g.add_op("add", {slice(g, in[0], {0}, {3}, {0}), slice(g, in[0], {3}, {6}, {0})}));
+  });
+  const std::string source = check(g, {{random_tensor({6, 4}, 6).astype(DType::Float16)}}, fused(), 1e-3, 1e-3);
+  EXPECT_EQ(count(source, "_slice("), 0) << source;
+}
+
+TEST(CpuSliceViews, CopiesStayWhereAViewWouldBeWrong) {
+  Graph g = make_graph({{"x", {4, 6}}}, [](Graph& g, std::vector<ValueId>& in) {
+    const ValueId s0 = slice(g, in[0], {1}, {3}, {0});
+    g.set_output("s0", s0);                                              // a graph output
+    g.set_output("sum", g.add_op("sum", {slice(g, in[0], {0}, {2}, {1})}, {{"axes", std::vector<int64_t>{1}}}));
+    g.set_output("stepped", g.add_op("neg", {slice(g, in[0], {0}, {6}, {1}, {2})}));  // steps of 2
+  });
+  const std::string source = check(g, {{random_tensor({4, 6}, 7)}}, fused());
+  EXPECT_GE(count(source, "_slice("), 2) << source;
+}
+
+// The nest reads t through a view at an offset and t dies there: writing the result over t in
+// place would overwrite elements the view reads later. Likewise a graph output may not be written
+// into the buffer of an input a view of the same nest reads.
+TEST(CpuSliceViews, NoStoreOverwritesAValueAViewReads) {
+  // d[i, j] = t[i, j] + t[2, j]: written over t in place, row 3 would read the new row 2.
+  // (d is an intermediate, read by a matmul, so it has an arena slot that could be t's.)
+  Graph g = make_graph({{"x", {4, 8}}, {"w", {8, 3}}}, [](Graph& g, std::vector<ValueId>& in) {
+    const ValueId t = g.add_op("exp", {in[0]});
+    const ValueId d = g.add_op("add", {slice(g, t, {0}, {4}, {0}), slice(g, t, {2}, {3}, {0})});
+    g.set_output("y", g.add_op("matmul", {d, in[1]}));
+  });
+  const std::string source = check(g, {{random_tensor({4, 8}, 8), random_tensor({8, 3}, 10)}}, fused());
+  EXPECT_EQ(count(source, "_slice("), 0) << source;
+  // A graph input read through two views: the caller may offer it as the output's buffer.
+  Graph io = make_graph({{"p", {4, 8}}}, [](Graph& g, std::vector<ValueId>& in) {
+    g.set_output("q", g.add_op("add", {in[0], slice(g, in[0], {2}, {3}, {0})}));
+  });
+  std::unique_ptr<Executable> cpu = cpu::lower_with_plan(io, plan_fusion(io), cpu_options(), false);
+  Tensor p = random_tensor({4, 8}, 9);
+  const std::vector<Tensor> args = {p};
+  const Tensor want = ReferenceBackend().lower(io, {})->run(args)[0];
+  std::vector<Tensor> outs = {p};  // the output into the input's own buffer
+  cpu->run_into({&p, 1}, outs);
+  expect_same(outs[0], want, "q", 1e-6, 1e-6);
+}
