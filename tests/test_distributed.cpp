@@ -244,6 +244,18 @@ TEST_F(DistributedRanks, TheOpsOnLazyArraysAndTheCpuBackendAgree) {
   EXPECT_EQ(run(eager[3]).shape(), (Shape{static_cast<int64_t>(n) * n, 2}));
 }
 
+// Logical models reach the collectives through apply(), with the group size as an attribute.
+TEST_F(DistributedRanks, LogicalModelsApplyThem) {
+  Model m;
+  Connection x = m.input("x");
+  m.expose(apply("all_reduce", x * 2.0, {{"group_size", int64_t{n}}, {"op", std::string("max")}}), "y");
+  CompileOptions o;
+  o.shapes["x"] = {3};
+  const PhysicalModel pm = compile(m, ReferenceBackend(), o);
+  const Tensor y = pm.evaluate({}, {{"x", Tensor::from_vector<float>({float(r), 1.0f - float(r), 0.5f}, {3})}}).at("y");
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{2.0f * float(n - 1), 2.0f, 1.0f}));
+}
+
 // The gradient of the sum over ranks of <ct_r, fn(x_r)>: from vjp, against identities written
 // out per op, and against central finite differences of that global loss (float64).
 struct VjpCase {
