@@ -382,6 +382,7 @@ TEST_F(DistributedFaults, ALateRankIsNamedWithinTheTimeout) {
   EXPECT_NE(e.find("within 2 s"), std::string::npos) << e;
   EXPECT_LT(waited, 10.0);
   EXPECT_NE(error_of([] { dist::barrier(); }).find("unusable after an earlier failure"), std::string::npos);
+  EXPECT_EQ(dist::rank(), r);  // local questions still answer
 }
 
 // Rank 1 dies: the job ends (mpirun names the rank; or the others' timeout does) instead of hanging.

@@ -145,11 +145,11 @@ void init_locked(Group& g) {
 
 }  // namespace
 
-Group& group(std::unique_lock<std::mutex>& lock) {
+Group& group(std::unique_lock<std::mutex>& lock, bool to_communicate) {
   lock = std::unique_lock<std::mutex>(group_mutex());
   Group& g = the_group();
   init_locked(g);
-  if (!g.broken.empty()) fail(g, "the group is unusable after an earlier failure: " + g.broken);
+  if (to_communicate && !g.broken.empty()) fail(g, "the group is unusable after an earlier failure: " + g.broken);
   return g;
 }
 
@@ -278,17 +278,17 @@ Header agree(Group& g, Header h) {
 
 void init() {
   std::unique_lock<std::mutex> lock;
-  (void)detail::group(lock);
+  (void)detail::group(lock, false);
 }
 
 int rank() {
   std::unique_lock<std::mutex> lock;
-  return detail::group(lock).rank;
+  return detail::group(lock, false).rank;
 }
 
 int size() {
   std::unique_lock<std::mutex> lock;
-  return detail::group(lock).size;
+  return detail::group(lock, false).size;
 }
 
 void barrier() {

@@ -54,7 +54,8 @@ struct Group {
 
 // The process's group, initialized; the caller holds the lock for the whole collective, so
 // collectives from several threads run one after the other (MPI is initialized SERIALIZED).
-Group& group(std::unique_lock<std::mutex>& lock);
+// `to_communicate`: fails if the group is broken (rank() and size() still answer then).
+Group& group(std::unique_lock<std::mutex>& lock, bool to_communicate = true);
 
 // Throws ingot::Error "ingot::distributed (rank r of n): <message>".
 [[noreturn]] void fail(const Group& g, const std::string& message);
