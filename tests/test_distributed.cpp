@@ -7,10 +7,12 @@
 // DistributedFaults: one mpirun each (they leave the group unusable): a late rank is named
 // within the timeout; a killed rank ends the job.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "compiler/passes/passes.h"
@@ -143,6 +145,24 @@ TEST_F(DistributedSingle, LazyArraysGradientsAndCompiledFunctionsRunTheCollectiv
   expect_close(run(out[0]), values(run(x * 2.0f + 1.0f)));
   EXPECT_EQ(run(out[1]).to_vector<float>(), xt.to_vector<float>());
   EXPECT_EQ(run(out[2]).to_vector<float>(), xt.to_vector<float>());
+}
+
+// A build without MPI started as several ranks says what to install: this test binary again, with
+// the variables Open MPI's launcher sets (in a build with MPI they would make it call MPI_Init).
+TEST_F(DistributedSingle, WithoutMpiAMultiRankLaunchNamesThePackages) {
+  if (dist::mpi_available()) GTEST_SKIP() << "this build has MPI (the error is for builds without it)";
+  const std::string command = "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 /proc/" + std::to_string(::getpid()) +
+                              "/exe --gtest_filter=DistributedSingle.APlainRunIsRankZeroOfOne 2>&1";
+  std::string out;
+  FILE* p = ::popen(command.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  while (size_t k = std::fread(buf, 1, sizeof buf, p)) out.append(buf, k);
+  EXPECT_NE(::pclose(p), 0) << out;
+  EXPECT_NE(out.find("launched as rank 1 of 2, but this ingot was built without MPI; install Open MPI (apt-get install "
+                     "libopenmpi-dev openmpi-bin)"),
+            std::string::npos)
+      << out;
 }
 
 // A collective's value is known only at run time on every rank: constant folding leaves it.

@@ -117,17 +117,18 @@ void init_locked(Group& g) {
   if (g.initialized) return;
   const std::optional<Launch> launch = detect_launch();
 #ifdef INGOT_HAVE_MPI
-  if (launch) {
-    int already = 0;
-    MPI_Initialized(&already);
+  int already = 0;
+  MPI_Initialized(&already);  // the program may have initialized MPI itself
+  if (launch || already) {
     if (!already) {
       int provided = 0;
       // SERIALIZED: collectives may come from any thread, one at a time (group_mutex).
       INGOT_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) == MPI_SUCCESS,
                   "ingot::distributed: MPI_Init_thread failed (rank ", launch->rank, " of ", launch->size, ")");
     }
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    MPI_Comm_dup(MPI_COMM_WORLD, &g.comm);  // our messages never meet the program's own MPI traffic
+    // Our own communicator: our messages never meet the program's own MPI traffic, and its errors
+    // come back as codes (then ingot::Errors) instead of aborting; MPI_COMM_WORLD keeps its handler.
+    MPI_Comm_dup(MPI_COMM_WORLD, &g.comm);
     MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(g.comm, &g.rank);
     MPI_Comm_size(g.comm, &g.size);
@@ -222,7 +223,8 @@ Header agree(Group& g, Header h) {
   // Each rank sends its header to every other and waits for theirs: O(size) small messages, and a
   // rank that is missing is known by name (a collective's completion would not say who is late).
   // The sent headers must outlive their sends even when we give up on a peer, so they are kept.
-  static std::vector<std::unique_ptr<Header>> abandoned;
+  // Never freed: MPI_Finalize (at exit, after static destructors of later statics) may still read them.
+  static auto* abandoned = new std::vector<std::unique_ptr<Header>>();
   auto mine = std::make_unique<Header>(h);
   std::vector<Header> theirs(static_cast<size_t>(g.size));
   std::vector<MPI_Request> recvs(static_cast<size_t>(g.size), MPI_REQUEST_NULL), sends = recvs;
@@ -254,7 +256,7 @@ Header agree(Group& g, Header h) {
       }
     for (MPI_Request& r : sends)
       if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
-    abandoned.push_back(std::move(mine));
+    abandoned->push_back(std::move(mine));
     // The ranks no longer agree on how many collectives ran, so none may follow.
     g.broken = (missing.empty() ? std::string("a peer") : missing) + " did not reach " + describe(h) + " within " +
                seconds(timeout());
