@@ -7,6 +7,7 @@ Prints "rank R ok" when every check on that rank passed; exits 1 with the failur
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -44,6 +45,13 @@ def collectives():
     # Traced into a compiled function (the CPU backend runs them through its host callback).
     f = ml.compile(lambda x: dist.all_sum(x * 2.0) + 1.0)
     np.testing.assert_allclose(np.asarray(f(ml.array(np.full((4,), r, np.float32)))), 2.0 * sum(range(n)) + 1.0)
+    # A logical model with a symbolic batch: all_gather's leading dimension is a new symbol.
+    m = ml.Model()
+    m.expose(ml.apply("all_gather", m.input("x"), group_size=n), "y")
+    with tempfile.TemporaryDirectory(prefix="ingot-dist-") as cache:
+        pm = ml.compile(m, ml.CpuBackend(cache_dir=cache), shapes={"x": ["N", 3]})
+        y = pm.evaluate({}, {"x": np.full((2, 3), r, np.float32)})["y"]
+    np.testing.assert_array_equal(np.asarray(y), np.repeat(np.arange(n, dtype=np.float32), 6).reshape(2 * n, 3))
     try:
         dist.all_sum(ml.array(np.zeros((2, 3 + (r == 1)), np.float32))).eval()
         raise AssertionError("mismatched shapes were not reported")
