@@ -264,6 +264,29 @@ TEST_F(DistributedRanks, TheOpsOnLazyArraysAndTheCpuBackendAgree) {
   EXPECT_EQ(run(eager[3]).shape(), (Shape{static_cast<int64_t>(n) * n, 2}));
 }
 
+// Hot-path auto-compile builds a graph with a collective at once (not in the background), so
+// every rank switches to the compiled executable at the same evaluation.
+TEST_F(DistributedRanks, AutoCompileSwitchesEveryRankAtTheSameEvaluation) {
+  reset_auto_compile();
+  CompileConfig c;
+  c.auto_compile = true;
+  c.auto_compile_threshold = 2;
+  c.backend = std::make_shared<CpuBackend>(cpu_test::cpu_options());
+  set_compile_config(c);
+  for (int k = 0; k < 4; ++k) {
+    const Array y = dist::all_sum(array(operand(r, {3}, DType::Float32)) * 2.0f);
+    std::vector<double> want(3, 0);
+    for (int p = 0; p < n; ++p)
+      for (size_t i = 0; i < 3; ++i) want[i] += 2 * values(operand(p, {3}, DType::Float64))[i];
+    EXPECT_EQ(values(run(y)), want) << k;
+  }
+  const AutoCompileStats stats = auto_compile_stats();
+  set_compile_config(CompileConfig::from_env());
+  reset_auto_compile();
+  EXPECT_EQ(stats.compiled_runs, 3);  // evaluations 2, 3 and 4: the build ran in place at the 2nd
+  EXPECT_EQ(stats.eager_runs, 1);
+}
+
 // Logical models reach the collectives through apply(), with the group size as an attribute.
 TEST_F(DistributedRanks, LogicalModelsApplyThem) {
   Model m;

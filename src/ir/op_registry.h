@@ -233,7 +233,8 @@ struct OpDef {
   // result depends on other processes, and every rank must run it the same number of times in the
   // same order. Passes never fold it at compile time (that would communicate while compiling, and
   // a rank with a warm cache would not) nor move it out of a loop; they may merge two identical
-  // ones (CSE) or drop an unused one (DCE), since every rank rewrites its identical graph the same way.
+  // ones (CSE) or drop an unused one (DCE), since every rank rewrites its identical graph the same way
+  // (and hot-path auto-compile builds such a graph at once, so every rank switches at one evaluation).
   bool collective = false;
   // Control flow: the subgraphs the op owns, by name ({"then", "else"}; none for every other op),
   // and the check of their interface against the node's operands and results, which verify()
