@@ -5,6 +5,7 @@
 // MPI: the launcher is recognized by the variables it sets in each rank's environment.
 #include "distributed/communicator.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
