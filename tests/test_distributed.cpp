@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "compiler/checkpointing.h"
 #include "compiler/passes/passes.h"
 #include "compiler/shape_inference.h"
 #include "cpu_test_util.h"
@@ -176,6 +177,29 @@ TEST_F(DistributedSingle, ConstantFoldingLeavesCollectives) {
   EXPECT_EQ(r.changes, 0);
   ASSERT_EQ(g.nodes().size(), 1u);
   EXPECT_EQ(g.nodes()[0].op, "all_reduce");
+}
+
+// Gradient checkpointing keeps a collective's result instead of recomputing it (which would
+// communicate once more). Forward: all_reduce, exp (segment 0), exp (1), exp (2); the backward
+// node reads the all_reduce's result, which a plain op in its place would have recomputed.
+TEST_F(DistributedSingle, CheckpointingKeepsCollectiveResults) {
+  auto checkpointed = [](const std::string& first, const Attrs& attrs) {
+    Graph g;
+    const ValueId x = g.add_input("x");
+    g.value(x).dtype = DType::Float32;
+    const ValueId a = g.add_op(first, {x}, attrs);
+    const ValueId d = g.add_op("exp", {g.add_op("exp", {g.add_op("exp", {a})})});
+    g.set_output("y", d);
+    g.set_output("dx", g.add_op("mul", {a, d}));  // the "backward"
+    infer_shapes(g, {{x, testing::template_of({4}), "", "test"}});
+    infer_types(g);
+    const CheckpointReport r = apply_gradient_checkpointing(g, 4, 3);
+    int copies = 0;
+    for (const Node& n : g.nodes()) copies += n.op == first;
+    return std::pair{r.recomputed_nodes, copies};
+  };
+  EXPECT_EQ(checkpointed("all_reduce", {{"group_size", int64_t{1}}}), (std::pair{0, 1}));
+  EXPECT_EQ(checkpointed("tanh", {}), (std::pair{1, 2}));  // a plain op there is recomputed
 }
 
 // ------------------------------------------------------------------ under mpirun
