@@ -355,8 +355,10 @@ Batch random_batch(uint64_t seed, const ProgramOptions& po) {
   Graph& g = b.graph;
   std::vector<const OpDef*> ops;
   for (const OpDef* op : all_ops())
-    // Control flow owns subgraphs a random draw cannot give it (tests/test_control_flow.cpp covers it).
-    if (op->fusion != FusionClass::Source && op->eval != nullptr && op->subgraph_names.empty()) ops.push_back(op);
+    // Control flow owns subgraphs a random draw cannot give it (tests/test_control_flow.cpp covers it);
+    // collectives need a process group (tests/test_distributed.cpp covers them).
+    if (op->fusion != FusionClass::Source && op->eval != nullptr && op->subgraph_names.empty() && !op->collective)
+      ops.push_back(op);
   std::vector<ShapeConstraint> cs;
   std::vector<ProgramSpan> spans;
   for (int p = 0; p < po.programs_per_graph; ++p) {
@@ -556,7 +558,8 @@ std::map<std::string, std::string> rule_gaps() {
 std::map<std::string, int> coverage() {
   std::map<std::string, int> c;
   for (const OpDef* op : all_ops())
-    if (op->subgraph_names.empty() || op->name == "if" || op->name == "while" || op->name == "scan") c[op->name] = 0;
+    if ((op->subgraph_names.empty() && !op->collective) || op->name == "if" || op->name == "while" || op->name == "scan")
+      c[op->name] = 0;
   std::lock_guard<std::mutex> lock(coverage_mu);
   for (const auto& [name, n] : coverage_counts()) c[name] = n;
   return c;

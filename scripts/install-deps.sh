@@ -8,6 +8,9 @@ packages=(g++ cmake ninja-build ccache libgtest-dev nlohmann-json3-dev libopenbl
 packages+=(libonnx-dev libprotobuf-dev)
 # .npz archives (src/io/npy.h, `ingot run --output out.npz`): libzip.
 packages+=(libzip-dev pkg-config)
+# ingot::distributed (src/distributed): Open MPI's library and headers, and mpirun for the
+# multi-rank tests (ctest distributed_*, python/tests/test_distributed.py).
+packages+=(libopenmpi-dev openmpi-bin)
 # The sanitizer build (scripts/build.sh asan) is clang's: ASan, UBSan and libFuzzer's runtime.
 packages+=(clang libclang-rt-14-dev)
 # The Python package (scripts/python-test.sh) builds against Python's headers in a virtual

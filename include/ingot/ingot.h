@@ -13,6 +13,7 @@
 #include "ingot/control_blocks.h"
 #include "ingot/control_flow.h"
 #include "ingot/cpu_backend.h"
+#include "ingot/distributed.h"
 #include "ingot/dtype.h"
 #include "ingot/error.h"
 #include "ingot/function_compile.h"

@@ -155,6 +155,7 @@ from ._ingot import (  # noqa: F401 - re-exported API
 )
 from . import random
 from ._ingot import onnx  # ml.onnx.load(path_or_bytes): ONNX import
+from ._ingot import distributed  # ml.distributed: rank(), size(), all_sum(x), ... on MPI
 from ._backends import JaxBackend, MlxBackend, NumpyBackend, TorchBackend
 from ._compile import PhysicalModel, compile, compile_option_names
 from ._control_flow import cond, scan, while_loop
@@ -192,5 +193,5 @@ __all__ = [
     "MSELoss", "MaxPool2d", "MobileNetV2", "Model", "MultiHeadAttention", "Multiply", "NumpyBackend", "PhysicalModel", "Profile",
     "RMSNorm", "RNN", "ReferenceBackend", "Relu", "Relu6", "ResNet18", "ResNet50", "Scan", "Sigmoid", "Softmax", "Tanh",
     "TransformerEncoderLayer",
-    "TorchBackend", "While", "apply", "compile", "compile_option_names", "op_names", "onnx", "profile",
+    "TorchBackend", "While", "apply", "compile", "compile_option_names", "distributed", "op_names", "onnx", "profile",
 ] + _ARRAY_API

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 from typing import overload
 
 import ingot
-from ingot._ingot import onnx as onnx
+from ingot._ingot import distributed as distributed, onnx as onnx
 
 
 class IngotError(ValueError):

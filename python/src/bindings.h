@@ -12,5 +12,6 @@ void bind_array(nanobind::module_& m);    // bind_array.cpp: ml.array (lazy arra
 void bind_array_ops(nanobind::module_& m);  // bind_array_ops.cpp: ml.exp, ml.sum, ..., random
 void bind_function_compile(nanobind::module_& m);  // bind_function_compile.cpp: compile(fn), grad, auto-compile
 void bind_onnx(nanobind::module_& m);     // bind_onnx.cpp: ml.onnx.load
+void bind_distributed(nanobind::module_& m);  // bind_distributed.cpp: ml.distributed (MPI collectives)
 
 }  // namespace ingot::python

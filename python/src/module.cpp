@@ -15,4 +15,5 @@ NB_MODULE(_ingot, m) {
   ingot::python::bind_array_ops(m);
   ingot::python::bind_function_compile(m);
   ingot::python::bind_onnx(m);
+  ingot::python::bind_distributed(m);
 }

@@ -6,6 +6,7 @@
 
 #include "compiler/passes/passes.h"
 #include "ingot/error.h"
+#include "ir/op_registry.h"
 
 namespace ingot {
 
@@ -48,6 +49,10 @@ CheckpointReport apply_gradient_checkpointing(Graph& g, NodeId forward_nodes, in
   std::vector<bool> kept(g.values().size(), false);
   for (ValueId v = 0; v < static_cast<ValueId>(seg.size()); ++v) kept[v] = seg[v] == k - 1;
   for (const auto& [name, v] : g.outputs()) kept[v] = true;
+  // A collective's result is kept: recomputing it would communicate with every rank once more.
+  for (NodeId n = 0; n < forward_nodes; ++n)
+    if (get_op(g.node(n).op).collective)
+      for (ValueId v : g.node(n).outputs) kept[v] = true;
   for (NodeId n = 0; n < forward_nodes; ++n)
     for (ValueId v : g.node(n).inputs)
       if (seg[v] >= 0 && seg[v] < segment_of_node(n)) kept[v] = true;

@@ -223,6 +223,13 @@ struct OpDef {
   AttrSampler sample_attrs = nullptr;  // the fuzzer's attributes; nullptr: none (the defaults)
   OperandSampler sample_operands = nullptr;  // the fuzzer's attributes and operands (see above)
   std::optional<ElementwiseForms> elementwise = std::nullopt;  // elementwise ops: how the other layers write them
+  // The op exchanges data with the other ranks of the process group (src/ops/collective.cpp): its
+  // result depends on other processes, and every rank must run it the same number of times in the
+  // same order. Passes never fold it at compile time (that would communicate while compiling, and
+  // a rank with a warm cache would not) nor move it out of a loop; they may merge two identical
+  // ones (CSE) or drop an unused one (DCE), since every rank rewrites its identical graph the same way
+  // (and hot-path auto-compile builds such a graph at once, so every rank switches at one evaluation).
+  bool collective = false;
   // Control flow: the subgraphs the op owns, by name ({"then", "else"}; none for every other op),
   // and the check of their interface against the node's operands and results, which verify()
   // calls; it throws an ingot::Error saying what does not match.

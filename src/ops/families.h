@@ -89,6 +89,17 @@
 //       uniform(seed, i) >= p, else 0; not training = identity                  (Elementwise)
 //   key: an optional integer scalar input mixed into the seed (run-time random state)
 //
+// collective.cpp (OpDef::collective: every rank of the process group runs them together; see
+// include/ingot/distributed.h; group_size: int, required, the group the graph was built for)  (Opaque)
+//   all_reduce {op: "sum" | "mean" | "max" = "sum", group_size}: every rank gets the combination
+//       of every rank's x; mean needs a float dtype; bool refused
+//   all_gather {group_size}: the ranks' x concatenated along axis 0 in rank order ([N, ...] ->
+//       [group_size * N, ...])
+//   broadcast {root: int = 0, group_size}: rank root's x on every rank
+//   reduce_scatter {group_size}: the sum over ranks split along axis 0 into group_size parts;
+//       rank r gets part r (the leading dimension must be divisible by group_size)
+//   (grad) reduce {root: int = 0, group_size}: the sum over ranks on rank root, zeros elsewhere
+//
 // control_flow.cpp (ops that own subgraphs; the file's header states each contract)
 //   if(cond, operands...) [then, else]
 //   while(carried..., invariants...) [cond, body] {num_invariant: 0, max_iterations}
@@ -106,6 +117,7 @@ void register_movement_ops();
 void register_random_ops();
 void register_attention_ops();
 void register_sort_ops();
+void register_collective_ops();
 void register_control_flow_ops();
 
 inline void register_all_families() {
@@ -118,6 +130,7 @@ inline void register_all_families() {
   register_random_ops();
   register_attention_ops();
   register_sort_ops();
+  register_collective_ops();
   register_control_flow_ops();
 }
 

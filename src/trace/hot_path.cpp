@@ -5,6 +5,12 @@
 // background thread, and the eager path carries on without waiting; once the build is ready the
 // next evaluation of that key runs the compiled executable instead of the eager ops (never both).
 // A failed build logs one warning and leaves that key eager for good.
+//
+// A graph holding a collective (all_reduce, ...) is built at once instead, as INGOT_COMPILE does:
+// every rank of the group then switches to the compiled executable at the same evaluation. With a
+// background build each rank would switch when its own build is ready, and the compiled graph may
+// run its collectives differently from the eager one (CSE merges two identical ones), so the
+// ranks would disagree on which collective comes next.
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -16,6 +22,7 @@
 #include <unordered_map>
 
 #include "ingot/error.h"
+#include "ir/op_registry.h"
 #include "trace/array_impl.h"
 #include "trace/hot_path.h"
 #include "trace/trace_state.h"
@@ -31,6 +38,15 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 }
 
 using Signature = std::vector<std::pair<DType, Shape>>;
+
+bool has_collective(const Graph& g) {
+  for (const Node& n : g.nodes()) {
+    if (get_op(n.op).collective) return true;
+    for (const Graph& sub : n.subgraphs)
+      if (has_collective(sub)) return true;
+  }
+  return false;
+}
 
 Signature input_signature(const Graph& g) {
   Signature s;
@@ -165,11 +181,12 @@ class HotPath {
       }
       families_[family_key] = sig;
     }
+    const bool now = cfg->compile_all || has_collective(graph);
     if (cfg->debug)
       compile_log(*cfg, "[COMPILE] compile started: " + e->ops + " (graph " + hex(e->hash) +
-                            (cfg->compile_all ? ")" : ", in the background)"));
+                            (now ? ")" : ", in the background)"));
     Job job{cfg, graph, e};
-    if (cfg->compile_all) {  // INGOT_COMPILE: build now, use it from this evaluation on
+    if (now) {  // INGOT_COMPILE, or collectives (see the file's comment): build now, use it from this evaluation on
       build(job);
       return true;
     }

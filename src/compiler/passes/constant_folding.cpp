@@ -2,7 +2,7 @@
 // user fixed with `constant_keys`) is run once at compile time with its reference kernel and
 // replaced by a Constant holding the result. The result keeps the dtype type inference gave the
 // node's output (so weak scalars keep the type they resolved to) and is never weak itself.
-// Source ops (random_*: no inputs) and control flow are not folded, nor results above
+// Source ops (random_*: no inputs), collectives (OpDef::collective) and control flow are not folded, nor results above
 // PassContext::max_fold_elements elements, nor broadcast_to of a one-element value: that would
 // only copy one number into a full-size constant, where simplify lets an elementwise reader
 // take the scalar itself.
@@ -20,6 +20,7 @@ PassReport fold_constants(Graph& g, const PassContext& ctx) {
     // Control flow is not run at compile time: a loop's trip count is data, and folding it could
     // run without end (simplify folds an if whose condition is a constant).
     if (n.inputs.empty() || !n.subgraphs.empty()) continue;
+    if (get_op(n.op).collective) continue;  // its value is the other ranks' too: known only at run time
     if (n.op == "broadcast_to" && is_static(g.value(n.inputs[0]).shape) &&
         numel(to_shape(g.value(n.inputs[0]).shape)) == 1)
       continue;

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "compiler/passes/passes.h"
+#include "ir/op_registry.h"
 #include "ingot/error.h"
 #include "ir/inline.h"
 #include "ir/interpret.h"
@@ -206,12 +207,13 @@ std::optional<Rewrite> rewrite(Graph& out, const Graph& g, const Node& n, const 
   return Rewrite{results, what + ": scans one step; its body inlined"};
 }
 
-// Ops that stay where they are: a random op draws anew every iteration, and an op that indexes
-// with data may fail on an iteration that never runs.
+// Ops that stay where they are: a random op draws anew every iteration, an op that indexes
+// with data may fail on an iteration that never runs, and a collective must run as many times as
+// the other ranks run it.
 bool hoistable(const Node& m) {
   static const std::set<std::string> kept = {"dropout", "gather", "take_along_axis", "index_add", "scatter_add",
                                              "slice_scatter"};
-  return m.subgraphs.empty() && m.op.rfind("random", 0) != 0 && kept.count(m.op) == 0;
+  return m.subgraphs.empty() && m.op.rfind("random", 0) != 0 && kept.count(m.op) == 0 && !get_op(m.op).collective;
 }
 
 // Loop-invariant code motion: the nodes of a while's or scan's body that read only invariant
