@@ -2,7 +2,7 @@
 // an elementwise loop nest is never copied; the nests read its input at the slice's offset
 // through the input's strides. Checked against the reference: slices along each axis, negative
 // and clamped starts, a slice broadcast against a full operand, several slices of one value in
-// one nest, float16; where folding must not happen (a graph output, a non-elementwise reader,
+// one nest, float16, a conv's channels under every layout target; where folding must not happen (a graph output, a non-elementwise reader,
 // steps other than 1) the copy stays; and where a nest reads a value through a view and that
 // value dies there, no store may overwrite it in place, and no graph output may share an input's
 // buffer that a view reads.
@@ -56,6 +56,23 @@ TEST(CpuSliceViews, EveryAxisNegativeAndClampedStartsAndBroadcasts) {
   });
   const std::string source = check(g, {{random_tensor({4, 6, 5}, 4), random_tensor({2, 3, 5}, 5)}}, fused());
   EXPECT_EQ(count(source, "_slice("), 0) << source;
+}
+
+// Channel slices of a convolution's output under every layout target: a value stored in channel
+// blocks or NHWC is not NCHW, so its slice stays a copy there, and the results agree either way.
+TEST(CpuSliceViews, ChannelSlicesOfAConvUnderEveryLayoutTarget) {
+  Graph g = make_graph({{"x", {2, 3, 6, 6}}, {"w", {32, 3, 3, 3}}}, [](Graph& g, std::vector<ValueId>& in) {
+    const ValueId y = g.add_op("conv2d", {in[0], in[1]}, {{"padding", std::vector<int64_t>{1, 1}}});
+    const ValueId a = slice(g, y, {0}, {16}, {1}), b = slice(g, y, {16}, {32}, {1});
+    g.set_output("gated", g.add_op("mul", {g.add_op("tanh", {a}), g.add_op("sigmoid", {b})}));
+  });
+  const std::vector<Tensor> in = {random_tensor({2, 3, 6, 6}, 11), random_tensor({32, 3, 3, 3}, 12)};
+  for (Layout layout : all_layout_targets()) {
+    const std::string source = check(g, {in}, fused(), 1e-5, 1e-5, layout);
+    if (layout == Layout::Nchw) {
+      EXPECT_EQ(count(source, "_slice("), 0) << source;
+    }
+  }
 }
 
 TEST(CpuSliceViews, HalfPrecisionAndAGraphInputAsTheSource) {

@@ -9,6 +9,7 @@
 #include "ops/families.h"
 #include "ops/fuzz_attrs.h"
 #include "ops/kernel_util.h"
+#include "ops/slice_util.h"
 
 namespace ingot::ops {
 namespace {
@@ -264,10 +265,7 @@ void broadcast_to_eval(const Node& n, std::span<const Tensor> in, std::span<Tens
 
 // --- slice -----------------------------------------------------------------------------------
 
-struct SliceSpec {
-  std::vector<int> axes;
-  std::vector<int64_t> starts, ends, steps;
-};
+}  // namespace
 
 SliceSpec slice_spec(const Attrs& attrs, int rank) {
   SliceSpec s;
@@ -297,10 +295,6 @@ SliceSpec slice_spec(const Attrs& attrs, int rank) {
   return s;
 }
 
-struct SliceRange {
-  int64_t start, length;
-};
-
 // NumPy's slice [start:end:step] of a dim of size d: negative indices count from the end and
 // both bounds clamp to the dim.
 SliceRange slice_range(int64_t start, int64_t end, int64_t step, int64_t d) {
@@ -311,6 +305,8 @@ SliceRange slice_range(int64_t start, int64_t end, int64_t step, int64_t d) {
   if (span <= 0) return {0, 0};
   return {s, (span + stride - 1) / stride};
 }
+
+namespace {
 
 // True when the slice keeps the whole dim in order (or reversed, same size) whatever its size.
 bool slice_keeps_size(int64_t start, int64_t end, int64_t step) {

@@ -17,6 +17,7 @@
 #include "backends/cpu/prelude.h"
 #include "ingot/error.h"
 #include "ir/op_registry.h"
+#include "ops/slice_util.h"
 
 namespace ingot::cpu {
 namespace {
@@ -339,22 +340,15 @@ class Generator {
   // Elements from x's start to slice `n`'s first, when its steps are 1 and its sliced dims known.
   std::optional<std::string> slice_offset(const Node& n) {
     const SymShape& xs = g_.value(n.inputs[0]).shape;
-    const int rank = static_cast<int>(xs.size());
-    const std::vector<int64_t> starts = n.attrs.get_ints("starts", {}), ends = n.attrs.get_ints("ends", {});
-    const std::vector<int64_t> steps = n.attrs.get_ints("steps", std::vector<int64_t>(starts.size(), 1));
-    std::vector<int64_t> axes = n.attrs.get_ints("axes", {});
-    if (!n.attrs.has("axes"))
-      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-    if (ends.size() != starts.size() || steps.size() != starts.size() || axes.size() != starts.size()) return std::nullopt;
+    const ops::SliceSpec spec = ops::slice_spec(n.attrs, static_cast<int>(xs.size()));  // verified already
     const std::vector<Mono> xd = dims(n.inputs[0]);
     std::string offset;
-    for (size_t i = 0; i < axes.size(); ++i) {
-      const int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
-      if (a < 0 || a >= rank || steps[i] != 1 || !xs[static_cast<size_t>(a)].known()) return std::nullopt;
-      const int64_t d = xs[static_cast<size_t>(a)].value;
-      const int64_t start = std::clamp(starts[i] < 0 ? starts[i] + d : starts[i], int64_t{0}, d);  // as slice_range
+    for (size_t i = 0; i < spec.axes.size(); ++i) {
+      const size_t a = static_cast<size_t>(spec.axes[i]);
+      if (spec.steps[i] != 1 || !xs[a].known()) return std::nullopt;
+      const int64_t start = ops::slice_range(spec.starts[i], spec.ends[i], 1, xs[a].value).start;
       if (start == 0) continue;
-      offset += (offset.empty() ? "" : " + ") + str(Mono{start, {}} * product(xd, static_cast<size_t>(a) + 1));
+      offset += (offset.empty() ? "" : " + ") + str(Mono{start, {}} * product(xd, a + 1));
     }
     return offset.empty() ? std::string("0") : offset;
   }

@@ -28,6 +28,7 @@
 #include "ingot/error.h"
 #include "ingot/profile.h"
 #include "ir/op_registry.h"
+#include "ops/control_flow_vjp.h"
 #include "runtime/write_back.h"
 
 namespace ingot {
@@ -404,7 +405,8 @@ class CpuExecutable final : public Executable {
       const Node& n = graph_.node(sc.node);
       const CpuExecutable& child = *children_[i];
       const Graph& sub = child.graph_;
-      const std::string where = n.op + " (node " + std::to_string(n.id) + ") " + get_op(n.op).subgraph_names.at(sc.index);
+      const std::string where =
+          n.op + " (node " + std::to_string(n.id) + ") " + get_op(n.op).subgraph_names.at(sc.index);
       std::vector<Shape> params, results;  // the subgraph's, as the node sees them
       size_t carried = 0;
       if (n.op == "if") {
@@ -418,13 +420,17 @@ class CpuExecutable final : public Executable {
         else for (ValueId v : n.outputs) results.push_back(shape(v));
         carried = sc.index == 1 ? n.outputs.size() : 0;
       } else {  // scan
-        const size_t c = static_cast<size_t>(n.attrs.get_int("num_carry")), x = static_cast<size_t>(n.attrs.get_int("num_xs"));
-        for (size_t k = 0; k < n.inputs.size(); ++k) params.push_back(k >= c && k < c + x ? without_leading(shape(n.inputs[k])) : shape(n.inputs[k]));
+        const size_t c = static_cast<size_t>(ops::num_carry(n)), x = static_cast<size_t>(ops::num_xs(n));
+        for (size_t k = 0; k < n.inputs.size(); ++k) {
+          const bool scanned = k >= c && k < c + x;  // the body sees one step
+          params.push_back(scanned ? without_leading(shape(n.inputs[k])) : shape(n.inputs[k]));
+        }
         for (size_t k = c; k < c + x; ++k)
-          INGOT_CHECK(!shape(n.inputs[k]).empty() && shape(n.inputs[k])[0] == shape(n.inputs[c])[0], "scanned operand ", k - c,
-                      " has shape ", to_string(shape(n.inputs[k])), "; every scanned operand needs the leading length ",
-                      shape(n.inputs[c])[0]);
-        for (size_t k = 0; k < n.outputs.size(); ++k) results.push_back(k < c ? shape(n.outputs[k]) : without_leading(shape(n.outputs[k])));
+          INGOT_CHECK(!shape(n.inputs[k]).empty() && shape(n.inputs[k])[0] == shape(n.inputs[c])[0], "scanned operand ",
+                      k - c, " has shape ", to_string(shape(n.inputs[k])),
+                      "; every scanned operand needs the leading length ", shape(n.inputs[c])[0]);
+        for (size_t k = 0; k < n.outputs.size(); ++k)
+          results.push_back(k < c ? shape(n.outputs[k]) : without_leading(shape(n.outputs[k])));
         carried = c;
       }
       std::vector<Shape> in_shapes;
