@@ -22,7 +22,7 @@ namespace {
 constexpr const char* kUsage = R"(ingot: a compiler for machine-learning models
 
 usage:
-  ingot demo [--batch N] [--backend reference|cpu]
+  ingot demo [--batch N] [--backend reference|cpu] [--data-parallel]
                                          compile the bundled MLP and CNN with the reference
                                          interpreter and the native CPU backend, check they
                                          agree and time both (batch default 64;
@@ -31,6 +31,9 @@ usage:
                                          data and print the accuracy reached.
                                          --backend reference: the interpreter alone, for
                                          machines without a C++ compiler (default cpu)
+                                         --data-parallel: only the training, data parallel
+                                         over the ranks of an MPI launch (mpirun -np 2 ingot
+                                         demo --data-parallel): per-rank throughput, accuracy
   ingot run <model> [options]            compile a model and run it: inputs from files
                                          (--input) or random ones of the declared shapes;
                                          prints each output's shape, dtype and first values,
@@ -104,6 +107,7 @@ struct Args {
   std::map<std::string, ShapeTemplate> shapes;
   std::string format = "text";
   bool inference = false, verbose = false;
+  bool data_parallel = false;  // demo: train data parallel over mpirun's ranks
   int64_t batch = 64;
   std::string backend = "cpu";  // cpu | reference: what `demo` and `run` compile with
   std::map<std::string, std::string> input_files;  // run: --input NAME=FILE.pb
@@ -127,6 +131,8 @@ Args parse_args(int argc, char** argv, int first) {
     } else if (s == "--format") {
       a.format = value();
       parse_dump_format(a.format);
+    } else if (s == "--data-parallel") {
+      a.data_parallel = true;
     } else if (s == "--batch") {
       a.batch = std::stoll(value());
       INGOT_CHECK(a.batch > 0, "--batch must be positive");
@@ -320,6 +326,11 @@ int run(int argc, char** argv) {
   Args a = parse_args(argc, argv, 2);
   if (cmd == "demo") {
     const bool with_cpu = a.backend == "cpu";
+    if (a.data_parallel) {  // only the training part, on every rank of the launch
+      if (with_cpu) with_fallback_hint([] { demo::train_bundled_models(CpuBackend(), std::cout, true); });
+      else demo::train_bundled_models(ReferenceBackend(), std::cout, true);
+      return 0;
+    }
     demo_model("mlp", {a.batch, 784}, true, with_cpu);
     demo_model("cnn", {std::min<int64_t>(a.batch, 16), 3, 32, 32}, false, with_cpu);  // ~120 MFLOP a sample
     if (with_cpu) with_fallback_hint([] { demo::train_bundled_models(CpuBackend()); });

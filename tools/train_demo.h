@@ -1,10 +1,14 @@
 // `ingot demo`, training part: trains the bundled MLP and CNN with the compiled training step on
 // the native CPU backend, on small generated datasets (no downloads), with a progress bar.
+// `ingot demo --data-parallel` under mpirun trains them data parallel: each rank steps on its
+// shard of every global batch; rank 0 prints the progress, every rank's throughput and the
+// accuracy.
 #pragma once
 
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -84,7 +88,11 @@ inline void progress(std::ostream& out, int64_t epoch, int64_t epochs, int64_t d
 // running statistics the training steps kept, Dropout off).
 inline double train_and_report(const std::string& name, const Model& model, const ShapeTemplate& sample_shape,
                                const Dataset& train, const Dataset& test, int64_t batch, int64_t epochs,
-                               const Optimizer& optimizer, const Backend& backend, std::ostream& out = std::cout) {
+                               const Optimizer& optimizer, const Backend& backend, std::ostream& out = std::cout,
+                               bool data_parallel = false) {
+  const int rank = data_parallel ? distributed::rank() : 0, ranks = data_parallel ? distributed::size() : 1;
+  std::ostringstream elsewhere;  // ranks other than 0 keep their progress to themselves
+  std::ostream& shown = rank == 0 ? out : elsewhere;
   TrainModel tm(model);
   tm.add_loss(CrossEntropyLoss(), {{"input", "output"}, {"target", "target"}}, "mean", 1.0, "cross_entropy");
   tm.add_metric(ClassAccuracy(), {{"input", "output"}, {"target", "target"}}, "accuracy");
@@ -92,34 +100,46 @@ inline double train_and_report(const std::string& name, const Model& model, cons
   ShapeTemplate shape = {"N"};
   shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
   o.shapes = {{"input", shape}};
+  o.data_parallel = data_parallel;
   const auto t0 = std::chrono::steady_clock::now();
   const TrainStep step = compile_train_step(tm, backend, optimizer, o);
   const double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  out << "== train " << name << " == " << train.size() << " samples, batch " << batch << ", " << optimizer.name()
-      << ", compiled training step (" << backend.name() << " backend): " << step.graph().nodes().size()
-      << " nodes, built in " << compile_ms << " ms\n";
+  shown << "== train " << name << " == " << train.size() << " samples, batch " << batch << ", " << optimizer.name()
+        << ", compiled training step (" << backend.name() << " backend): " << step.graph().nodes().size()
+        << " nodes, built in " << compile_ms << " ms";
+  if (data_parallel) shown << "; data parallel over " << ranks << " ranks, " << batch / ranks << " samples each a step";
+  shown << "\n";
   TensorMap params = step.randomize_params(0);
   OptimizerState state = step.init_state(params);
   const int64_t batches = train.size() / batch;
+  double samples_per_s = 0;
   for (int64_t e = 1; e <= epochs; ++e) {
     const auto start = std::chrono::steady_clock::now();
     double loss = 0, acc = 0;
     for (int64_t b = 0; b < batches; ++b) {
-      const StepResult r = step.run(params, state, train.batch(b * batch, batch));
+      const TensorMap global = train.batch(b * batch, batch);
+      const StepResult r = step.run(params, state, data_parallel ? distributed::shard_batch(global) : global);
       loss += r.loss;
       acc += r.metrics.at("accuracy").item();
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      progress(out, e, epochs, (b + 1) * batch, batches * batch, loss / static_cast<double>(b + 1),
-               acc / static_cast<double>(b + 1), static_cast<double>((b + 1) * batch) / s);
+      samples_per_s = static_cast<double>((b + 1) * batch) / s;
+      progress(shown, e, epochs, (b + 1) * batch, batches * batch, loss / static_cast<double>(b + 1),
+               acc / static_cast<double>(b + 1), samples_per_s);
     }
-    out << "\n";
+    shown << "\n";
+  }
+  if (data_parallel) {  // each rank's own rate over the last epoch (the global batch's samples a second)
+    const Tensor rates = distributed::all_gather(Tensor::from_vector<double>({samples_per_s}, {1}));
+    for (int r = 0; r < ranks; ++r)
+      shown << "  rank " << r << " of " << ranks << ": " << static_cast<int64_t>(rates.item(r)) << " samples/s\n";
   }
   CompileOptions inference = o;
   inference.inference = true;
+  inference.data_parallel = false;
   const TensorMap held_out = compile(tm, backend, inference).evaluate(params, test.batch(0, test.size()));
   const double accuracy = held_out.at("accuracy").item();
-  out << "  accuracy reached on " << test.size() << " held-out samples (inference mode): " << 100 * accuracy
-      << "%\n\n";
+  shown << "  accuracy reached on " << test.size() << " held-out samples (inference mode): " << 100 * accuracy
+        << "%\n\n";
   return accuracy;
 }
 
@@ -128,13 +148,14 @@ struct DemoAccuracy {
 };
 
 // Fixed seeds throughout (datasets, initial parameters), so tests can hold the demo to its figures.
-inline DemoAccuracy train_bundled_models(const Backend& backend, std::ostream& out = std::cout) {
+inline DemoAccuracy train_bundled_models(const Backend& backend, std::ostream& out = std::cout,
+                                        bool data_parallel = false) {
   DemoAccuracy a;
   a.mlp = train_and_report("mlp", ExampleMLP(), {784}, blobs(1024, 784, 10, 100, 1), blobs(512, 784, 10, 100, 2), 128,
-                           2, SGD({.lr = 0.05, .momentum = 0.9}), backend, out);
+                           2, SGD({.lr = 0.05, .momentum = 0.9}), backend, out, data_parallel);
   // 8x8 images keep the demo short: a few seconds for the CNN's 24 steps on 2 cores.
   a.cnn = train_and_report("cnn", ExampleCNN(4), {3, 8, 8}, quadrant_images(256, 8, 2), quadrant_images(128, 8, 3), 32,
-                           3, Adam({.lr = 0.01}), backend, out);
+                           3, Adam({.lr = 0.01}), backend, out, data_parallel);
   return a;
 }
 

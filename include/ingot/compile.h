@@ -88,6 +88,21 @@ struct CompileOptions {
   bool gradient_checkpointing = false;
   int checkpoint_segments = 2;  // >= 1; 1 recomputes nothing (the last segment is never recomputed)
 
+  // Data parallelism over the process group (include/ingot/distributed.h), for training graphs
+  // (compile_train_step, compile of a TrainModel): each rank runs the step on its shard of the
+  // global batch; the losses and metrics it reports are the global batch's (all-reduced), the
+  // gradients are averaged across ranks inside the step, and BatchNorm running statistics too,
+  // so every rank ends each step with the same parameters. The graph is built for the group's
+  // size at compile time. In a group of one it changes nothing but the graph's collectives.
+  bool data_parallel = false;
+  // The gradient all-reduce runs in buckets of at least this many bytes (the last one may be
+  // smaller), in the order the backward computes the gradients (pass gradient_buckets).
+  int64_t gradient_bucket_bytes = int64_t{1} << 20;
+  // Each bucket is started on the group's communication thread as soon as its gradients exist
+  // and waited for only where the optimizer first reads one, so it overlaps the rest of the
+  // backward; false waits for each bucket right after starting it.
+  bool gradient_overlap = true;
+
   // Sets an option from its name and a string value (CLI, Python). Unknown names and
   // unparsable values are errors that name the option and list what is valid.
   void set(const std::string& name, const std::string& value);

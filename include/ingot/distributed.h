@@ -13,6 +13,8 @@
 // timeout() makes the others fail with an ingot::Error naming it, rather than hang.
 #pragma once
 
+#include <map>
+#include <string>
 #include <string_view>
 
 #include "ingot/array.h"
@@ -50,6 +52,13 @@ Tensor broadcast(const Tensor& x, int root);      // every rank gets root's x
 Tensor reduce_scatter(const Tensor& x);
 // The sum over ranks on `root`, zeros on the other ranks (broadcast's gradient).
 Tensor reduce(const Tensor& x, int root);
+
+// Data parallelism: this rank's shard of a global batch. Every tensor is split along `axis` into
+// `size` equal parts and part `rank` is returned (a copy); the axis's length must be divisible
+// by `size` (an error naming the key otherwise), so every rank's shard has the same shape. The
+// first form is the live group's (rank(), size()). See CompileOptions::data_parallel.
+std::map<std::string, Tensor> shard_batch(const std::map<std::string, Tensor>& batch, int axis = 0);
+std::map<std::string, Tensor> shard_batch(const std::map<std::string, Tensor>& batch, int rank, int size, int axis = 0);
 
 // The same as ops over lazy arrays (usable in compile(fn) and under grad): the op records the
 // group's size, so a graph compiled for 4 ranks is refused by a group of another size.

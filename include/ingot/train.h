@@ -239,7 +239,24 @@ class TrainStep {
   // BatchNorm2d's running statistics, which the forward pass updates).
   OptimizerState init_state(const TensorMap& params) const;
   // A batch key that is no input of the model is an error listing the inputs.
+  // Data parallel (CompileOptions::data_parallel): `batch` is this rank's shard of the global
+  // batch (distributed::shard_batch), and the first run (state.step == 0) starts by giving every
+  // rank rank 0's parameters and optimizer state (sync_from_root), so they need not be
+  // initialized alike. The result's losses and metrics are the global batch's on every rank.
   StepResult run(TensorMap& params, OptimizerState& state, const TensorMap& batch) const;
+  // Whether the step was compiled data parallel, and for how many ranks.
+  bool data_parallel() const;
+  int group_size() const;
+  // Overwrites `params` and `state` (their buffers, in place) with rank 0's, on every rank; a
+  // no-op in a group of one. Every rank must call it (it is a series of broadcasts).
+  void sync_from_root(TensorMap& params, OptimizerState& state) const;
+  // A checkpoint: the parameters, the optimizer's slots and step in one safetensors file
+  // ("param:<name>", "slot:<slot>:<name>"; metadata "step", "optimizer"), written atomically.
+  // Data parallel, only rank 0 writes (every rank holds the same values), and every rank
+  // returns once the file is complete. load_checkpoint reads it into `params` and `state` (every
+  // rank reads the file: it must be on a path each rank sees), checking names, dtypes and shapes.
+  void save_checkpoint(const std::string& path, const TensorMap& params, const OptimizerState& state) const;
+  void load_checkpoint(const std::string& path, TensorMap& params, OptimizerState& state) const;
   // The optimizer's run-time hyperparameters (Optimizer::hyperparameters()): the compiled step
   // reads them as scalar inputs, so changing them between runs (a schedule) recompiles nothing.
   // Copies of this TrainStep keep their own values.

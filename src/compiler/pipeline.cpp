@@ -64,7 +64,7 @@ std::vector<std::string> CompileOptions::option_names() {
           "static_shapes", "inference", "dynamic_control_flow", "jit", "file_path", "dump_graph", "dump_format", "verbose", "profile", "profile_output", "trace_shapes",
           "optimization_level", "optimizations", "custom_passes", "code_transformers", "dump_after_each_pass",
           "layout_target", "memory_planning", "max_memory_gb", "mixed_precision", "gradient_checkpointing",
-          "checkpoint_segments"};
+          "checkpoint_segments", "data_parallel", "gradient_bucket_bytes", "gradient_overlap"};
 }
 
 void CompileOptions::set(const std::string& name, const std::string& value) {
@@ -98,6 +98,20 @@ void CompileOptions::set(const std::string& name, const std::string& value) {
   }
   else if (name == "dump_after_each_pass") dump_after_each_pass = parse_bool(name, value);
   else if (name == "gradient_checkpointing") gradient_checkpointing = parse_bool(name, value);
+  else if (name == "data_parallel") data_parallel = parse_bool(name, value);
+  else if (name == "gradient_overlap") gradient_overlap = parse_bool(name, value);
+  else if (name == "gradient_bucket_bytes") {
+    size_t used = 0;
+    long long n = -1;
+    try {
+      n = std::stoll(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    INGOT_CHECK(used == value.size() && !value.empty() && n >= 0,
+                "Option 'gradient_bucket_bytes': expected a whole number of bytes >= 0, got '", value, "'");
+    gradient_bucket_bytes = n;
+  }
   else if (name == "checkpoint_segments") {
     size_t used = 0;
     long long n = 0;
@@ -166,6 +180,7 @@ void CompileOptions::validate() const {
   INGOT_CHECK(std::isfinite(max_memory_gb) && max_memory_gb >= 0, "Option 'max_memory_gb': must be a non-negative number of GiB (0 = no limit), got ",
               max_memory_gb);
   INGOT_CHECK(checkpoint_segments >= 1, "Option 'checkpoint_segments': must be at least 1, got ", checkpoint_segments);
+  INGOT_CHECK(gradient_bucket_bytes >= 0, "Option 'gradient_bucket_bytes': must be >= 0, got ", gradient_bucket_bytes);
   INGOT_CHECK(mixed_precision == "none" || mixed_precision == "bfloat16" || mixed_precision == "float16",
               "Option 'mixed_precision': unknown type '", mixed_precision, "' (valid: none, bfloat16, float16)");
   // Combinations that would otherwise silently do nothing.

@@ -8,6 +8,7 @@
 #include <climits>
 
 #include "distributed/communicator.h"
+#include "distributed/started.h"
 #include "ingot/distributed.h"
 #include "ingot/error.h"
 
@@ -77,6 +78,7 @@ Tensor reduced(Group& g, const Header& h, const Tensor& x, const Shape& out_shap
 }  // namespace
 
 Tensor all_reduce(const Tensor& x, ReduceOp op) {
+  detail::finish_started();  // started all-reduces come first, on every rank
   std::unique_lock<std::mutex> lock;
   Group& g = detail::group(lock);
   const Tensor in = x.contiguous();
@@ -106,6 +108,7 @@ Tensor all_reduce(const Tensor& x, ReduceOp op) {
 }
 
 Tensor all_gather(const Tensor& x) {
+  detail::finish_started();  // started all-reduces come first, on every rank
   std::unique_lock<std::mutex> lock;
   Group& g = detail::group(lock);
   const Tensor in = x.contiguous();
@@ -128,6 +131,7 @@ Tensor all_gather(const Tensor& x) {
 }
 
 Tensor broadcast(const Tensor& x, int root) {
+  detail::finish_started();  // started all-reduces come first, on every rank
   std::unique_lock<std::mutex> lock;
   Group& g = detail::group(lock);
   const Header h = detail::agree(g, detail::make_header(detail::kBroadcast, x.dtype(), x.shape(), 0, root));
@@ -144,6 +148,7 @@ Tensor broadcast(const Tensor& x, int root) {
 }
 
 Tensor reduce_scatter(const Tensor& x) {
+  detail::finish_started();  // started all-reduces come first, on every rank
   std::unique_lock<std::mutex> lock;
   Group& g = detail::group(lock);
   const Tensor in = x.contiguous();
@@ -169,6 +174,7 @@ Tensor reduce_scatter(const Tensor& x) {
 }
 
 Tensor reduce(const Tensor& x, int root) {
+  detail::finish_started();  // started all-reduces come first, on every rank
   std::unique_lock<std::mutex> lock;
   Group& g = detail::group(lock);
   const Tensor in = x.contiguous();

@@ -4,6 +4,7 @@
 // A plain run (no launcher) never calls MPI_Init, so it needs no MPI runtime even in a build with
 // MPI: the launcher is recognized by the variables it sets in each rank's environment.
 #include "distributed/communicator.h"
+#include "distributed/started.h"
 
 #include <algorithm>
 #include <atomic>
@@ -295,6 +296,7 @@ int size() {
 }
 
 void barrier() {
+  detail::finish_started();
   std::unique_lock<std::mutex> lock;
   detail::Group& g = detail::group(lock);
   detail::agree(g, detail::make_header(detail::kBarrier, DType::Bool, {}));

@@ -11,6 +11,9 @@
 // mean's is mean, max's routes the summed cotangent to the elements equal to the max (every tied
 // one gets it); all_gather's is reduce_scatter and back; broadcast's is reduce (the sum on the
 // root, zeros elsewhere) and back.
+#include <array>
+
+#include "distributed/started.h"
 #include "ingot/distributed.h"
 #include "ir/op_registry.h"
 #include "ops/families.h"
@@ -94,7 +97,75 @@ void reduce_to_root_dtype(const Node& n, std::span<const DType> in, std::span<DT
   numbers_dtype(n, in, out);
 }
 
+// A bucket (all_reduce_start / all_reduce_wait, made by pass gradient_buckets): the start takes
+// the bucket's tensors and gives a ticket (an int64 scalar); the wait gives the reduced tensors,
+// whose shapes it records in `ranks` (one per result) and `dims` (all their dims, back to back).
+std::vector<Shape> bucket_shapes(const Node& n) {
+  const std::vector<int64_t> ranks = n.attrs.get_ints("ranks"), dims = n.attrs.get_ints("dims");
+  INGOT_CHECK(ranks.size() == n.outputs.size(), n.op, ": attribute ranks has ", ranks.size(), " entries for ",
+              n.outputs.size(), " results");
+  std::vector<Shape> shapes;
+  size_t at = 0;
+  for (int64_t r : ranks) {
+    INGOT_CHECK(r >= 0 && at + static_cast<size_t>(r) <= dims.size(), n.op, ": attributes ranks and dims disagree");
+    shapes.emplace_back(dims.begin() + static_cast<std::ptrdiff_t>(at), dims.begin() + static_cast<std::ptrdiff_t>(at + r));
+    at += static_cast<size_t>(r);
+  }
+  INGOT_CHECK(at == dims.size(), n.op, ": attributes ranks and dims disagree");
+  return shapes;
+}
+
+void start_shape(ShapeInfer& s) {
+  or_fail(s, [&] { (void)group_size_attr(s.node()); });
+  s.set_rank(s.out(), 0);
+}
+
+void wait_shape(ShapeInfer& s) {
+  const std::vector<Shape> shapes = or_fail(s, [&] { return bucket_shapes(s.node()); });
+  s.set_rank(s.in(0), 0);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const ValueId y = s.out(static_cast<int>(i));
+    s.set_rank(y, static_cast<int>(shapes[i].size()));
+    for (size_t d = 0; d < shapes[i].size(); ++d) s.bind(s.dim(y, static_cast<int>(d)), shapes[i][d]);
+  }
+}
+
+void start_dtype(const Node& n, std::span<const DType> in, std::span<DType> out) {
+  for (DType t : in) {
+    INGOT_CHECK(t == in[0], n.op, ": the tensors of one bucket must share a dtype, got ", dtype_name(in[0]), " and ",
+                dtype_name(t));
+    std::array<DType, 1> one{};
+    all_reduce_dtype(n, std::span<const DType>(&t, 1), one);
+  }
+  out[0] = DType::Int64;
+}
+
+void wait_dtype(const Node& n, std::span<const DType> in, std::span<DType> out) {
+  INGOT_CHECK(in[0] == DType::Int64, n.op, ": the ticket must be int64, got ", dtype_name(in[0]));
+  for (DType& t : out) t = n.attrs.get_dtype("dtype");
+}
+
 // ---------------------------------------------------------------- kernels
+
+void all_reduce_start_kernel(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  check_group(n);
+  const int64_t ticket = distributed::detail::start_all_reduce(std::vector<Tensor>(in.begin(), in.end()), reduce_op_attr(n));
+  out[0] = Tensor::full(DType::Int64, {}, static_cast<double>(ticket));
+}
+
+void all_reduce_wait_kernel(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  check_group(n);
+  std::vector<Tensor> reduced = distributed::detail::finish_all_reduce(in[0].data<int64_t>()[0]);
+  const std::vector<Shape> shapes = bucket_shapes(n);
+  INGOT_CHECK(reduced.size() == out.size(), n.op, ": the started all-reduce has ", reduced.size(), " tensors, the wait ",
+              out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    INGOT_CHECK(reduced[i].shape() == shapes[i], n.op, ": result ", i, " is ", to_string(reduced[i].shape()),
+                ", the wait expects ", to_string(shapes[i]));
+    out[i] = std::move(reduced[i]);
+  }
+}
+
 
 void all_reduce_kernel(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
   check_group(n);
@@ -187,6 +258,17 @@ void register_collective_ops() {
                          "the sum over the {group_size} ranks split along axis 0; rank r keeps part r"));
   register_op(collective("reduce", same_shape_rule, reduce_to_root_dtype, reduce_kernel, reduce_vjp,
                          "(grad of broadcast) the sum over the {group_size} ranks on rank {root = 0}, zeros elsewhere"));
+  // A bucket's two halves have no gradient: the gradient_buckets pass makes them after autodiff.
+  OpDef start = collective("all_reduce_start", start_shape, start_dtype, all_reduce_start_kernel, nullptr,
+                           "starts the all-reduce {op = sum | mean | max} of its operands (one dtype) on the "
+                           "{group_size} ranks' communication threads; gives the ticket all_reduce_wait takes");
+  start.max_inputs = -1;
+  register_op(std::move(start));
+  OpDef wait = collective("all_reduce_wait", wait_shape, wait_dtype, all_reduce_wait_kernel, nullptr,
+                          "the results of the started all-reduce (ticket) as {dtype} arrays of the shapes {ranks} "
+                          "and {dims} record");
+  wait.num_outputs = -1;
+  register_op(std::move(wait));
 }
 
 }  // namespace ingot::ops

@@ -36,6 +36,13 @@ class GraphBuilder {
   }
   ValueId sum_all(ValueId v) { return op("sum", {v}, {{"keepdims", int64_t{0}}}); }
   ValueId mean_all(ValueId v) { return op("mean", {v}, {{"keepdims", int64_t{0}}}); }
+  // v combined over a process group of `ranks` ("sum" | "mean"); a gradient's all-reduce is
+  // marked for the gradient_buckets pass.
+  ValueId all_reduce(ValueId v, const std::string& reduction, int64_t ranks, bool gradient_bucket = false) {
+    Attrs a{{"op", reduction}, {"group_size", ranks}};
+    if (gradient_bucket) a.set("gradient_bucket", int64_t{1});
+    return op("all_reduce", {v}, std::move(a));
+  }
   Graph& graph() { return g_; }
 
  private:

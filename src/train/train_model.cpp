@@ -5,6 +5,7 @@
 #include <set>
 
 #include "compiler/gradient_pipeline.h"
+#include "ingot/distributed.h"
 #include "ingot/error.h"
 #include "ingot/models.h"
 #include "ingot/train.h"
@@ -123,8 +124,21 @@ Model TrainModel::logical_model() const {
 Graph TrainModel::inferred_graph(const CompileOptions& options) const {
   Graph g = build_inferred_graph(logical_model(), options);
   train::GraphBuilder b(g, "train_model");
+  // Data parallel: each rank holds a shard of the global batch, so every loss and metric is made
+  // the global batch's by an all-reduce (a mean of the shards' means, a sum of their sums: exact
+  // for equal shards). The gradient of the global cost then reaches each rank's parameters through
+  // the all-reduces' own gradients; compile_train_step averages the parameters' gradients.
+  const int64_t ranks = options.data_parallel ? distributed::size() : 1;
+  auto set_output = [&](const std::string& name, ValueId v) {
+    for (auto& [n, out] : g.outputs())
+      if (n == name) out = v;
+  };
   for (const Metric& mt : metrics_) {
-    const ValueId v = *g.find_output(mt.name);
+    ValueId v = *g.find_output(mt.name);
+    if (options.data_parallel && is_floating(g.value(v).dtype)) {
+      v = b.all_reduce(v, "mean", ranks);
+      set_output(mt.name, v);
+    }
     g.value(v).differentiable = false;
   }
   ValueId total = -1;
@@ -137,13 +151,16 @@ Graph TrainModel::inferred_graph(const CompileOptions& options) const {
     ValueId term = out;
     if (!g.value(out).shape.empty()) {
       term = l.reduction == "mean" ? b.mean_all(out) : b.sum_all(out);
-      for (auto& [name, v] : g.outputs())
-        if (name == l.name) v = term;  // the loss as reported: reduced
+      set_output(l.name, term);  // the loss as reported: reduced
     } else if (const std::string own = own_reduction(g, out); !own.empty() && own != l.reduction) {
       // Re-reducing a scalar cannot turn a mean into a sum: refuse rather than ignore the request.
       INGOT_FAIL("add_loss '", l.name, "': ", l.block.type_name(), " already reduces its output by '", own,
                  "' but the reduction asked is '", l.reduction, "'; build the loss with reduction \"none\" so that ",
                  "add_loss reduces it, or ask for '", own, "'");
+    }
+    if (options.data_parallel) {
+      term = b.all_reduce(term, l.reduction, ranks);
+      set_output(l.name, term);
     }
     if (l.coefficient != 1.0) term = b.op("mul", {term, b.scalar(l.coefficient, g.value(term).dtype)});
     if (total < 0) cost_type = g.value(term).dtype;

@@ -2,10 +2,14 @@
 // stage PhysicalModel::evaluate uses) grown by the optimizer's update ops before the optimize
 // stage, so passes, fusion and memory planning see forward, backward and update together.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <set>
 
 #include "compiler/gradient_pipeline.h"
+#include "ingot/distributed.h"
 #include "ingot/error.h"
+#include "ingot/serialize.h"
 #include "ingot/train.h"
 #include "train/graph_builder.h"
 #include "train/names.h"
@@ -25,6 +29,8 @@ struct TrainStep::Compiled {
   JointGraph joint;
   std::vector<std::string> scalar_names;  // the optimizer's run-time scalars, in scalars() order
   std::set<std::string> metric_names;
+  bool data_parallel = false;
+  uint64_t graph_hash = 0;  // of the optimized step graph's text: ranks compare it at the first run
 };
 
 TrainStep::TrainStep(PhysicalModel forward, std::shared_ptr<const Compiled> step,
@@ -57,6 +63,7 @@ TrainStep compile_train_step(const TrainModel& model, const Backend& backend, co
     if (v.differentiable && is_floating(v.dtype)) trained.push_back(v.name);
   }
   auto compiled = std::make_shared<TrainStep::Compiled>();
+  compiled->data_parallel = options.data_parallel;
   std::shared_ptr<const Optimizer> opt = optimizer.clone();
   for (const auto& [name, value] : opt->scalars(1)) compiled->scalar_names.push_back(name);
   std::set<std::string> keep = {kFinalCost};
@@ -73,11 +80,22 @@ TrainStep compile_train_step(const TrainModel& model, const Backend& backend, co
     train::GraphBuilder b(g, "optimizer");
     std::map<std::string, ValueId> grad_of;
     for (const auto& [output, param] : joint.gradient_outputs) grad_of[param] = *g.find_output(output);
+    // Data parallel: each rank's gradient is its shard's part of the global cost's; their mean
+    // over ranks is the global batch's gradient (see TrainModel::inferred_graph). Bucketed by the
+    // gradient_buckets pass, as are the running statistics' means below.
+    const int64_t ranks = compiled->data_parallel ? distributed::size() : 1;
+    if (compiled->data_parallel)
+      for (auto& [param, grad] : grad_of) grad = b.all_reduce(grad, "mean", ranks, true);
     std::vector<ValueId> scalars64;
     for (const std::string& s : compiled->scalar_names) scalars64.push_back(b.input(kScalarPrefix + s, DType::Float64, {}));
     std::vector<std::pair<std::string, ValueId>> outputs;
-    for (const auto& [name, v] : g.outputs())
-      if (keep.count(name) || name.rfind(kState, 0) == 0) outputs.emplace_back(name, v);
+    for (const auto& [name, v] : g.outputs()) {
+      const bool state = name.rfind(kState, 0) == 0;
+      if (state && compiled->data_parallel && is_floating(g.value(v).dtype))
+        outputs.emplace_back(name, b.all_reduce(v, "mean", ranks, true));  // BatchNorm's running statistics
+      else if (keep.count(name) || state)
+        outputs.emplace_back(name, v);
+    }
     for (const std::string& name : trained) {
       const ValueId p = *g.find_leaf(name);
       const DType t = g.value(p).dtype;
@@ -96,6 +114,11 @@ TrainStep compile_train_step(const TrainModel& model, const Backend& backend, co
          std::to_string(opt->slot_names().size()) + " state slots each");
   };
   compiled->joint = build_joint_graph(inferred, {kFinalCost}, trained, backend, options, update);
+  if (compiled->data_parallel) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (const char c : print_graph(compiled->joint.graph)) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    compiled->graph_hash = h;
+  }
   return TrainStep(std::move(forward), std::move(compiled), std::move(opt), std::move(trained));
 }
 
@@ -116,8 +139,94 @@ void TrainStep::set_hyperparameter(const std::string& name, double value) {
   optimizer_ = std::move(changed);
 }
 
+bool TrainStep::data_parallel() const { return step_->data_parallel; }
+
+int TrainStep::group_size() const { return step_->data_parallel ? distributed::size() : 1; }
+
+namespace {
+// Writes `from` into `to`'s buffer when they match (aliases of `to` see it), else replaces it.
+void assign(Tensor& to, const Tensor& from) {
+  if (to.defined() && to.is_contiguous() && to.dtype() == from.dtype() && to.shape() == from.shape()) {
+    const Tensor c = from.contiguous();
+    std::memcpy(to.raw_data(), c.raw_data(), c.nbytes());
+  } else {
+    to = from;
+  }
+}
+}  // namespace
+
+void TrainStep::sync_from_root(TensorMap& params, OptimizerState& state) const {
+  if (distributed::size() == 1) return;
+  for (auto& [name, t] : params) assign(t, distributed::broadcast(t, 0));  // std::map: the same order on every rank
+  for (auto& [name, t] : state.slots) assign(t, distributed::broadcast(t, 0));
+  state.step = static_cast<int64_t>(distributed::broadcast(Tensor::scalar<int64_t>(state.step), 0).item());
+}
+
+void TrainStep::save_checkpoint(const std::string& path, const TensorMap& params, const OptimizerState& state) const {
+  if (!step_->data_parallel || distributed::rank() == 0) {
+    std::map<std::string, Tensor> tensors;
+    for (const auto& [name, t] : params) tensors.emplace("param:" + name, t);
+    for (const auto& [name, t] : state.slots) tensors.emplace("slot:" + name, t);
+    save_safetensors(path, tensors, {{"step", std::to_string(state.step)}, {"optimizer", optimizer_->name()}});
+  }
+  if (step_->data_parallel) distributed::barrier();  // the file is whole before any rank goes on
+}
+
+void TrainStep::load_checkpoint(const std::string& path, TensorMap& params, OptimizerState& state) const {
+  std::map<std::string, std::string> meta;
+  const std::map<std::string, Tensor> tensors = load_safetensors(path, &meta);
+  auto it = meta.find("step");
+  INGOT_CHECK(it != meta.end(), "load_checkpoint: '", path, "' has no step in its metadata; write it with save_checkpoint");
+  char* end = nullptr;
+  const long long step = std::strtoll(it->second.c_str(), &end, 10);
+  INGOT_CHECK(*end == '\0' && step >= 0, "load_checkpoint: '", path, "' has a bad step '", it->second, "'");
+  const std::string opt = meta.count("optimizer") ? meta.at("optimizer") : "";
+  INGOT_CHECK(opt == optimizer_->name(), "load_checkpoint: '", path, "' was written by ", opt.empty() ? "no optimizer" : opt,
+              ", this step uses ", optimizer_->name());
+  TensorMap new_params = params;
+  OptimizerState new_state = init_state(params);
+  for (const auto& [key, t] : tensors) {
+    TensorMap* into = key.rfind("param:", 0) == 0 ? &new_params : key.rfind("slot:", 0) == 0 ? &new_state.slots : nullptr;
+    INGOT_CHECK(into != nullptr, "load_checkpoint: '", path, "' holds '", key, "', neither a param: nor a slot: entry");
+    const std::string name = key.substr(key.find(':') + 1);
+    auto slot = into->find(name);
+    INGOT_CHECK(slot != into->end(), "load_checkpoint: '", path, "' holds '", key, "', which this step has no ",
+                into == &new_params ? "parameter" : "optimizer slot", " for");
+    INGOT_CHECK(slot->second.dtype() == t.dtype() && slot->second.shape() == t.shape(), "load_checkpoint: '", key,
+                "' is ", dtype_name(t.dtype()), to_string(t.shape()), " in '", path, "', the step expects ",
+                dtype_name(slot->second.dtype()), to_string(slot->second.shape()));
+  }
+  for (const std::string& name : trained_)
+    INGOT_CHECK(tensors.count("param:" + name), "load_checkpoint: '", path, "' has no parameter '", name, "'");
+  for (const auto& [name, t] : new_state.slots)
+    INGOT_CHECK(tensors.count("slot:" + name), "load_checkpoint: '", path, "' has no optimizer slot '", name, "'");
+  for (const auto& [key, t] : tensors) {  // all checked: nothing is half loaded
+    const std::string name = key.substr(key.find(':') + 1);
+    assign(key.rfind("param:", 0) == 0 ? params[name] : state.slots[name], t);
+  }
+  state.step = step;
+}
+
+namespace {
+// Every rank must have compiled the same step: a rank whose graph differs (another model, shape,
+// option or ingot) is named at the first step instead of deadlocking or mixing gradients later.
+void check_same_graph(uint64_t hash) {
+  const Tensor all = distributed::all_gather(Tensor::from_vector<int64_t>({static_cast<int64_t>(hash)}, {1}));
+  std::string differ;
+  for (int r = 1; r < distributed::size(); ++r)
+    if (all.data<int64_t>()[r] != all.data<int64_t>()[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+  INGOT_CHECK(differ.empty(), "TrainStep::run (rank ", distributed::rank(), " of ", distributed::size(),
+              "): data parallel ranks compiled different training steps: rank ", differ,
+              " differ from rank 0 (another model, batch shape, option or ingot version)");
+}
+}  // namespace
+
 StepResult TrainStep::run(TensorMap& params, OptimizerState& state, const TensorMap& batch) const {
   const Graph& g = step_->joint.graph;
+  if (step_->data_parallel && state.step == 0 && distributed::size() > 1) {
+    check_same_graph(step_->graph_hash);
+    sync_from_root(params, state);
+  }
   const int64_t step = state.step + 1;
   std::map<std::string, double> scalar_values;
   for (const auto& [name, value] : optimizer_->scalars(step)) scalar_values[kScalarPrefix + name] = value;

@@ -20,6 +20,8 @@ PassContext pass_context(const CompileOptions& options) {
   ctx.inference = options.inference;
   ctx.mixed_precision = options.mixed_precision;
   ctx.layout_target = options.layout_target;
+  ctx.gradient_bucket_bytes = options.gradient_bucket_bytes;
+  ctx.gradient_overlap = options.gradient_overlap;
   return ctx;
 }
 
@@ -35,6 +37,7 @@ const std::vector<PassInfo>& builtin_passes() {
       {"batch_chunking", 2, chunk_batch, "inference: the per-sample region (conv, pooling, elementwise) in batch chunks"},
       {"layout", 2, choose_layout, "channels-last buffers around convolutions (plan_layouts) for backends; does not rewrite"},
       {"dce", 1, eliminate_dead_code, "removes nodes that reach no output"},
+      {"gradient_buckets", 1, bucket_gradient_all_reduce, "data-parallel gradient all-reduces in buckets, started when computed and waited for when read"},
       {"fusion", 2, fusion_pass, "fusion decisions (plan_fusion) for backends; does not rewrite"},
   };
   return passes;

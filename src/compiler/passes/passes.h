@@ -7,7 +7,7 @@
 //
 //   level   passes
 //   none    (nothing)
-//   low     constant_folding, simplify, dce
+//   low     constant_folding, simplify, dce, gradient_buckets
 //   medium  + cse, conv_bn_folding, batch_chunking, layout, fusion    (the default)
 //   high    medium's passes, then constant_folding, simplify, cse and dce again until none of
 //           them changes anything (at most 4 rounds; custom passes are not repeated)
@@ -44,6 +44,8 @@ struct PassContext {
   // convolutions being less efficient than the caches gained).
   int64_t chunk_bytes = int64_t{256} << 20;
   std::string layout_target = "auto";  // CompileOptions::layout_target (the layout pass's report)
+  int64_t gradient_bucket_bytes = int64_t{1} << 20;  // CompileOptions::gradient_bucket_bytes
+  bool gradient_overlap = true;                      // CompileOptions::gradient_overlap
 };
 PassContext pass_context(const CompileOptions& options);
 
@@ -89,6 +91,7 @@ PassReport apply_mixed_precision(Graph& g, const PassContext& ctx);
 PassReport chunk_batch(Graph& g, const PassContext& ctx);
 PassReport choose_layout(Graph& g, const PassContext& ctx = {});  // reports plan_layouts(g)
 PassReport fusion_pass(Graph& g, const PassContext& ctx = {});  // reports plan_fusion(g)
+PassReport bucket_gradient_all_reduce(Graph& g, const PassContext& ctx = {});
 
 // Runs each node for which `compute` names a dtype in that dtype: cast nodes convert its inputs
 // to it and its result back to the result's dtype (the result's readers, graph outputs and name
