@@ -26,6 +26,6 @@ fi
 # shellcheck disable=SC2086
 # onnx: its helpers write the import tests' models, and its wheel carries ONNX's node tests
 # (python/tests/test_onnx.py runs them through ml.onnx.load).
-"$py" -m pip install -q --disable-pip-version-check nanobind scikit-build-core numpy pytest ml_dtypes onnx==1.22.0 jinja2 ${INGOT_PY_EXTRAS:-}
+"$py" -m pip install -q --disable-pip-version-check nanobind scikit-build-core numpy pytest ml_dtypes onnx==1.22.0 jinja2 pyyaml ${INGOT_PY_EXTRAS:-}
 "$py" -m pip install -q --disable-pip-version-check --no-build-isolation .
 "$py" -m pytest python/tests -q -rs

@@ -163,6 +163,9 @@ from ._dtypes import DType, bfloat16, float16, float32, float64, int8, int16, in
 from ._dtypes import bool  # noqa: F401,A004 - ml.bool, as MLX and NumPy name it
 from ._function_compile import CompiledFunction, eval, grad, value_and_grad, vjp
 from ._profile import Profile, profile
+from ._ingot import SGD, Adam, AdamW, ClassAccuracy, OptimizerState, TrainModel  # noqa: F401
+from ._train import TrainStep, compile_train_step
+from . import signal  # noqa: E402 - ml.signal.context(name), configured by INGOT_CONFIG
 
 __version__ = "0.1.0"
 
@@ -194,4 +197,5 @@ __all__ = [
     "RMSNorm", "RNN", "ReferenceBackend", "Relu", "Relu6", "ResNet18", "ResNet50", "Scan", "Sigmoid", "Softmax", "Tanh",
     "TransformerEncoderLayer",
     "TorchBackend", "While", "apply", "compile", "compile_option_names", "distributed", "op_names", "onnx", "profile",
+    "SGD", "Adam", "AdamW", "ClassAccuracy", "OptimizerState", "TrainModel", "TrainStep", "compile_train_step", "signal",
 ] + _ARRAY_API

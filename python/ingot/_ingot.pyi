@@ -1037,3 +1037,114 @@ class compile_region:
         """
         Closes the region: runs the deferred evaluations, or drops them when the block raised.
         """
+
+class TrainModel:
+    """
+    A model with its losses, regularization and metrics (Mithril's TrainModel):
+      tm = ml.TrainModel(model)
+      tm.add_loss(ml.CrossEntropyLoss(), {'input': 'output', 'target': 'target'})
+      tm.add_metric(ml.ClassAccuracy(), {'input': 'output', 'target': 'target'}, 'accuracy')
+    """
+
+    def __init__(self, model: Model) -> None: ...
+
+    def add_loss(self, loss: Model, connections: object, reduction: str = 'mean', coefficient: float = 1.0, name: str = '') -> TrainModel:
+        """
+        Adds a loss block; connections link its terminals to wires of the model ({terminal: wire}); names that are no wire become data inputs. Reduced by `reduction` (mean | sum), scaled by `coefficient`, added to final_cost.
+        """
+
+    def add_regularization(self, kind: str, coefficient: float, pattern: str) -> TrainModel:
+        """
+        Adds coefficient * sum(|p|) (kind 'l1') or coefficient * 0.5 * sum(p^2) ('l2') over the parameters whose names match the glob `pattern`.
+        """
+
+    def add_metric(self, metric: Model, connections: object, name: str) -> TrainModel:
+        """Adds a metric block wired like a loss; never differentiated."""
+
+def ClassAccuracy() -> Model:
+    """The fraction of rows whose argmax matches the target class (a metric)."""
+
+class Optimizer:
+    """An optimizer for compile_train_step (SGD, Adam, AdamW)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def hyperparameters(self) -> list[str]:
+        """The hyperparameters set_hyperparameter takes."""
+
+class SGD(Optimizer):
+    """PyTorch's SGD (dampening 0), with momentum, weight decay and Nesterov."""
+
+    def __init__(self, *, lr: float = 0.01, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False) -> None: ...
+
+class Adam(Optimizer):
+    """Adam as in PyTorch (weight decay added to the gradient)."""
+
+    def __init__(self, *, lr: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-08, weight_decay: float = 0.0) -> None: ...
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay, as in PyTorch."""
+
+    def __init__(self, *, lr: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-08, weight_decay: float = 0.01) -> None: ...
+
+class OptimizerState:
+    """The optimizer's slots (by '<slot>:<parameter>') and its step count."""
+
+    @property
+    def step(self) -> int: ...
+
+    @step.setter
+    def step(self, arg: int, /) -> None: ...
+
+    @property
+    def slots(self) -> dict:
+        """The slots as NumPy arrays viewing the state's memory."""
+
+class TrainStep:
+    """
+    Forward, backward and optimizer update compiled as one executable (compile_train_step).
+    """
+
+    def randomize_params(self, seed: int = 0) -> dict:
+        """Parameters drawn from each parameter's initializer, as NumPy arrays."""
+
+    def init_state(self, params: dict) -> OptimizerState:
+        """Zero optimizer slots for the trained parameters; step 0."""
+
+    def run(self, params: dict, state: OptimizerState, batch: dict) -> dict:
+        """
+        One step: updates `params` (in place) and `state`; returns {'loss', 'losses', 'metrics'}. Data parallel, `batch` is this rank's shard (ml.distributed.shard_batch) and the first run gives every rank rank 0's parameters and state; losses and metrics are the global batch's.
+        """
+
+    def set_hyperparameter(self, name: str, value: float) -> None:
+        """Changes a run-time hyperparameter ('lr', ...) without recompiling."""
+
+    def set_lr(self, lr: float) -> None: ...
+
+    @property
+    def data_parallel(self) -> bool: ...
+
+    @property
+    def group_size(self) -> int:
+        """The ranks the step averages over (1 unless data parallel)."""
+
+    @property
+    def trained_parameters(self) -> list[str]: ...
+
+    def sync_from_root(self, params: dict, state: OptimizerState) -> None:
+        """Gives every rank rank 0's parameters and optimizer state."""
+
+    def save_checkpoint(self, path: str, params: dict, state: OptimizerState) -> None:
+        """
+        Parameters, slots and step as one safetensors file, written atomically (data parallel: by rank 0 only).
+        """
+
+    def load_checkpoint(self, path: str, params: dict, state: OptimizerState) -> None:
+        """Reads a save_checkpoint file into params and state."""
+
+    def graph_text(self) -> str:
+        """The optimized step graph as text."""
+
+def compile_train_step(model: TrainModel, backend: Backend, optimizer: Optimizer, options: dict) -> TrainStep:
+    """Compiles a TrainModel's training step (see ingot.compile_train_step)."""

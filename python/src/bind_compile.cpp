@@ -148,6 +148,8 @@ std::string option_string(nb::handle v) {
   return py_str(v);
 }
 
+}  // namespace
+
 // Every CompileOptions field by name; plain values go through CompileOptions::set, which rejects
 // unknown names listing the valid ones.
 CompileOptions to_options(const nb::dict& kwargs) {
@@ -188,6 +190,8 @@ CompileOptions to_options(const nb::dict& kwargs) {
   o.validate();
   return o;
 }
+
+namespace {
 
 nb::dict shapes_dict(const std::map<std::string, SymShape>& shapes) {
   nb::dict d;

@@ -3,6 +3,8 @@
 
 #include <nanobind/nanobind.h>
 
+#include "ingot/compile.h"
+
 namespace ingot::python {
 
 void bind_model(nanobind::module_& m);    // bind_model.cpp: Model, Connection, IOKey, the zoo
@@ -13,5 +15,9 @@ void bind_array_ops(nanobind::module_& m);  // bind_array_ops.cpp: ml.exp, ml.su
 void bind_function_compile(nanobind::module_& m);  // bind_function_compile.cpp: compile(fn), grad, auto-compile
 void bind_onnx(nanobind::module_& m);     // bind_onnx.cpp: ml.onnx.load
 void bind_distributed(nanobind::module_& m);  // bind_distributed.cpp: ml.distributed (MPI collectives)
+void bind_train(nanobind::module_& m);  // bind_train.cpp: TrainModel, optimizers, TrainStep (after bind_distributed)
+
+// The options dict of ml.compile as CompileOptions (bind_compile.cpp).
+CompileOptions to_options(const nanobind::dict& kwargs);
 
 }  // namespace ingot::python

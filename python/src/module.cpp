@@ -16,4 +16,5 @@ NB_MODULE(_ingot, m) {
   ingot::python::bind_function_compile(m);
   ingot::python::bind_onnx(m);
   ingot::python::bind_distributed(m);
+  ingot::python::bind_train(m);
 }

@@ -2,10 +2,15 @@
 
     mpirun -np N python distributed_worker.py collectives   every collective against NumPy, and a gradient
     mpirun -np 2 python distributed_worker.py late           rank 1 skips a collective: the others name it
+    mpirun -np N python distributed_worker.py train          data-parallel training against single-process
+                                                            training, checkpoints, a signal context
+    mpirun -np 2 python distributed_worker.py killed         rank 1 dies mid-training: the job ends, naming it
 
 Prints "rank R ok" when every check on that rank passed; exits 1 with the failure otherwise."""
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import tempfile
 import time
@@ -73,6 +78,100 @@ def late():
     assert time.monotonic() - start < 10
 
 
+def classifier(reduction):
+    body = ml.Model()
+    body += ml.Linear(8)
+    body += ml.Tanh()
+    body += ml.Linear(3)
+    tm = ml.TrainModel(body)
+    tm.add_loss(ml.CrossEntropyLoss("none"), {"input": "output", "target": "target"}, reduction=reduction, name="ce")
+    tm.add_regularization("l2", 0.01, "*weight")
+    tm.add_metric(ml.ClassAccuracy(), {"input": "output", "target": "target"}, "accuracy")
+    return tm
+
+
+def batches(n, steps):
+    rng = np.random.default_rng(0)
+    for _ in range(steps):
+        yield {"input": rng.uniform(-1, 1, (n, 4)).astype(np.float32), "target": rng.integers(0, 3, n)}
+
+
+def identical_across_ranks(params):
+    for name, v in params.items():
+        np.testing.assert_array_equal(v, np.asarray(dist.broadcast(ml.array(v))), err_msg=name)
+
+
+def train():
+    n, r = dist.size(), dist.rank()
+    local = 4
+    for reduction, optimizer in (("mean", ml.Adam(lr=0.02)), ("sum", ml.SGD(lr=0.05, momentum=0.9))):
+        single = ml.compile_train_step(classifier(reduction), ml.CpuBackend(), optimizer, shapes={"input": [local * n, 4]})
+        dp = ml.compile_train_step(classifier(reduction), ml.CpuBackend(), optimizer, shapes={"input": [local, 4]},
+                                   data_parallel=True, gradient_bucket_bytes=128)
+        assert dp.data_parallel and dp.group_size == n
+        ps = single.randomize_params(1)
+        # Other ranks start elsewhere: the first run gives them rank 0's parameters.
+        pd = {k: v.copy() for k, v in ps.items()} if r == 0 else dp.randomize_params(50 + r)
+        ss, sd = single.init_state(ps), dp.init_state(pd)
+        for step, batch in enumerate(batches(local * n, 20)):
+            a = single.run(ps, ss, batch)
+            b = dp.run(pd, sd, dist.shard_batch(batch))
+            assert abs(a["loss"] - b["loss"]) <= 1e-5 * abs(a["loss"]), (reduction, step, a["loss"], b["loss"])
+            assert abs(float(a["metrics"]["accuracy"]) - float(b["metrics"]["accuracy"])) < 1e-6
+            identical_across_ranks(pd)
+        for k in ps:
+            np.testing.assert_allclose(pd[k], ps[k], rtol=1e-4, atol=1e-5, err_msg=k)
+
+    # Checkpoints: only rank 0 writes; every rank can read the file back.
+    tag = int(np.asarray(dist.broadcast(ml.array(np.array([time.time_ns() % 10**9], np.int64))))[0])
+    mine = f"{tempfile.gettempdir()}/ingot_dp_{tag}_{r}.safetensors"
+    dp.save_checkpoint(mine, pd, sd)
+    assert os.path.exists(mine) == (r == 0), mine
+    loaded = dp.randomize_params(9)
+    loaded_state = dp.init_state(loaded)
+    dp.load_checkpoint(f"{tempfile.gettempdir()}/ingot_dp_{tag}_0.safetensors", loaded, loaded_state)
+    assert loaded_state.step == sd.step
+    for k in pd:
+        np.testing.assert_array_equal(loaded[k], pd[k], err_msg=k)
+    dist.barrier()
+
+    # A signal context from a YAML file: the step is given the global batch and shards it itself.
+    config = f"{tempfile.gettempdir()}/ingot_dp_{tag}_{r}.yaml"
+    with open(config, "w") as f:
+        f.write("signals:\n  training_loop:\n    compile: true\n    shard: {axis: 0, workers: [%s]}\n"
+                % ", ".join(str(i) for i in range(n)))
+    ml.signal.load_config(config)
+    batch = next(batches(local * n, 1))
+    p1 = {k: v.copy() for k, v in pd.items()}
+    s1 = dp.init_state(p1)
+    s1.step = 1  # past the first run's synchronisation: the ranks already agree
+    p2 = {k: v.copy() for k, v in pd.items()}
+    s2 = dp.init_state(p2)
+    s2.step = 1
+    with ml.signal.context("training_loop") as ctx:
+        assert (ctx.rank, ctx.size) == (r, n)
+        np.testing.assert_array_equal(ctx.shard(batch)["input"], dist.shard_batch(batch)["input"])
+        a = dp.run(p1, s1, batch)
+    b = dp.run(p2, s2, dist.shard_batch(batch))
+    assert a["loss"] == b["loss"], (a["loss"], b["loss"])
+    os.remove(config)
+    dist.barrier()
+    if r == 0:
+        os.remove(f"{tempfile.gettempdir()}/ingot_dp_{tag}_0.safetensors")
+
+
+def killed():
+    dp = ml.compile_train_step(classifier("mean"), ml.CpuBackend(), ml.SGD(lr=0.1), shapes={"input": [4, 4]},
+                               data_parallel=True)
+    params = dp.randomize_params(0)
+    state = dp.init_state(params)
+    for step, batch in enumerate(batches(4 * dist.size(), 5)):
+        if step == 2 and dist.rank() == 1:
+            os.kill(os.getpid(), signal.SIGKILL)  # dies between steps, as a crashed or killed process would
+        dp.run(params, state, dist.shard_batch(batch))
+    raise AssertionError("rank 0 went on training after rank 1 died")
+
+
 if __name__ == "__main__":
-    {"collectives": collectives, "late": late}[sys.argv[1]]()
+    {"collectives": collectives, "late": late, "train": train, "killed": killed}[sys.argv[1]]()
     print(f"rank {dist.rank()} ok", flush=True)
