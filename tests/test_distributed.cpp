@@ -323,6 +323,29 @@ TEST_F(DistributedRanks, LogicalModelsApplyThem) {
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{2.0f * float(n - 1), 2.0f, 1.0f}));
 }
 
+TEST_F(DistributedRanks, TheZooBlocksRunTheCollectives) {
+  Model m;
+  m |= Linear(2)({{"input", "input"}, {"output", "h"}});
+  m |= AllReduce("mean")({{"input", "h"}, {"output", IOKey("mean").expose()}});
+  m |= AllGather()({{"input", "h"}, {"output", IOKey("gathered").expose()}});
+  m |= Broadcast(n - 1)({{"input", "h"}, {"output", IOKey("from_last").expose()}});
+  CompileOptions o;
+  o.shapes["input"] = {1, 3};
+  const PhysicalModel pm = compile(m, CpuBackend(), o);
+  TensorMap params = pm.randomize_params(0);  // the same on every rank
+  const TensorMap out = pm.evaluate(params, {{"input", Tensor::full(DType::Float32, {1, 3}, double(r))}});
+  const Tensor gathered = out.at("gathered");
+  ASSERT_EQ(gathered.shape(), (Shape{n, 2}));
+  for (int64_t c = 0; c < 2; ++c) {
+    double mean = 0;
+    for (int p = 0; p < n; ++p) mean += gathered.item(p * 2 + c) / n;
+    EXPECT_NEAR(out.at("mean").item(c), mean, 1e-5);
+    EXPECT_EQ(out.at("from_last").item(c), gathered.item((n - 1) * 2 + c));
+  }
+  EXPECT_NE(error_of([&] { AllReduce("min"); }).find("unknown reduction 'min'"), std::string::npos);
+  EXPECT_NE(error_of([&] { Broadcast(n); }).find("is not a rank of this group"), std::string::npos);
+}
+
 // The gradient of the sum over ranks of <ct_r, fn(x_r)>: from vjp, against identities written
 // out per op, and against central finite differences of that global loss (float64).
 struct VjpCase {

@@ -156,6 +156,9 @@ void check_mode(bool training) {
     }
     // The model graphs hold no control flow: tests/test_control_flow.cpp checks that pass.
     if (p.name == "control_flow") continue;
+    // Nor data-parallel gradient all-reduces: tests/test_data_parallel.cpp checks that pass (the
+    // buckets' placement, and training against no buckets in a group of one and on 2 and 4 ranks).
+    if (p.name == "gradient_buckets") continue;
     EXPECT_GT(fired[p.name], 0) << p.name << " changed nothing on " << kSeeds << " seeds";
   }
 }

@@ -598,7 +598,7 @@ TEST(OptimizationControls, VerboseReportsAndDumpsAfterEachPass) {
   EXPECT_NE(err.find("memory planning"), std::string::npos);
   EXPECT_TRUE(fs::exists(dir / "g"));
   EXPECT_TRUE(fs::exists(dir / "g.1.constant_folding.txt"));
-  EXPECT_TRUE(fs::exists(dir / "g.10.fusion.txt"));
+  EXPECT_TRUE(fs::exists(dir / "g.11.fusion.txt"));
   fs::remove_all(dir);
 }
 

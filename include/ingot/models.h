@@ -98,6 +98,15 @@ Model Multiply();
 // "input" -> "output" unchanged.
 Model Identity();
 
+// Collectives over the process group (include/ingot/distributed.h), "input" -> "output", built
+// for the group's size when the block is made: every rank's input combined by `op` (sum | mean |
+// max); concatenated along axis 0 in rank order; rank `root`'s on every rank; summed and split
+// along axis 0 (rank r keeps part r). In a group of one each is the identity.
+Model AllReduce(const std::string& op = "sum");
+Model AllGather();
+Model Broadcast(int64_t root = 0);
+Model ReduceScatter();
+
 // Linear layers of the given widths with `activation` ("relu", "gelu", "tanh", "sigmoid" or
 // "none") between them (not after the last).
 Model MLP(const std::vector<int64_t>& widths, const std::string& activation = "relu");

@@ -164,6 +164,7 @@ from ._dtypes import bool  # noqa: F401,A004 - ml.bool, as MLX and NumPy name it
 from ._function_compile import CompiledFunction, eval, grad, value_and_grad, vjp
 from ._profile import Profile, profile
 from ._ingot import SGD, Adam, AdamW, ClassAccuracy, OptimizerState, TrainModel  # noqa: F401
+from ._ingot import AllGather, AllReduce, Broadcast, ReduceScatter  # noqa: F401
 from ._train import TrainStep, compile_train_step
 from . import signal  # noqa: E402 - ml.signal.context(name), configured by INGOT_CONFIG
 
@@ -197,5 +198,5 @@ __all__ = [
     "RMSNorm", "RNN", "ReferenceBackend", "Relu", "Relu6", "ResNet18", "ResNet50", "Scan", "Sigmoid", "Softmax", "Tanh",
     "TransformerEncoderLayer",
     "TorchBackend", "While", "apply", "compile", "compile_option_names", "distributed", "op_names", "onnx", "profile",
-    "SGD", "Adam", "AdamW", "ClassAccuracy", "OptimizerState", "TrainModel", "TrainStep", "compile_train_step", "signal",
+    "SGD", "Adam", "AdamW", "AllGather", "AllReduce", "Broadcast", "ReduceScatter", "ClassAccuracy", "OptimizerState", "TrainModel", "TrainStep", "compile_train_step", "signal",
 ] + _ARRAY_API

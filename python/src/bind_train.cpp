@@ -77,6 +77,11 @@ void bind_train(nb::module_& m) {
            nb::arg("metric"), nb::arg("connections"), nb::arg("name"), nb::rv_policy::reference,
            "Adds a metric block wired like a loss; never differentiated.");
 
+  m.def("AllReduce", &AllReduce, nb::arg("op") = "sum",
+        "Block: every rank's input combined by op (sum | mean | max), for ml.distributed's group.");
+  m.def("AllGather", &AllGather, "Block: every rank's input concatenated along axis 0, in rank order.");
+  m.def("Broadcast", &Broadcast, nb::arg("root") = 0, "Block: rank `root`'s input on every rank.");
+  m.def("ReduceScatter", &ReduceScatter, "Block: the sum over ranks split along axis 0; rank r keeps part r.");
   m.def("ClassAccuracy", &ClassAccuracy, "The fraction of rows whose argmax matches the target class (a metric).");
 
   nb::class_<Optimizer>(m, "Optimizer", "An optimizer for compile_train_step (SGD, Adam, AdamW).")
