@@ -1061,6 +1061,20 @@ class TrainModel:
     def add_metric(self, metric: Model, connections: object, name: str) -> TrainModel:
         """Adds a metric block wired like a loss; never differentiated."""
 
+def AllReduce(op: str = 'sum') -> Model:
+    """
+    Block: every rank's input combined by op (sum | mean | max), for ml.distributed's group.
+    """
+
+def AllGather() -> Model:
+    """Block: every rank's input concatenated along axis 0, in rank order."""
+
+def Broadcast(root: int = 0) -> Model:
+    """Block: rank `root`'s input on every rank."""
+
+def ReduceScatter() -> Model:
+    """Block: the sum over ranks split along axis 0; rank r keeps part r."""
+
 def ClassAccuracy() -> Model:
     """The fraction of rows whose argmax matches the target class (a metric)."""
 

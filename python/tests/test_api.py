@@ -114,7 +114,7 @@ def test_every_compile_option_is_a_keyword(tmp_path, rng):
         custom_passes=[("record", "end", lambda g: seen.append(len(g["nodes"])))], dump_after_each_pass=False,
         layout_target="nhwc", memory_planning="greedy", max_memory_gb=1.0, mixed_precision="none",
         gradient_checkpointing=True,
-        checkpoint_segments=2, visualize=True, viz_options={"format": "dot", "output_path": tmp_path / "graph.dot"},
+        checkpoint_segments=2, data_parallel=False, gradient_bucket_bytes=1 << 20, gradient_overlap=True, visualize=True, viz_options={"format": "dot", "output_path": tmp_path / "graph.dot"},
         save_intermediates=False, intermediate_dir=tmp_path / "intermediates", intermediate_format="npy",
         jit_options=None, jax_options=None, torch_options=None, mlx_options=None,
         profile=True, profile_output=tmp_path / "profile.json", trace_shapes=False,
