@@ -67,7 +67,7 @@ template <class Start>
 Tensor reduced(Group& g, const Header& h, const Tensor& x, const Shape& out_shape, Start start) {
   const DType rt = reduce_dtype(x.dtype());
   const Tensor send = x.dtype() == rt ? x : x.astype(rt);
-  Tensor recv(rt, out_shape);
+  Tensor recv = Tensor::uninitialized(rt, out_shape);
   MPI_Request req = MPI_REQUEST_NULL;
   start(send.raw_data(), recv.raw_data(), mpi_type(rt), req);
   detail::wait_collective(g, req, h);
@@ -118,7 +118,7 @@ Tensor all_gather(const Tensor& x) {
 #ifdef INGOT_HAVE_MPI
   Shape shape = in.shape();
   shape[0] *= g.size;
-  Tensor out(in.dtype(), shape);
+  Tensor out = Tensor::uninitialized(in.dtype(), shape);
   const int count = mpi_count(g, h, in.numel());
   MPI_Request req = MPI_REQUEST_NULL;
   detail::check_mpi(g, MPI_Iallgather(in.raw_data(), count, mpi_type(in.dtype()), out.raw_data(), count,

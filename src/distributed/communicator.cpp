@@ -72,16 +72,19 @@ std::atomic<double>& timeout_seconds() {
 }
 
 #ifdef INGOT_HAVE_MPI
-// Calls `pending()` until it returns false or timeout() passes (then returns false). Backs off
-// from yielding to 1 ms sleeps, so a rank waiting for a slow peer does not take a core from it.
-bool poll_until_done(const std::function<bool()>& pending) {
+// Calls `pending()` until it returns false or timeout() passes (then returns false). Spins
+// (yielding) for `spin` seconds, then backs off to sleeps of up to 1 ms, so a rank waiting for a
+// slow peer does not take a core from it. The data phase of a collective, once every rank has
+// joined it, spins longer: Open MPI moves it on only inside MPI_Test, and a sleeping rank would
+// stall its peers at each step of the exchange.
+bool poll_until_done(const std::function<bool()>& pending, double spin = 0) {
   const double limit = timeout();
   const auto start = std::chrono::steady_clock::now();
   auto pause = std::chrono::microseconds(0);
   for (int round = 0; pending(); ++round) {
-    if (limit > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit)
-      return false;
-    if (round < 200) {
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (limit > 0 && waited > limit) return false;
+    if (round < 200 || waited < spin) {
       std::this_thread::yield();
       continue;
     }
@@ -204,11 +207,13 @@ void check_mpi(const Group& g, int rc, const char* call) {
 }
 
 void wait_collective(Group& g, MPI_Request& request, const Header& h) {
-  const bool done = poll_until_done([&] {
-    int flag = 0;
-    check_mpi(g, MPI_Test(&request, &flag, MPI_STATUS_IGNORE), "MPI_Test");
-    return flag == 0;
-  });
+  const bool done = poll_until_done(
+      [&] {
+        int flag = 0;
+        check_mpi(g, MPI_Test(&request, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+        return flag == 0;
+      },
+      /*spin=*/0.05);
   if (done) return;
   // MPI cannot cancel a collective: the group stays unusable, and exit aborts the job.
   g.broken = describe(h) + " did not complete within " + seconds(timeout()) +
