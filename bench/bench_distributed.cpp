@@ -37,7 +37,7 @@ struct Figures {
 
 // Median step time (ms) over `steps` steps after 3 warm-up steps, the slowest rank's.
 double step_ms(const Model& model, const ShapeTemplate& sample, const demo::Dataset& data, int64_t global_batch,
-               int threads, bool data_parallel, bool overlap, int steps) {
+               int threads, bool data_parallel, bool overlap, int64_t bucket_bytes, int steps) {
   TrainModel tm(model);
   tm.add_loss(CrossEntropyLoss(), {{"input", "output"}, {"target", "target"}});
   CompileOptions o;
@@ -46,6 +46,7 @@ double step_ms(const Model& model, const ShapeTemplate& sample, const demo::Data
   o.shapes = {{"input", shape}};
   o.data_parallel = data_parallel;
   o.gradient_overlap = overlap;
+  o.gradient_bucket_bytes = bucket_bytes;
   CpuBackend::CpuOptions cpu;
   cpu.num_threads = threads;
   const TrainStep step = compile_train_step(tm, CpuBackend(cpu), SGD({.lr = 0.01, .momentum = 0.9}), o);
@@ -80,13 +81,15 @@ void train(Figures& f, int threads, bool quick) {
   std::vector<Net> nets;
   nets.push_back({"mlp", ExampleMLP(), {784}, demo::blobs(128, 784, 10, 100, 1), 128});
   nets.push_back({"cnn", ExampleCNN(4), {3, 32, 32}, demo::quadrant_images(32, 32, 2), 32});
+  const int64_t default_bucket = CompileOptions().gradient_bucket_bytes, small_bucket = 64 << 10;
   for (const Net& n : nets) {
-    const double ms = step_ms(n.model, n.sample, n.data, n.batch, threads, dp, true, steps);
+    const double ms = step_ms(n.model, n.sample, n.data, n.batch, threads, dp, true, default_bucket, steps);
     f.add(n.name + " batch " + std::to_string(n.batch) + ", " + how + ": step ms", ms);
     f.add(n.name + " batch " + std::to_string(n.batch) + ", " + how + ": samples/s", 1000.0 * static_cast<double>(n.batch) / ms);
-    if (dp) {
-      const double blocking = step_ms(n.model, n.sample, n.data, n.batch, threads, true, false, steps);
-      f.add(n.name + ", " + how + ", gradient overlap off: step ms", blocking);
+    if (dp) {  // the overlap: buckets of 64 KiB (several per step for these models), started early or not
+      for (const bool overlap : {true, false})
+        f.add(n.name + ", " + how + ", 64 KiB buckets, overlap " + (overlap ? "on" : "off") + ": step ms",
+              step_ms(n.model, n.sample, n.data, n.batch, threads, true, overlap, small_bucket, steps));
     }
   }
 }

@@ -97,7 +97,7 @@ struct CompileOptions {
   bool data_parallel = false;
   // The gradient all-reduce runs in buckets of at least this many bytes (the last one may be
   // smaller), in the order the backward computes the gradients (pass gradient_buckets).
-  int64_t gradient_bucket_bytes = int64_t{1} << 20;
+  int64_t gradient_bucket_bytes = int64_t{256} << 10;
   // Each bucket is started on the group's communication thread as soon as its gradients exist
   // and waited for only where the optimizer first reads one, so it overlaps the rest of the
   // backward; false waits for each bucket right after starting it.

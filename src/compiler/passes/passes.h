@@ -44,7 +44,7 @@ struct PassContext {
   // convolutions being less efficient than the caches gained).
   int64_t chunk_bytes = int64_t{256} << 20;
   std::string layout_target = "auto";  // CompileOptions::layout_target (the layout pass's report)
-  int64_t gradient_bucket_bytes = int64_t{1} << 20;  // CompileOptions::gradient_bucket_bytes
+  int64_t gradient_bucket_bytes = int64_t{256} << 10;  // CompileOptions::gradient_bucket_bytes
   bool gradient_overlap = true;                      // CompileOptions::gradient_overlap
 };
 PassContext pass_context(const CompileOptions& options);
