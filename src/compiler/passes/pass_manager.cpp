@@ -6,6 +6,7 @@
 #include "compiler/passes/passes.h"
 #include "compiler/compile_profile.h"
 #include "compiler/shape_inference.h"
+#include "compiler/target_options.h"
 #include "ingot/error.h"
 #include "runtime/atomic_file.h"
 
@@ -20,6 +21,7 @@ PassContext pass_context(const CompileOptions& options) {
   ctx.inference = options.inference;
   ctx.mixed_precision = options.mixed_precision;
   ctx.layout_target = options.layout_target;
+  ctx.chunk_bytes = batch_chunk_bytes(options, ctx.chunk_bytes);  // hints: throughput, optimize_for memory
   return ctx;
 }
 
