@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +31,23 @@ inline CpuBackend::CpuOptions cpu_options() {
   CpuBackend::CpuOptions o;
   o.cache_dir = suite_cache_dir();
   return o;
+}
+
+// Writes `source` to `path` and builds it with the backend's flags (`vectorize`:
+// CpuOptions::vectorize) plus the compiler's vectorization report (GCC -fopt-info-vec-optimized,
+// clang -Rpass=loop-vectorize); returns the report, whose lines name `path`'s loops.
+inline std::string vectorization_report(const std::string& source, const std::string& path, bool vectorize = true) {
+  std::ofstream(path) << source;
+  const cpu::Toolchain tc = cpu::find_toolchain("");
+  const bool clang = tc.version.find("clang") != std::string::npos;
+  const std::vector<std::string> argv = cpu::build_command(
+      tc, cpu::compile_flags({clang ? "-Rpass=loop-vectorize" : "-fopt-info-vec-optimized"}, vectorize), path,
+      path + ".so");
+  const std::string report_path = path + ".report.txt";
+  const std::string cmd = cpu::join_command(argv) + " > " + report_path + " 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream rf(report_path);
+  return std::string((std::istreambuf_iterator<char>(rf)), std::istreambuf_iterator<char>());
 }
 
 using PlanFn = std::function<FusionPlan(const Graph&)>;

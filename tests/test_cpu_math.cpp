@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "backends/cpu/toolchain.h"
+#include "cpu_test_util.h"
 #include "compiler/shape_inference.h"
 #include "ingot/ingot.h"
 #include "ir/op_registry.h"
@@ -305,18 +306,7 @@ int expect_every_kernel_vectorizes(const Graph& g) {
   ingot::testing::TempDir dir("ingot-cpu-math-vec");
   CpuBackend::CpuOptions o = cpu_options(dir.path);
   const std::string src = CpuBackend(o).lower(g, {})->source();
-  const std::string path = dir.path + "/math.cpp";
-  std::ofstream(path) << src;
-  const cpu::Toolchain tc = cpu::find_toolchain("");
-  const bool clang = tc.version.find("clang") != std::string::npos;
-  std::vector<std::string> argv = cpu::build_command(
-      tc, cpu::compile_flags({clang ? "-Rpass=loop-vectorize" : "-fopt-info-vec-optimized"}), path,
-      dir.path + "/math.so");
-  const std::string report_path = dir.path + "/report.txt";
-  const std::string cmd = cpu::join_command(argv) + " > " + report_path + " 2>&1";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  std::ifstream rf(report_path);
-  const std::string report((std::istreambuf_iterator<char>(rf)), std::istreambuf_iterator<char>());
+  const std::string report = cpu_test::vectorization_report(src, dir.path + "/math.cpp");
   // Line numbers the report gives as vectorized loops (GCC names a loop by its body's first line).
   std::set<int> vectorized_lines;
   std::istringstream report_lines(report);

@@ -26,8 +26,8 @@ TEST(OptimizationControls, MaxMemoryWithSymbolicShapesIsAnErrorSayingHowToBoundI
                "Option 'max_memory_gb' (1 GiB) cannot be checked for the model: its memory plan has no size "
                "(symbolic");
   expect_error([&] { compile(ExampleMLP(), ReferenceBackend(), o); },
-               "give every symbolic dimension a size in `shapes` (or set static_shapes) to bound it, or set "
-               "max_memory_gb to 0");
+               "give every symbolic dimension a size in `shapes` (or set static_shapes) to bound it, bound the "
+               "batch with hints input_batch_size_range, or set max_memory_gb to 0");
   o.max_memory_gb = 0;  // no limit: symbolic shapes compile as before
   EXPECT_NO_THROW(compile(ExampleMLP(), ReferenceBackend(), o));
   o.max_memory_gb = 1;

@@ -7,8 +7,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ingot/graph.h"
@@ -102,6 +104,24 @@ struct CompileOptions {
   // and waited for only where the optimizer first reads one, so it overlaps the rest of the
   // backward; false waits for each bucket right after starting it.
   bool gradient_overlap = true;
+  // Hints and targets (src/compiler/target_options.h says what each decides; README "Compile
+  // options"). Strings for CompileOptions::set: hints "input_batch_size_range=1:32,
+  // inference_priority=latency"; cpu_options "num_threads=4,vectorize=false".
+  struct Hints {
+    // Dim 0 of every run-time input (its batch) lies in [first, second], 1 <= first <= second:
+    // checked at compile (static sizes) and on every evaluate; first == second fixes the batch at
+    // compile time (static shapes); first < second plans memory for a batch of `second`.
+    std::optional<std::pair<int64_t, int64_t>> input_batch_size_range;
+    std::string inference_priority;  // "" (not given) | latency | throughput
+  };
+  Hints hints = Hints();  // (= Hints(): GCC 12 warns maybe-uninitialized after `{}` otherwise)
+  std::string target_hardware = "cpu";  // what ingot can compile for here: cpu only
+  struct CpuTuning {
+    int num_threads = 0;    // OpenMP threads per call of the CPU backend's executable; 0: not set
+    bool vectorize = true;  // false: the generated loops are built without SIMD
+  };
+  CpuTuning cpu_options;
+  std::string optimize_for = "default";  // default | latency | throughput | memory | size
 
   // Sets an option from its name and a string value (CLI, Python). Unknown names and
   // unparsable values are errors that name the option and list what is valid.

@@ -30,7 +30,15 @@ class CpuBackend final : public Backend {
     // Default: $INGOT_CXX, $CXX, then c++, g++, clang++ found on PATH at run time.
     std::string compiler;
     std::vector<std::string> extra_flags;  // appended to the compile command (part of the key)
-    int num_threads = 0;                   // > 0: OpenMP threads per parallel loop
+    // > 0: OpenMP threads per call: every parallel loop of the generated code, the prelude's and
+    // oneDNN's (the entry point sets it for the call). The compile option cpu_options.num_threads
+    // overrides it; without either, the hints' priority may choose (compiler/target_options.h).
+    int num_threads = 0;
+    // false: the generated loops without SIMD (no `omp simd`, -fno-tree-vectorize); BLAS and
+    // oneDNN keep theirs. Compile option cpu_options.vectorize = false turns it off too.
+    bool vectorize = true;
+    // -Os instead of -O3: a smaller library (compile option optimize_for = "size").
+    bool optimize_size = false;
     // float32 3x3 stride-1 convolutions may run oneDNN's Winograd kernels (F(2x2, 3x3), AVX-512
     // machines, activations in 16-channel blocks) where it has one for the shape: 2.25x fewer multiplies in those convs, ResNet-18
     // 13% faster here, at a rounding error a few times a direct conv's (still ~1e-6 relative on

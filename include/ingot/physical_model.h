@@ -96,9 +96,9 @@ class PhysicalModel {
 
   const Graph& graph() const { return graph_; }
   // The memory plan compile made (option memory_planning): planned_peak_bytes, lower_bound_bytes,
-  // unplanned_bytes, per-tensor offsets. Not planned (planned == false, with a reason) for symbolic
-  // shapes. Include "compiler/memory_plan.h" for the type. Backends consume it; the reference
-  // backend allocates per kernel and does not execute out of the arena.
+  // unplanned_bytes, per-tensor offsets. Not planned (planned == false, with a reason) for symbolic shapes
+  // unless hints input_batch_size_range bounds the batch (then planned at its top: MemoryPlan::assumption).
+  // Include "compiler/memory_plan.h". Backends consume it; the reference backend allocates per kernel, no arena.
   const MemoryPlan& memory_plan() const;
   void set_memory_plan(MemoryPlan plan);
   std::string summary() const;

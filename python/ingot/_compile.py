@@ -177,6 +177,10 @@ def compile(target: Any = None, backend: Any = None, **options: Any) -> Any:  # 
     ([(name, after, fn)] with fn(graph_dict) -> graph_dict or None), dump_after_each_pass,
     layout_target, memory_planning, max_memory_gb, mixed_precision, gradient_checkpointing, checkpoint_segments,
     data_parallel, gradient_bucket_bytes, gradient_overlap (training steps: see ml.compile_train_step);
+    hints ({"input_batch_size_range": (lo, hi), "inference_priority": "latency" | "throughput"}),
+    target_hardware ("cpu"), cpu_options ({"num_threads": n, "vectorize": bool}: CpuBackend only),
+    optimize_for ("default" | "latency" | "throughput" | "memory" | "size"); README "Compile options"
+    says which decision each makes;
     visualize=True with viz_options={"format": "svg" | "png" | "dot", "show_shapes",
     "show_types", "show_memory", "output_path"} (the optimized graph drawn by Graphviz's ``dot``;
     "dot" writes the DOT text without it); save_intermediates=True with intermediate_dir and

@@ -438,7 +438,7 @@ class CpuBackend(Backend):
         """
         cache: use the disk cache; cache_dir: default $INGOT_CACHE_DIR, $XDG_CACHE_HOME/ingot or ~/.cache/ingot;
         compiler: default $INGOT_CXX, $CXX, c++/g++/clang++; extra_flags: appended to the build command;
-        num_threads: OpenMP threads per parallel loop (0: OpenMP's default); winograd: 3x3 stride-1 float32
+        num_threads: OpenMP threads per call (0: OpenMP's default; compile's cpu_options overrides it); winograd: 3x3 stride-1 float32
         convs may use oneDNN's Winograd kernels where it has them (AVX-512): faster, a few times the rounding error;
         blas: products in oneDNN's sgemm and OpenBLAS (else in plain loops, as without a BLAS library).
         """

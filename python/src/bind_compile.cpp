@@ -148,6 +148,28 @@ std::string option_string(nb::handle v) {
   return py_str(v);
 }
 
+// A dict option (optimizations, hints, cpu_options) in CompileOptions::set's string form:
+// {"cse": False} -> "cse=false", {"input_batch_size_range": (1, 32)} -> "input_batch_size_range=1:32".
+// A string is taken as that form already.
+std::string dict_option_string(const std::string& name, nb::handle v) {
+  if (nb::isinstance<nb::str>(v)) return nb::cast<std::string>(v);
+  INGOT_CHECK(nb::isinstance<nb::dict>(v), "Option '", name, "': expected a dict, got ",
+              nb::cast<std::string>(nb::str(v.type().attr("__name__"))));
+  std::string spec;
+  for (auto [key, value] : nb::cast<nb::dict>(v)) {
+    std::string text;
+    if (nb::isinstance<nb::tuple>(value) || nb::isinstance<nb::list>(value)) {
+      for (nb::handle x : value) text += (text.empty() ? "" : ":") + option_string(x);
+      INGOT_CHECK(nb::len(value) == 2, "Option '", name, "': '", py_str(key), "' must be a (lo, hi) pair, got ",
+                  nb::len(value), " items");
+    } else {
+      text = option_string(value);
+    }
+    spec += (spec.empty() ? "" : ",") + py_str(key) + "=" + text;
+  }
+  return spec;
+}
+
 }  // namespace
 
 // Every CompileOptions field by name; plain values go through CompileOptions::set, which rejects
@@ -172,11 +194,8 @@ CompileOptions to_options(const nb::dict& kwargs) {
       o.trainable_keys = to_strings(v, name);
     } else if (name == "discard_keys") {
       o.discard_keys = to_strings(v, name);
-    } else if (name == "optimizations" && nb::isinstance<nb::dict>(v)) {
-      std::string spec;
-      for (auto [pk, pv] : nb::cast<nb::dict>(v))
-        spec += (spec.empty() ? "" : ",") + nb::cast<std::string>(pk) + "=" + option_string(pv);
-      o.set(name, spec);
+    } else if (name == "optimizations" || name == "hints" || name == "cpu_options") {
+      o.set(name, dict_option_string(name, v));
     } else if (name == "custom_passes") {
       for (nb::handle item : v) o.custom_passes.push_back(to_custom_pass(item));
     } else if (name == "code_transformers") {
@@ -230,7 +249,7 @@ void bind_compile(nb::module_& m) {
           nb::arg("num_threads") = 0, nb::arg("winograd") = false, nb::arg("blas") = true,
           "cache: use the disk cache; cache_dir: default $INGOT_CACHE_DIR, $XDG_CACHE_HOME/ingot or ~/.cache/ingot;\n"
           "compiler: default $INGOT_CXX, $CXX, c++/g++/clang++; extra_flags: appended to the build command;\n"
-          "num_threads: OpenMP threads per parallel loop (0: OpenMP's default); winograd: 3x3 stride-1 float32\n"
+          "num_threads: OpenMP threads per call (0: OpenMP's default; compile's cpu_options overrides it); winograd: 3x3 stride-1 float32\n"
           "convs may use oneDNN's Winograd kernels where it has them (AVX-512): faster, a few times the rounding error;\n"
           "blas: products in oneDNN's sgemm and OpenBLAS (else in plain loops, as without a BLAS library).")
       .def_prop_ro("cache", [](const CpuBackend& b) { return b.options().cache; })

@@ -28,6 +28,7 @@ std::string MemoryPlan::str() const {
   os << strategy << ": planned peak " << human_bytes(planned_peak_bytes) << ", lower bound "
      << human_bytes(lower_bound_bytes) << ", unplanned " << human_bytes(unplanned_bytes) << ", "
      << tensors.size() << " tensors, " << inplace_count << " in place";
+  if (!assumption.empty()) os << " (" << assumption << ")";
   return os.str();
 }
 

@@ -38,6 +38,9 @@ struct MemoryPlan {
   bool planned = false;
   std::string strategy = "none";  // greedy | none
   std::string reason;             // why not planned
+  // What a plan of symbolic shapes assumed ("at batch 32, the top of hints input_batch_size_range");
+  // "" for static shapes.
+  std::string assumption;
   int64_t planned_peak_bytes = 0;  // arena size
   int64_t lower_bound_bytes = 0;   // max bytes simultaneously live (an in-place pair counts once)
   int64_t unplanned_bytes = 0;     // sum of all intermediate tensors (no reuse at all)

@@ -16,6 +16,7 @@
 #include "compiler/memory_plan.h"
 #include "compiler/passes/passes.h"
 #include "compiler/shape_inference.h"
+#include "compiler/target_options.h"
 #include "ingot/compile.h"
 #include "ingot/error.h"
 #include "runtime/atomic_file.h"
@@ -25,12 +26,6 @@ namespace ingot {
 // ---------------------------------------------------------------- options
 
 namespace {
-bool parse_bool(const std::string& name, const std::string& v) {
-  if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
-  if (v == "0" || v == "false" || v == "off" || v == "no") return false;
-  INGOT_FAIL("Option '", name, "': expected true or false, got '", v, "'");
-}
-
 bool is_pass(const std::string& name) {
   const std::vector<std::string> names = pass_names();
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -48,15 +43,6 @@ void check_pass_names(const std::map<std::string, bool>& optimizations) {
   for (const auto& [name, on] : optimizations)
     INGOT_CHECK(is_pass(name), "Option 'optimizations': unknown pass '", name, "' (valid passes: ", pass_list(), ")");
 }
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  std::istringstream is(s);
-  while (std::getline(is, cur, sep))
-    if (!cur.empty()) out.push_back(cur);
-  return out;
-}
 }  // namespace
 
 std::vector<std::string> CompileOptions::option_names() {
@@ -64,7 +50,8 @@ std::vector<std::string> CompileOptions::option_names() {
           "static_shapes", "inference", "dynamic_control_flow", "jit", "file_path", "dump_graph", "dump_format", "verbose", "profile", "profile_output", "trace_shapes",
           "optimization_level", "optimizations", "custom_passes", "code_transformers", "dump_after_each_pass",
           "layout_target", "memory_planning", "max_memory_gb", "mixed_precision", "gradient_checkpointing",
-          "checkpoint_segments", "data_parallel", "gradient_bucket_bytes", "gradient_overlap"};
+          "checkpoint_segments", "data_parallel", "gradient_bucket_bytes", "gradient_overlap",
+          "hints", "target_hardware", "cpu_options", "optimize_for"};
 }
 
 void CompileOptions::set(const std::string& name, const std::string& value) {
@@ -79,14 +66,14 @@ void CompileOptions::set(const std::string& name, const std::string& value) {
   else if (name == "file_path") file_path = value;
   else if (name == "dump_graph") dump_graph = value;
   else if (name == "dump_format") { parse_dump_format(value); dump_format = value; }
-  else if (name == "data_keys") data_keys = split(value, ',');
-  else if (name == "trainable_keys") trainable_keys = split(value, ',');
-  else if (name == "discard_keys") discard_keys = split(value, ',');
+  else if (name == "data_keys") data_keys = split_list(value, ',');
+  else if (name == "trainable_keys") trainable_keys = split_list(value, ',');
+  else if (name == "discard_keys") discard_keys = split_list(value, ',');
   else if (name == "optimization_level") { optimization_level_index(value); optimization_level = value; }
   else if (name == "optimizations") {
     // "cse=off,fusion=on" (a bare name means on)
     std::map<std::string, bool> m;
-    for (const std::string& item : split(value, ',')) {
+    for (const std::string& item : split_list(value, ',')) {
       size_t eq = item.find('=');
       std::string pass = item.substr(0, eq);
       m[pass] = eq == std::string::npos ? true : parse_bool("optimizations['" + pass + "']", item.substr(eq + 1));
@@ -144,7 +131,9 @@ void CompileOptions::set(const std::string& name, const std::string& value) {
     probe.validate();
     max_memory_gb = x;
   }
-  else {
+  else if (set_target_option(*this, name, value)) {
+    // hints, target_hardware, cpu_options, optimize_for (compiler/target_options.h)
+  } else {
     std::string valid;
     for (const auto& n : option_names()) valid += (valid.empty() ? "" : ", ") + n;
     INGOT_FAIL("Unknown compile option '", name, "' (valid options: ", valid,
@@ -183,6 +172,7 @@ void CompileOptions::validate() const {
   INGOT_CHECK(gradient_bucket_bytes >= 0, "Option 'gradient_bucket_bytes': must be >= 0, got ", gradient_bucket_bytes);
   INGOT_CHECK(mixed_precision == "none" || mixed_precision == "bfloat16" || mixed_precision == "float16",
               "Option 'mixed_precision': unknown type '", mixed_precision, "' (valid: none, bfloat16, float16)");
+  validate_target_options(*this);
   // Combinations that would otherwise silently do nothing.
   const auto mp = optimizations.find("mixed_precision");
   INGOT_CHECK(mp == optimizations.end() || !mp->second || mixed_precision != "none",
@@ -202,8 +192,8 @@ void check_memory_limit(const MemoryPlan& plan, const CompileOptions& options, c
   // nothing (a symbolic batch can be any size).
   INGOT_CHECK(plan.planned, "Option 'max_memory_gb' (", options.max_memory_gb, " GiB) cannot be checked for the ",
               graph, ": its memory plan has no size (", plan.reason,
-              "); give every symbolic dimension a size in `shapes` (or set static_shapes) to bound it, or set "
-              "max_memory_gb to 0");
+              "); give every symbolic dimension a size in `shapes` (or set static_shapes) to bound it, bound the "
+              "batch with hints input_batch_size_range, or set max_memory_gb to 0");
   const double limit = options.max_memory_gb * 1024.0 * 1024.0 * 1024.0;
   const int64_t need = options.memory_planning == "none" ? plan.unplanned_bytes : plan.planned_peak_bytes;
   INGOT_CHECK(static_cast<double>(need) <= limit, "Memory plan exceeds max_memory_gb: the planned peak is ",
@@ -276,6 +266,7 @@ Graph inferred_half(const Model& model, const CompileOptions& options, StageLog&
     for (const std::string& line : report.trace) std::cerr << "[ingot] shape: " << line << "\n";
     log.note("fixpoint after " + std::to_string(report.iterations) + " sweeps");
     for (auto& a : report.assumptions) log.note(a);
+    if (std::string batch = apply_batch_range(g, resolved.constraints, options); !batch.empty()) log.note(batch);
     for (const Value& v : g.values())
       if (v.producer < 0 || g.find_output(v.name)) log.note("'" + v.name + "': " + to_string(v.shape));
     if (options.static_shapes)
@@ -368,7 +359,7 @@ JointGraph build_joint_graph(const Graph& forward, const std::vector<std::string
       return 0;
     });
   std::optional<Graph> plain;  // the same joint graph without checkpointing, for the memory report
-  if (options.gradient_checkpointing)
+  if (checkpointing_enabled(options))  // the option, or optimize_for = "memory"
     log.run("gradient checkpointing", [&] {
       plain = g;
       joint.checkpoint = apply_gradient_checkpointing(g, forward_nodes, options.checkpoint_segments);
@@ -378,13 +369,13 @@ JointGraph build_joint_graph(const Graph& forward, const std::vector<std::string
     });
   optimize_stage(g, options, log);
   log.run("memory planning", [&] {
-    joint.memory_plan = std::make_shared<const MemoryPlan>(plan_memory(g, options.memory_planning));
+    joint.memory_plan = std::make_shared<const MemoryPlan>(plan_memory_for(g, options));
     log.note(joint.memory_plan->str());
     check_memory_limit(*joint.memory_plan, options, "forward + backward graph");
     if (plain) {
       StageLog quiet(false);
       optimize_stage(*plain, options, quiet);
-      joint.plain_memory_plan = std::make_shared<const MemoryPlan>(plan_memory(*plain, options.memory_planning));
+      joint.plain_memory_plan = std::make_shared<const MemoryPlan>(plan_memory_for(*plain, options));
       if (joint.memory_plan->planned && joint.plain_memory_plan->planned)
         log.note("gradient checkpointing: planned peak " + human_bytes(joint.memory_plan->planned_peak_bytes) + ", " +
                  human_bytes(joint.plain_memory_plan->planned_peak_bytes) + " without (saves " +
@@ -426,6 +417,7 @@ PhysicalModel compile(const Model& model, const Backend& backend, const CompileO
 
 PhysicalModel compile_inferred(Graph inferred, const Backend& backend, const CompileOptions& options) {
   CompileProfileSession profile(options.profile, options.profile_output);  // unless compile() opened one
+  check_target_backend(options, backend.name());
   StageLog log(options.verbose);
   Graph unoptimized;
   if (!options.inference) unoptimized = inferred;
@@ -435,7 +427,7 @@ PhysicalModel compile_inferred(Graph inferred, const Backend& backend, const Com
   Graph g = std::move(inferred);
   optimize_stage(g, options, log);
   MemoryPlan plan = log.run("memory planning", [&] {
-    MemoryPlan p = plan_memory(g, options.memory_planning);
+    MemoryPlan p = plan_memory_for(g, options);
     log.note(p.str());
     check_memory_limit(p, options, "model");
     return p;

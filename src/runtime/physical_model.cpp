@@ -9,6 +9,7 @@
 
 #include "compiler/gradient_pipeline.h"
 #include "compiler/memory_plan.h"
+#include "compiler/target_options.h"
 #include "core/random.h"
 #include "ingot/compile.h"
 #include "ingot/error.h"
@@ -175,6 +176,7 @@ void PhysicalModel::check_arguments(const TensorMap& params, const TensorMap& in
     auto it = from.find(v.name);
     INGOT_CHECK(it != from.end(), "Missing ", v.kind == ValueKind::Parameter ? "parameter" : "input",
                 " '", v.name, "' (", dtype_name(v.dtype), to_string(v.shape), ")");
+    if (options_ && v.kind == ValueKind::Input && it->second.defined()) check_batch_range(*options_, v.name, it->second.shape());
     check_tensor(v, it->second, bound);
   }
 }

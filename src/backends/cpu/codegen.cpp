@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "backends/cpu/abi.h"
+#include "backends/cpu/toolchain.h"
 #include "backends/cpu/codegen_control.h"
 #include "backends/cpu/codegen_conv.h"
 #include "backends/cpu/codegen_movement.h"
@@ -227,7 +228,7 @@ class Generator {
         << out_.fallback_nodes.size() << ".\n";
     if (opt_.blas) src << "#define INGOT_HAVE_BLAS 1\n";
     src << prelude(opt_.blas) << "\n// ---- kernels ----\n" << kernels_.str() << "\n" << entry.str();
-    out_.source = src.str();
+    out_.source = opt_.vectorize ? src.str() : strip_simd_pragmas(src.str());
     return std::move(out_);
   }
 
@@ -1423,10 +1424,18 @@ class Generator {
 
   void emit_entry(std::ostream& e) {
     e << "\n// ---- entry ----\nextern \"C\" int ingot_abi_version() { return " << kAbiVersion << "; }\n\n";
+    if (opt_.num_threads > 0)
+      e << "extern \"C\" int omp_get_max_threads();\nextern \"C\" void omp_set_num_threads(int);\n"
+           "// The call's OpenMP thread count (CpuOptions::num_threads, compile option cpu_options), the\n"
+           "// caller's restored after it.\n"
+           "struct ig_threads_per_call {\n  int before;\n"
+           "  explicit ig_threads_per_call(int n) : before(omp_get_max_threads()) { omp_set_num_threads(n); }\n"
+           "  ~ig_threads_per_call() { omp_set_num_threads(before); }\n};\n\n";
     e << "extern \"C\" int ingot_entry(const void* const* inputs, void* const* outputs, const int64_t* dims,\n"
          "                           const ingot_host* host, char* error, size_t error_size) {\n"
-         "  const ig_ctx ctx{dims, host, error, error_size};\n"
-         "  try {\n    return ig_run(inputs, outputs, &ctx);\n  } catch (...) {\n"
+         "  const ig_ctx ctx{dims, host, error, error_size};\n";
+    if (opt_.num_threads > 0) e << "  const ig_threads_per_call threads(" << opt_.num_threads << ");\n";
+    e << "  try {\n    return ig_run(inputs, outputs, &ctx);\n  } catch (...) {\n"
          "    return ig_fail(&ctx, \"exception in generated code\");\n  }\n}\n";
   }
 

@@ -20,7 +20,10 @@ struct CodegenOptions {
   bool blas = false;    // call cblas_?gemm (else loops)
   bool dnnl = false;    // float32 conv2d through the host's oneDNN primitives (else im2col + gemm)
   bool inplace = true;  // elementwise kernels may write over an input that dies there
-  int num_threads = 0;  // > 0: num_threads(n) on every parallel loop
+  // > 0: num_threads(n) on every parallel loop, and the entry point runs the call on n OpenMP
+  // threads (the prelude's loops and oneDNN's included), restoring the caller's count after.
+  int num_threads = 0;
+  bool vectorize = true;  // false: every `#pragma omp simd` left out (toolchain.h's strip_simd_pragmas)
   // The layout target of control-flow subgraphs (cpu_layouts); the graph's own plan is given.
   Layout layout = Layout::Nchw;
 };

@@ -25,6 +25,7 @@
 #include "compiler/memory_plan.h"
 #include "compiler/passes/passes.h"
 #include "compiler/shape_inference.h"
+#include "compiler/target_options.h"
 #include "ingot/error.h"
 #include "ingot/profile.h"
 #include "ir/op_registry.h"
@@ -535,8 +536,17 @@ int CpuBackend::compile_count() { return cpu::compiler_invocations().load(); }
 std::unique_ptr<Executable> CpuBackend::lower(const Graph& graph, const CompileOptions& options) const {
   const std::optional<Graph> widened = cpu::widen_half_dense(graph);  // mixed precision's dense ops
   const Graph& g = widened ? *widened : graph;
-  return cpu::lower_with_plan(g, fusion_plan_for(g, options), options_, options.verbose, options.memory_planning,
-                              requested_layout(options), options.file_path, options.code_transformers);
+  return cpu::lower_with_plan(g, fusion_plan_for(g, options), cpu::tuned_options(options_, options), options.verbose,
+                              options.memory_planning, requested_layout(options), options.file_path,
+                              options.code_transformers);
+}
+
+CpuBackend::CpuOptions cpu::tuned_options(const CpuBackend::CpuOptions& options, const CompileOptions& compile) {
+  CpuBackend::CpuOptions o = options;
+  o.num_threads = threads_per_call(compile, options.num_threads);
+  o.vectorize = options.vectorize && compile.cpu_options.vectorize;
+  o.optimize_size = options.optimize_size || compile.optimize_for == "size";
+  return o;
 }
 
 cpu::PreparedCode cpu::prepare_code(const Graph& graph, const FusionPlan& plan, const CpuBackend::CpuOptions& options,
@@ -549,6 +559,7 @@ cpu::PreparedCode cpu::prepare_code(const Graph& graph, const FusionPlan& plan, 
   co.dnnl = cpu::dnnl_available();
   co.inplace = memory_planning != "none";
   co.num_threads = options.num_threads;
+  co.vectorize = options.vectorize;
   co.layout = layout;
   return {tc, cpu::generate_cpp(graph, plan, cpu::cpu_layouts(graph, co.dnnl, layout), co)};
 }
@@ -577,7 +588,7 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
   }
   cpu::BuildRequest req;
   req.source = code.source;
-  req.flags = cpu::compile_flags(options_.extra_flags);
+  req.flags = cpu::compile_flags(options_.extra_flags, options_.vectorize, options_.optimize_size);
   req.toolchain = tc;
   req.cache = options_.cache;
   req.cache_dir = cache_dir;
@@ -586,6 +597,10 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
     std::cerr << "[cpu] compiler: " << tc.compiler << " (" << tc.version << ")"
               << (tc.openblas.empty() ? ", no BLAS (gemm in loops)" : ", BLAS: " + tc.openblas)
               << (cpu::dnnl_available() ? ", oneDNN kernels: " + cpu::dnnl_cpu_isa() : ", no oneDNN") << "\n"
+              << "[cpu] threads per call: "
+              << (options_.num_threads > 0 ? std::to_string(options_.num_threads) : std::string("OpenMP's default"))
+              << ", vectorize " << (options_.vectorize ? "on" : "off") << ", " << (options_.optimize_size ? "-Os" : "-O3")
+              << "\n"
               << "[cpu] fusion plan:\n" << plan.str(graph) << "[cpu] " << code.native_nodes.size()
               << " nodes native in " << code.kernels << " kernels, " << code.fallback_nodes.size()
               << " on reference kernels:";

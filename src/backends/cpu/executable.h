@@ -25,6 +25,10 @@ struct PreparedCode {
 PreparedCode prepare_code(const Graph& graph, const FusionPlan& plan, const CpuBackend::CpuOptions& options,
                           const std::string& memory_planning, Layout layout, const std::string& cache_dir);
 
+// The backend's options as a compile's hints and targets tune them (compiler/target_options.h):
+// num_threads (threads per call), vectorize and optimize_size.
+CpuBackend::CpuOptions tuned_options(const CpuBackend::CpuOptions& options, const CompileOptions& compile);
+
 // CpuOptions::cache_dir, else default_cache_dir().
 inline std::string cache_dir_of(const CpuBackend::CpuOptions& options) {
   return options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;

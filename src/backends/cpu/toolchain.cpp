@@ -205,17 +205,31 @@ Toolchain find_toolchain(const std::string& requested, const std::string& memo_d
              "or use ReferenceBackend() instead.");
 }
 
-std::vector<std::string> compile_flags(const std::vector<std::string>& extra) {
+std::vector<std::string> compile_flags(const std::vector<std::string>& extra, bool vectorize, bool optimize_size) {
   // -fno-trapping-math: without it GCC will not if-convert the float selects (clamps, special
   // cases) of the prelude's vector math, and every exp/erf/tanh loop stays scalar. Generated code
   // never reads the floating-point exception flags, so nothing observable changes.
   // -ffp-contract=off: every IR op rounds its result as the reference does; a product contracted
   // into the next op's add kept an overflow from becoming inf (the prelude's own multiply-adds are
   // explicit IG_FMA).
-  std::vector<std::string> f = {"-O3", "-march=native", "-ffp-contract=off", "-fno-trapping-math",
+  std::vector<std::string> f = {optimize_size ? "-Os" : "-O3", "-march=native", "-ffp-contract=off", "-fno-trapping-math",
                                 "-fopenmp", "-shared", "-fPIC", "-std=c++17"};
+  // GCC and clang both take these (clang as aliases of -fno-vectorize / -fno-slp-vectorize).
+  if (!vectorize) f.insert(f.end(), {"-fno-tree-vectorize", "-fno-tree-slp-vectorize"});
   f.insert(f.end(), extra.begin(), extra.end());
   return f;
+}
+
+std::string strip_simd_pragmas(const std::string& source) {
+  std::istringstream in(source);
+  std::string out, line;
+  while (std::getline(in, line)) {
+    const size_t at = line.find_first_not_of(' ');
+    if (at != std::string::npos && line.compare(at, 16, "#pragma omp simd") == 0)
+      line = line.substr(0, at) + "// vectorize off: " + line.substr(at + 1);
+    out += line + "\n";
+  }
+  return out;
 }
 
 std::vector<std::string> build_command(const Toolchain& tc, const std::vector<std::string>& flags,

@@ -23,7 +23,13 @@ struct Toolchain {
 Toolchain find_toolchain(const std::string& requested, const std::string& memo_dir = "");
 
 // -O3 -march=native -ffp-contract=off -fno-trapping-math -fopenmp -shared -fPIC -std=c++17, then `extra`.
-std::vector<std::string> compile_flags(const std::vector<std::string>& extra);
+// `vectorize` false adds -fno-tree-vectorize -fno-tree-slp-vectorize; `optimize_size` puts -Os for -O3.
+std::vector<std::string> compile_flags(const std::vector<std::string>& extra, bool vectorize = true,
+                                       bool optimize_size = false);
+
+// `source` with each `#pragma omp simd` line made a comment saying so: with vectorize off the
+// loops stay sequential, and compile_flags' -fno-tree-vectorize leaves every other loop scalar.
+std::string strip_simd_pragmas(const std::string& source);
 
 // The full command line that builds `source_path` into `library_path`.
 std::vector<std::string> build_command(const Toolchain& tc, const std::vector<std::string>& flags,

@@ -15,7 +15,9 @@
 // that depends on the region through a node outside it is not in it (chunks run back to back).
 // The pass applies only in inference, with a static batch shared by the data inputs, when one
 // sample's largest live set (a node's batched operands and output) times N exceeds twice
-// PassContext::chunk_bytes; c is the largest divisor of N whose live set fits chunk_bytes.
+// PassContext::chunk_bytes; c is the largest divisor of N whose live set fits chunk_bytes. The
+// compile options choose chunk_bytes (compiler/target_options.h): 256 MiB, 64 MiB with the
+// throughput priority, 16 MiB with optimize_for = "memory".
 #include <algorithm>
 #include <set>
 

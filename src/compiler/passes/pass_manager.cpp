@@ -6,6 +6,7 @@
 #include "compiler/passes/passes.h"
 #include "compiler/compile_profile.h"
 #include "compiler/shape_inference.h"
+#include "compiler/target_options.h"
 #include "ingot/error.h"
 #include "runtime/atomic_file.h"
 
@@ -22,6 +23,7 @@ PassContext pass_context(const CompileOptions& options) {
   ctx.layout_target = options.layout_target;
   ctx.gradient_bucket_bytes = options.gradient_bucket_bytes;
   ctx.gradient_overlap = options.gradient_overlap;
+  ctx.chunk_bytes = batch_chunk_bytes(options, ctx.chunk_bytes);  // hints: throughput, optimize_for memory
   return ctx;
 }
 
