@@ -172,6 +172,8 @@ CompileOptions to_options(const nb::dict& kwargs) {
       o.trainable_keys = to_strings(v, name);
     } else if (name == "discard_keys") {
       o.discard_keys = to_strings(v, name);
+    } else if (name == "outputs") {
+      o.outputs = to_strings(v, name);
     } else if (name == "optimizations" && nb::isinstance<nb::dict>(v)) {
       std::string spec;
       for (auto [pk, pv] : nb::cast<nb::dict>(v))
