@@ -128,6 +128,8 @@ Model while_model(std::optional<int64_t> max_iterations = std::nullopt) {
   m |= While("step < max_steps", BlockCall{cell("state", "new_state"), {}},
              {{"state", "initial_state"}, {"step", 0.0}}, {{"state", "new_state"}, {"step", "step + 1"}},
              {{"final_state", "state"}, {"steps", "step"}}, max_iterations);
+  m.expose(m.connection("final_state"), "");  // both results are outputs
+  m.expose(m.connection("steps"), "");
   return m;
 }
 
@@ -213,6 +215,8 @@ Model rnn_scan(bool reverse) {
   s.reverse = reverse;
   Model m;
   m |= Scan(BlockCall{body, {}}, s);
+  m.expose(m.connection("hs"), "");  // both results are outputs
+  m.expose(m.connection("last"), "");
   return m;
 }
 
@@ -269,6 +273,7 @@ TEST(ControlBlocks, SavedAndLoadedBlocksComputeTheSame) {
   m |= rnn_scan(true)({{"xs", "xs"}, {"h0", "final_state"}, {"hs", "hs"}, {"last", "last"}});
   m |= If("last_flag", Identity()({{"input", "hs"}, {"output", "out"}}),
           Model::primitive("neg", {"input"}, {"output"})({{"input", "hs"}, {"output", "out"}}));
+  m.expose(m.connection("out"), "");
   const Model loaded = Model::from_json(m.to_json());
   EXPECT_EQ(loaded.to_json(), m.to_json());
   EXPECT_EQ(loaded.input_keys(), m.input_keys());
@@ -298,7 +303,7 @@ TEST(ControlBlocks, RecurrentZooBlocksMatchTheArrayFunctions) {
     ro.bidirectional = true;
     ro.batch_first = true;
     Model m;
-    m |= (kind == "lstm" ? LSTM(ro) : kind == "gru" ? GRU(ro) : RNN(ro))({{"input", "x"}, {"output", "y"},
+    m |= (kind == "lstm" ? LSTM(ro) : kind == "gru" ? GRU(ro) : RNN(ro))({{"input", "x"}, {"output", IOKey("y").expose()},
                                                                           {"h_n", IOKey("h_n").expose()}});
     CompileOptions o;
     o.shapes = {{"x", {N, T, I}}};

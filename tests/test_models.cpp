@@ -88,8 +88,8 @@ TEST(Model, PipeEqualsLinksOnlyWhatTheCallNames) {
 TEST(Model, TerminalsLinkedToOneNameShareAWire) {
   // Both Linears read "x" and share the weight "w": tied weights, one parameter.
   Model m;
-  m |= Linear(4)({{"input", "x"}, {"weight", "w"}, {"output", "y1"}});
-  m |= Linear(4)({{"input", "x"}, {"weight", "w"}, {"output", "y2"}});
+  m |= Linear(4)({{"input", "x"}, {"weight", "w"}, {"output", IOKey("y1").expose()}});
+  m |= Linear(4)({{"input", "x"}, {"weight", "w"}, {"output", IOKey("y2").expose()}});
   EXPECT_EQ(m.output_keys(), (Names{"y1", "y2"}));
   PhysicalModel pm = compile_ref(m, with_shapes({{"x", {2, 3}}}));
   EXPECT_EQ(pm.input_names(), (Names{"x"}));
@@ -174,6 +174,56 @@ TEST(Model, ExposedWiresAreOutputs) {
   EXPECT_EQ(n.output_keys(), (Names{"output"}));
 }
 
+// The seed's example: a Linear writes to "unused", which nothing reads and nobody exposed. As a
+// block the model still has it as an output terminal; compiled, it is eliminated with its
+// parameters, unless CompileOptions::outputs asks for it.
+TEST(Model, UnexposedDanglingWiresAreEliminated) {
+  Model m;
+  m |= Linear(3)({{"input", "x"}, {"output", "unused"}});
+  m |= Linear(4)({{"input", "x"}, {"output", "y"}});
+  EXPECT_EQ(m.output_keys(), (Names{"unused", "y"}));  // terminals when nested in another model
+
+  CompileOptions o = with_shapes({{"x", {2, 5}}});
+  o.verbose = true;
+  ::testing::internal::CaptureStderr();
+  PhysicalModel pm = compile_ref(m, o);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(pm.output_names(), (Names{"y"}));
+  EXPECT_EQ(pm.parameter_names(), (Names{"linear_1.weight", "linear_1.bias"}));
+  EXPECT_TRUE(Contains(log, "output 'unused' not exposed: eliminated (ask for it with outputs=[...])")) << log;
+  TensorMap params = pm.randomize_params(1);
+  EXPECT_EQ(params.count("linear_0.weight"), 0u);
+  const Tensor x = random_tensor({2, 5}, 2);
+  TensorMap out = pm.evaluate(params, {{"x", x}});
+  expect_values(out.at("y"), affine(x, params.at("linear_1.weight"), params.at("linear_1.bias")));
+
+  // Asked for by name (an internal wire too), it is an output again and needs its parameters.
+  CompileOptions keep = with_shapes({{"x", {2, 5}}});
+  keep.set("outputs", "unused,linear_1.weight");
+  PhysicalModel all = compile_ref(m, keep);
+  EXPECT_EQ(all.output_names(), (Names{"unused", "linear_1.weight", "y"}));  // in wire order
+  EXPECT_EQ(all.parameter_names(), (Names{"linear_0.weight", "linear_0.bias", "linear_1.weight", "linear_1.bias"}));
+
+  // Exposing a wire makes the exposed wires the outputs: the canonical output is one only when exposed.
+  Model e;
+  e |= Linear(3)({{"input", "x"}, {"output", IOKey("unused").expose()}});
+  e |= Linear(4)({{"input", "x"}, {"output", "y"}});
+  EXPECT_EQ(compile_ref(e, with_shapes({{"x", {2, 5}}})).output_names(), (Names{"unused"}));
+}
+
+TEST(ModelErrors, UnknownExtraOutputListsTheWires) {
+  Model m;
+  m |= Linear(3)({{"input", "x"}, {"output", "y"}});
+  CompileOptions o = with_shapes({{"x", {2, 5}}});
+  o.outputs = {"nope"};
+  const std::string msg = error_of([&] { compile_ref(m, o); });
+  EXPECT_TRUE(Contains(msg, "outputs: 'nope' is not a wire of the model (wires: x, linear_0.weight, linear_0.bias, y"))
+      << msg;
+  CompileOptions parsed;
+  parsed.set("outputs", "a,b");
+  EXPECT_EQ(parsed.outputs, (Names{"a", "b"}));
+}
+
 TEST(Model, FunctionalExpressionsMatchHandComputation) {
   Model m;
   Connection x = m.input("x", ShapeTemplate{2, 3});
@@ -251,6 +301,7 @@ TEST(Model, IOKeyShapeDtypeValueAndExpose) {
                   {"bias", IOKey("b").value(Tensor::from_vector<double>({10, 20}, {2}))},
                   {"output", IOKey("y").expose()}});
   m += Relu();
+  m.expose(m.cout(), "");  // with "y" exposed, the canonical output is an output only when exposed too
   CompileOptions o;
   o.shapes = {{"x", {4, nullptr}}};
   o.types = {{"linear_0.weight", DType::Float64}};

@@ -709,7 +709,7 @@ TEST(Zoo, CrossEntropyWithOneHotTargets) {
 TEST(Zoo, LossOnTopOfANetwork) {
   Model m;
   m += Linear(3)({{"input", "x"}, {"output", IOKey("logits").expose()}});
-  m |= CrossEntropyLoss()({{"input", "logits"}, {"target", "labels"}, {"output", "loss"}});
+  m |= CrossEntropyLoss()({{"input", "logits"}, {"target", "labels"}, {"output", IOKey("loss").expose()}});
   CompileOptions o;
   o.shapes = {{"x", {"N", 5}}};
   PhysicalModel pm = compile(m, ReferenceBackend(), o);

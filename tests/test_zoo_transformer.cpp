@@ -249,7 +249,7 @@ TEST(ZooTransformer, CpuBackendMatchesTheReferenceOnOutputsAndGradients) {
   m += TransformerEncoderLayer(bert);
   m += TransformerEncoderLayer(llama)({{"mask", "mask"}});
   m += Linear(1)({{"output", IOKey("y").expose()}});
-  m |= MSELoss()({{"input", "y"}, {"target", "target"}, {"output", "loss"}});
+  m |= MSELoss()({{"input", "y"}, {"target", "target"}, {"output", IOKey("loss").expose()}});
   CompileOptions o;
   o.shapes = {{"input", {"N", S, E}}, {"mask", {S, S}}, {"target", {"N", S, 1}}};
   const PhysicalModel ref = compile(m, ReferenceBackend(), o), cpu = compile(m, CpuBackend(), o);

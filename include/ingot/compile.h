@@ -43,6 +43,11 @@ struct CompileOptions {
   std::vector<std::string> data_keys;
   std::vector<std::string> trainable_keys;
   std::vector<std::string> discard_keys;
+  // The compiled model's outputs are the wires the model exposes (IOKey(...).expose(),
+  // Model::expose), or its canonical output when it exposes none; other wires nothing reads are
+  // eliminated with what only they need (`verbose` lists them). These wires (top-level names, or
+  // "<instance path>.<name>" inside blocks: "mlp.linear_0.output") are outputs too.
+  std::vector<std::string> outputs;
 
   bool static_shapes = false;  // every dimension must be known at compile time
   bool inference = false;      // inference graph: Dropout off, BatchNorm uses running stats

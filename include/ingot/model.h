@@ -7,8 +7,10 @@
 //
 // A model holds *wires*. Every block terminal is linked to one wire of the model it was added
 // to; linking two terminals to the same name shares the wire. A wire no block produces is an
-// input of the model (data or parameter); a named wire that a block produces and no block reads
-// is an output, as is any wire exposed explicitly and the canonical output at the top level.
+// input of the model (data or parameter). A nested model's outputs (its output terminals) are
+// the wires it exposes, its canonical output and its named wires no block reads. Compiled, a
+// model's outputs are the wires it exposes, or its canonical output when it exposes none; other
+// wires nothing reads are eliminated (CompileOptions::outputs keeps any wire as an extra output).
 // A model is itself a block: add it to another model and its inputs and outputs are terminals.
 //
 // Functional composition: arithmetic on Connections adds the matching primitive blocks.

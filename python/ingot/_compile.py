@@ -172,7 +172,8 @@ def compile(target: Any = None, backend: Any = None, **options: Any) -> Any:  # 
     **Models**: ``ml.compile(model, backend, **options)`` returns a PhysicalModel. Every option
     of the C++ ``CompileOptions`` is a keyword: shapes ({name: [None, 3, 'N']}: None is unknown,
     strings are symbols), types, constant_keys, data_keys, trainable_keys, discard_keys,
-    static_shapes, inference, jit, file_path, dump_graph, dump_format, verbose,
+    outputs (wire names kept as extra outputs: the compiled outputs are the exposed wires, or the
+    last block's output when none is exposed; other dangling wires are eliminated), static_shapes, inference, jit, file_path, dump_graph, dump_format, verbose,
     optimization_level, optimizations ({pass: bool} or 'cse=off,layout'), custom_passes
     ([(name, after, fn)] with fn(graph_dict) -> graph_dict or None), dump_after_each_pass,
     layout_target, memory_planning, max_memory_gb, mixed_precision, gradient_checkpointing, checkpoint_segments,

@@ -194,6 +194,8 @@ CompileOptions to_options(const nb::dict& kwargs) {
       o.trainable_keys = to_strings(v, name);
     } else if (name == "discard_keys") {
       o.discard_keys = to_strings(v, name);
+    } else if (name == "outputs") {
+      o.outputs = to_strings(v, name);
     } else if (name == "optimizations" || name == "hints" || name == "cpu_options") {
       o.set(name, dict_option_string(name, v));
     } else if (name == "custom_passes") {

@@ -99,6 +99,31 @@ def test_add_returns_connections():
     assert "y" in m.output_keys() and "x" in m.input_keys()
 
 
+def test_an_unexposed_dangling_wire_is_dead_code(capfd, rng):
+    # The seed's example: a Linear writes to "unused", nothing reads it and nobody exposed it.
+    m = ml.Model()
+    m |= ml.Linear(dimension=3)(input="x", output="unused")
+    m |= ml.Linear(dimension=4)(input="x", output="y")
+    pm = ml.compile(m, ml.ReferenceBackend(), shapes={"x": [2, 5]}, verbose=True)
+    assert "output 'unused' not exposed: eliminated (ask for it with outputs=[...])" in capfd.readouterr().err
+    assert pm.output_names() == ["y"]
+    assert pm.parameter_names() == ["linear_1.weight", "linear_1.bias"]
+    params = pm.randomize_params()
+    assert set(params) == {"linear_1.weight", "linear_1.bias"}
+    x = rng.normal(size=(2, 5)).astype(np.float32)
+    out = pm.evaluate(params, {"x": x})
+    np.testing.assert_allclose(out["y"], x @ params["linear_1.weight"] + params["linear_1.bias"], rtol=1e-5)
+
+    kept = ml.compile(m, ml.ReferenceBackend(), shapes={"x": [2, 5]}, outputs=["unused"])
+    assert kept.output_names() == ["unused", "y"]
+    assert set(kept.parameter_names()) == {"linear_0.weight", "linear_0.bias", "linear_1.weight", "linear_1.bias"}
+
+    with pytest.raises(ml.IngotError, match=r"outputs: 'nope' is not a wire of the model \(wires: x, "):
+        ml.compile(m, ml.ReferenceBackend(), shapes={"x": [2, 5]}, outputs=["nope"])
+    with pytest.raises(ml.IngotError, match="expected a list of names"):
+        ml.compile(m, ml.ReferenceBackend(), shapes={"x": [2, 5]}, outputs="unused")
+
+
 def test_every_compile_option_is_a_keyword(tmp_path, rng):
     m = ml.Model()
     m += ml.Linear(dimension=3)
@@ -107,7 +132,7 @@ def test_every_compile_option_is_a_keyword(tmp_path, rng):
     dump = tmp_path / "graph.json"
     options = dict(
         shapes={"input": [2, 4]}, types={"input": "float32"}, constant_keys={"linear_0.bias": np.zeros(3, np.float32)},
-        data_keys=["input"], trainable_keys=["linear_0.weight"], discard_keys=[], static_shapes=True, inference=True,
+        data_keys=["input"], trainable_keys=["linear_0.weight"], discard_keys=[], outputs=["output"], static_shapes=True, inference=True,
         dynamic_control_flow=False,
         jit=False, file_path=tmp_path / "plan.txt", dump_graph=dump, dump_format="json", verbose=False,
         optimization_level="high", optimizations={"cse": False, "dce": True},

@@ -120,8 +120,8 @@ def test_a_scan_rnn(framework, reverse):
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_a_scan_over_zero_steps(framework):
     shapes = {"xs": [0, 2, 3], "h0": [2, 5]}
-    ref = ml.compile(rnn_scan(), ml.ReferenceBackend(), shapes=shapes)
-    pm = compile_for(framework, rnn_scan(), shapes=shapes)
+    ref = ml.compile(rnn_scan(), ml.ReferenceBackend(), shapes=shapes, outputs=["hs", "last"])
+    pm = compile_for(framework, rnn_scan(), shapes=shapes, outputs=["hs", "last"])
     params = ref.randomize_params(seed=3)
     got, want = pm.evaluate(params, scan_inputs(steps=0)), ref.evaluate(params, scan_inputs(steps=0))
     assert np.asarray(got["hs"]).shape == (0, 2, 5)

@@ -81,21 +81,66 @@ void flatten_into(const ModelImpl& m, const std::string& path, std::vector<int>&
 
 }  // namespace
 
-FlatModel flatten(const Model& model) {
+namespace {
+
+// The model's wires and primitive nodes, no wire marked an output yet; `map`: each top-level
+// wire's flat wire.
+FlatModel flatten_wires(const Model& model, std::vector<int>& map) {
   const ModelImpl& m = model.impl();
   INGOT_CHECK(!m.primitive(), "compile needs a composite Model; wrap primitive '", m.op,
               "' with `Model m; m |= block;`");
   INGOT_CHECK(!m.blocks.empty(), "Model has no blocks to compile");
   FlatModel out;
-  std::vector<int> map(m.wires.size(), -1);
+  map.assign(m.wires.size(), -1);
   flatten_into(m, "", map, out);
-  for (int w : m.output_wires()) out.wires[map[w]].output = true;
   std::map<std::string, int> seen;
   for (size_t i = 0; i < out.wires.size(); ++i) {
     auto [it, fresh] = seen.emplace(out.wires[i].name, static_cast<int>(i));
     INGOT_CHECK(fresh, "Terminal name '", out.wires[i].name,
                 "' is used by two different wires; rename one of them");
   }
+  return out;
+}
+
+std::string names_of(const FlatModel& flat, bool inputs_only) {
+  std::string s;
+  for (const FlatWire& w : flat.wires)
+    if (w.top_level && (!inputs_only || w.producer < 0)) s += (s.empty() ? "" : ", ") + w.name;
+  return s;
+}
+
+int find_wire(const FlatModel& flat, const std::string& name) {
+  for (size_t i = 0; i < flat.wires.size(); ++i)
+    if (flat.wires[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+}  // namespace
+
+FlatModel flatten(const Model& model) {
+  std::vector<int> map;
+  FlatModel out = flatten_wires(model, map);
+  for (int w : model.impl().output_wires()) out.wires[map[w]].output = true;
+  return out;
+}
+
+FlatModel flatten_for_compile(const Model& model, const std::vector<std::string>& extra_outputs) {
+  const ModelImpl& m = model.impl();
+  std::vector<int> map;
+  FlatModel out = flatten_wires(model, map);
+  for (int w : m.compiled_output_wires()) out.wires[map[w]].output = true;
+  for (const std::string& name : extra_outputs) {
+    const int w = find_wire(out, name);
+    INGOT_CHECK(w >= 0, "outputs: '", name, "' is not a wire of the model (wires: ", names_of(out, false),
+                "; a wire inside a block is named by its path, e.g. 'linear_0.output')");
+    out.wires[static_cast<size_t>(w)].output = true;
+  }
+  // What a block would make outputs (named wires nothing reads, the canonical output) but the
+  // compiled model does not: dead-code elimination removes them and whatever only they need.
+  for (int w : m.output_wires())
+    if (!out.wires[map[w]].output)
+      out.notes.push_back("output '" + out.wires[map[w]].name +
+                          "' not exposed: eliminated (ask for it with outputs=[...])");
   return out;
 }
 
@@ -112,19 +157,6 @@ struct KeySets {
                 set, "; a key belongs to one key set");
   }
 };
-
-std::string names_of(const FlatModel& flat, bool inputs_only) {
-  std::string s;
-  for (const FlatWire& w : flat.wires)
-    if (w.top_level && (!inputs_only || w.producer < 0)) s += (s.empty() ? "" : ", ") + w.name;
-  return s;
-}
-
-int find_wire(const FlatModel& flat, const std::string& name) {
-  for (size_t i = 0; i < flat.wires.size(); ++i)
-    if (flat.wires[i].name == name) return static_cast<int>(i);
-  return -1;
-}
 
 // Kahn's algorithm over wires; a leftover node is on a cycle, which is reported by its blocks.
 std::vector<int> topological_order(const FlatModel& flat) {

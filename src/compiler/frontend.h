@@ -41,9 +41,17 @@ struct FlatNode {
 struct FlatModel {
   std::vector<FlatWire> wires;
   std::vector<FlatNode> nodes;
+  std::vector<std::string> notes;  // what flattening decided, for `verbose`
 };
 
+// A model flattened as a block (a control-flow body): its outputs are its output terminals
+// (ModelImpl::output_wires: exposed wires, the canonical output, named wires nothing reads).
 FlatModel flatten(const Model& model);
+// A model flattened for compile: its outputs are the exposed wires, or the canonical output when
+// none is exposed (ModelImpl::compiled_output_wires), plus `extra_outputs` (CompileOptions::outputs:
+// wire names, "<instance path>.<name>" inside blocks; an unknown name is an error). Dangling wires
+// that are not outputs are left to dead-code elimination and listed in `notes`.
+FlatModel flatten_for_compile(const Model& model, const std::vector<std::string>& extra_outputs);
 
 struct ResolvedModel {
   Graph graph;

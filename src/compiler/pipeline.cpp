@@ -47,7 +47,7 @@ void check_pass_names(const std::map<std::string, bool>& optimizations) {
 
 std::vector<std::string> CompileOptions::option_names() {
   return {"shapes", "types", "constant_keys", "data_keys", "trainable_keys", "discard_keys",
-          "static_shapes", "inference", "dynamic_control_flow", "jit", "file_path", "dump_graph", "dump_format", "verbose", "profile", "profile_output", "trace_shapes",
+          "outputs", "static_shapes", "inference", "dynamic_control_flow", "jit", "file_path", "dump_graph", "dump_format", "verbose", "profile", "profile_output", "trace_shapes",
           "optimization_level", "optimizations", "custom_passes", "code_transformers", "dump_after_each_pass",
           "layout_target", "memory_planning", "max_memory_gb", "mixed_precision", "gradient_checkpointing",
           "checkpoint_segments", "data_parallel", "gradient_bucket_bytes", "gradient_overlap",
@@ -69,6 +69,7 @@ void CompileOptions::set(const std::string& name, const std::string& value) {
   else if (name == "data_keys") data_keys = split_list(value, ',');
   else if (name == "trainable_keys") trainable_keys = split_list(value, ',');
   else if (name == "discard_keys") discard_keys = split_list(value, ',');
+  else if (name == "outputs") outputs = split_list(value, ',');
   else if (name == "optimization_level") { optimization_level_index(value); optimization_level = value; }
   else if (name == "optimizations") {
     // "cse=off,fusion=on" (a bare name means on)
@@ -244,9 +245,10 @@ void write_text(const std::string& path, const std::string& text) {
 Graph inferred_half(const Model& model, const CompileOptions& options, StageLog& log) {
   options.validate();
   FlatModel flat = log.run("flatten", [&] {
-    FlatModel f = flatten(model);
+    FlatModel f = flatten_for_compile(model, options.outputs);
     log.note(std::to_string(f.nodes.size()) + " primitive blocks over " +
              std::to_string(f.wires.size()) + " wires");
+    for (const std::string& n : f.notes) log.note(n);
     return f;
   });
   ResolvedModel resolved = log.run("resolve terminals", [&] {

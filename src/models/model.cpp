@@ -129,6 +129,15 @@ std::vector<int> ModelImpl::output_wires() const {
   return out;
 }
 
+std::vector<int> ModelImpl::compiled_output_wires() const {
+  std::vector<int> out;
+  std::vector<int> producer = producer_of_wire();
+  for (size_t w = 0; w < wires.size(); ++w)
+    if (producer[w] >= 0 && wires[w].exposed) out.push_back(static_cast<int>(w));
+  if (out.empty() && cout >= 0 && producer[static_cast<size_t>(cout)] >= 0) out.push_back(cout);
+  return out;
+}
+
 int ModelImpl::find_wire(const std::string& terminal) const {
   for (size_t w = 0; w < wires.size(); ++w)
     if (terminal_name(static_cast<int>(w)) == terminal) return static_cast<int>(w);

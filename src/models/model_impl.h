@@ -118,7 +118,12 @@ struct ModelImpl {
   std::vector<bool> consumed_wires() const;
   std::string terminal_name(int wire) const;  // cin -> "input", cout -> "output" when unnamed
   std::vector<int> input_wires() const;
+  // A block's output terminals: wires a block produces that are exposed, the canonical output,
+  // or named and read by no block. How a nested model's terminals are found.
   std::vector<int> output_wires() const;
+  // What compiling this model (at the top level) makes outputs: the exposed wires a block
+  // produces, or the canonical output when none is exposed. Other dangling wires are eliminated.
+  std::vector<int> compiled_output_wires() const;
   int find_wire(const std::string& terminal) const;  // -1 if none
   int new_wire(std::string name = "", std::string auto_name = "");
   // The wire a link names (created when needed), with the key's settings applied to it.

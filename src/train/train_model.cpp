@@ -117,7 +117,8 @@ Model TrainModel::logical_model() const {
   };
   for (const Loss& l : losses_) attach(l.block, l.connections, l.name);
   for (const Metric& mt : metrics_) attach(mt.block, mt.connections, mt.name);
-  m.set_cout(output);  // the model's own output stays an output
+  m.set_cout(output);
+  m.expose(output, "");  // the model's own output stays an output beside the exposed losses
   return m;
 }
 
