@@ -170,6 +170,10 @@ void register_op_without_gradient() {
     OpDef def = get_op("relu");
     def.name = "test_no_gradient_rule";
     def.vjp = nullptr;
+    // Not relu's elementwise forms: their C++ definition (ig_relu) would be pasted a second time
+    // into every program the CPU backend generates later in this process.
+    def.elementwise = std::nullopt;
+    def.fusion = FusionClass::Opaque;
     register_op(def);
     return true;
   }();
