@@ -1210,7 +1210,10 @@ class Generator {
     for (size_t i = 0; i < args.size(); ++i) k << ", const float* x" << i;
     k << ", float* y) {\n" << dnnl_conv_kernel_body(n, epi, out_.dnnl_convs.size(), layout(x), layout(y)) << "}\n\n";
     kernels_ << k.str();
-    out_.dnnl_convs.push_back({n.id, layout(x), layout(y), epi.post_ops});
+    std::vector<std::optional<std::vector<int32_t>>> finite;
+    for (ValueId v : args) finite.push_back(finite_when(g_, v, conv_results_));
+    conv_results_[y] = static_cast<int32_t>(out_.dnnl_convs.size());
+    out_.dnnl_convs.push_back({n.id, layout(x), layout(y), epi.post_ops, std::move(finite)});
     call << "  if (" << name << "(ctx";
     for (ValueId v : args) call << ", " << ptr(v);
     call << ", " << ptr(y) << ") != 0) return 1;\n";
@@ -1455,6 +1458,7 @@ class Generator {
   std::vector<bool> inplace_seg_;  // per segment: some store overwrites a read
   std::vector<std::string> step_kernels_;  // kernels emitted for the current segment
   std::map<size_t, ConvEpilogue> conv_epilogue_;  // per oneDNN conv2d segment: its post-ops
+  std::map<ValueId, int32_t> conv_results_;       // values oneDNN convs write: their dnnl_convs index
 
   std::ostringstream kernels_;
 };

@@ -6,6 +6,7 @@
 // kernel for that node.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ struct DnnlConvCall {
   NodeId node = -1;
   Layout src_layout = Layout::Nchw, dst_layout = Layout::Nchw;  // of x's and y's buffers
   std::vector<ConvPostOp> post_ops;         // the folded epilogue (codegen_conv.h)
+  // Per input, in the kernel's order (x, w, b when present, then each post-op operand): the
+  // earlier convs (indexes into dnnl_convs) whose finite results in the same call make it finite
+  // (none for a finite constant), or nullopt: unknown (codegen_conv.h finite_when).
+  std::vector<std::optional<std::vector<int32_t>>> finite_when;
 };
 
 // A conv2d_input_grad / conv2d_weight_grad the generated code hands to the host's oneDNN

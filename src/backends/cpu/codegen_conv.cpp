@@ -5,8 +5,11 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
+
+#include "backends/cpu/conv_post_ops.h"
 
 namespace ingot::cpu {
 namespace {
@@ -240,6 +243,39 @@ std::string dnnl_conv_kernel_body(const Node& conv, const ConvEpilogue& e, size_
     k << "};\n  return ctx->host->conv2d_args(ctx->host->ctx, " << index << ", args, y, ctx->error, ctx->error_size);\n";
   }
   return k.str();
+}
+
+std::optional<std::vector<int32_t>> finite_when(const Graph& g, ValueId v, const std::map<ValueId, int32_t>& conv_results) {
+  if (const auto it = conv_results.find(v); it != conv_results.end()) return std::vector<int32_t>{it->second};
+  const Value& value = g.value(v);
+  if (value.kind == ValueKind::Constant) {
+    const Tensor& c = value.constant;
+    if (!c.defined() || c.dtype() != DType::Float32) return std::nullopt;
+    const Tensor dense = c.contiguous();
+    if (has_non_finite(dense.data<float>(), dense.numel())) return std::nullopt;
+    return std::vector<int32_t>{};
+  }
+  if (value.producer < 0) return std::nullopt;
+  const Node& n = g.node(value.producer);
+  // Each of these outputs only copies, selects or takes the maximum of its inputs' elements (or
+  // zero): finite inputs give a finite output. max_pool2d writes -inf for a window of padding
+  // alone, which needs an input without rows or columns.
+  static const std::set<std::string> selecting = {"relu", "reshape", "slice", "concat", "max_pool2d"};
+  if (!selecting.contains(n.op) || n.outputs.size() != 1) return std::nullopt;
+  if (n.op == "max_pool2d") {
+    const SymShape& x = g.value(n.inputs[0]).shape;
+    if (x.size() != 4 || !x[2].known() || !x[3].known() || x[2].value < 1 || x[3].value < 1) return std::nullopt;
+  }
+  std::vector<int32_t> all;
+  const size_t data_inputs = n.op == "concat" ? n.inputs.size() : 1;  // slice / reshape: the rest are shapes
+  for (size_t i = 0; i < data_inputs; ++i) {
+    const std::optional<std::vector<int32_t>> each = finite_when(g, n.inputs[i], conv_results);
+    if (!each) return std::nullopt;
+    all.insert(all.end(), each->begin(), each->end());
+  }
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  return all;
 }
 
 }  // namespace ingot::cpu

@@ -20,6 +20,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,5 +50,12 @@ bool dnnl_runs_fast(const Graph& g, const Node& conv, const ConvEpilogue& e, Lay
 // `index` (GeneratedCode::dnnl_convs) through ingot_host::conv2d, or conv2d_args when post-ops
 // take operands.
 std::string dnnl_conv_kernel_body(const Node& conv, const ConvEpilogue& e, size_t index, Layout src, Layout dst);
+
+// Which earlier oneDNN convolutions prove value `v` free of NaN and inf in a call, so the host
+// need not scan it (DnnlConvCall::finite_when): `v` is the result of one of them (its index in
+// `conv_results`, filled in schedule order), or max pooling (over an input with rows and
+// columns), relu, a reshape, a slice or a concat of such values; a finite constant needs none.
+// nullopt when the code generator cannot tell (a graph input, any other op's result).
+std::optional<std::vector<int32_t>> finite_when(const Graph& g, ValueId v, const std::map<ValueId, int32_t>& conv_results);
 
 }  // namespace ingot::cpu

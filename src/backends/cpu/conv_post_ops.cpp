@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numbers>
 
 #include "runtime/parallel.h"
@@ -26,7 +27,23 @@ bool post_ops_need_finite_inputs(const std::vector<ConvPostOp>& ops) {
   return false;
 }
 
+bool post_ops_keep_finite(const std::vector<ConvPostOp>& ops) {
+  using K = ConvPostOp::Kind;
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  for (const ConvPostOp& op : ops) {
+    if (op.kind == K::Exp || op.kind == K::Log || op.kind == K::Sqrt || op.kind == K::Div) return false;
+    // Coefficients are constants of the graph: alpha * y + inf is not finite, nor is
+    // min(hi, max(lo, y)) with lo = +inf or hi = -inf.
+    if (op.kind == K::Linear && !(std::isfinite(op.alpha) && std::isfinite(op.beta))) return false;
+    if (op.kind == K::Clip && (op.alpha == inf || op.beta == -inf || op.alpha != op.alpha || op.beta != op.beta))
+      return false;
+  }
+  return true;
+}
+
 namespace {
+std::atomic<int64_t> scans{0};
+
 // Whether p[begin, end) holds an inf or a NaN: an all-ones exponent, so the magnitude's bits
 // compare above the largest finite float's. A signed 32-bit compare and an OR vectorize with
 // SSE2 alone (an unsigned max or a float compare chain would not).
@@ -41,7 +58,10 @@ bool non_finite_in(const float* p, int64_t begin, int64_t end) {
 }
 }  // namespace
 
+int64_t non_finite_scans() { return scans.load(std::memory_order_relaxed); }
+
 bool has_non_finite(const float* p, int64_t n) {
+  scans.fetch_add(1, std::memory_order_relaxed);
   // Blocks across the pool's threads (inline when called from inside a parallel region): the
   // scan is a read at memory speed beside a convolution that runs on every thread.
   constexpr int64_t kBlock = 1 << 14;

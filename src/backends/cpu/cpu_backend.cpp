@@ -75,6 +75,9 @@ struct HostCall {
   const Binding* binding;
   int64_t step_start_ns = 0;  // profiling: when the running step began
   cpu::WeightCache conv_weights;  // weights reordered for oneDNN during this call
+  // Per GeneratedCode::dnnl_convs entry: its result in this call holds no NaN or inf (it ran on
+  // finite inputs with post-ops that keep them finite), so readers need not scan it.
+  std::vector<unsigned char> conv_finite;
 };
 
 class CpuExecutable final : public Executable {
@@ -209,6 +212,7 @@ class CpuExecutable final : public Executable {
     f->exe = this;
     f->call.exe = this;
     f->call.binding = &b;
+    f->call.conv_finite.assign(code_.dnnl_convs.size(), 0);
     f->arena = take_arena(static_cast<size_t>(b.frame_bytes));
     f->spares.resize(b.subgraphs.size());
     f->subgraphs.reserve(b.subgraphs.size());
@@ -308,11 +312,23 @@ class CpuExecutable final : public Executable {
   static int run_conv_args(void* ctx, int32_t conv, const void* const* args, void* y, char* error, size_t error_size) {
     HostCall& call = *static_cast<HostCall*>(ctx);
     try {
-      const NodeId node = call.exe->code_.dnnl_convs.at(static_cast<size_t>(conv)).node;
-      call.binding->convs.at(static_cast<size_t>(conv))
-          ->run(static_cast<const float*>(args[0]), static_cast<const float*>(args[1]),
-                static_cast<const float*>(args[2]), args + 3, static_cast<float*>(y), &call.conv_weights,
-                call.exe->graph_.node(node).inputs[1], &call.binding->kept_weights);
+      const cpu::DnnlConvCall& c = call.exe->code_.dnnl_convs.at(static_cast<size_t>(conv));
+      // The inputs that the convs which made them prove finite (conv_post_ops.h), in
+      // finite_when's order: x, w, b when present, the operands (oneDNN takes at most 32 post-ops).
+      bool known_finite[40] = {};
+      INGOT_CHECK(c.finite_when.size() <= std::size(known_finite), "CpuBackend: conv2d with ", c.finite_when.size(),
+                  " inputs and post-op operands, more than ", std::size(known_finite));
+      for (size_t i = 0; i < c.finite_when.size(); ++i) {
+        known_finite[i] = c.finite_when[i].has_value();
+        for (int32_t producer : c.finite_when[i].value_or(std::vector<int32_t>{}))
+          known_finite[i] = known_finite[i] && call.conv_finite[static_cast<size_t>(producer)] != 0;
+      }
+      const bool finite = call.binding->convs.at(static_cast<size_t>(conv))
+                              ->run(static_cast<const float*>(args[0]), static_cast<const float*>(args[1]),
+                                    static_cast<const float*>(args[2]), args + 3, static_cast<float*>(y),
+                                    &call.conv_weights, call.exe->graph_.node(c.node).inputs[1],
+                                    &call.binding->kept_weights, known_finite);
+      call.conv_finite[static_cast<size_t>(conv)] = finite ? 1 : 0;
       return 0;
     } catch (const std::exception& e) {
       std::snprintf(error, error_size, "%s", e.what());

@@ -274,6 +274,7 @@ struct DnnlConv::Impl {
   // The exact path (conv_post_ops.h): whether the post-ops need finite inputs, and the same
   // convolution without them, made on the first call whose inputs hold a NaN or an inf.
   bool needs_finite_inputs = false;
+  bool keeps_finite = false;  // post_ops_keep_finite
   mutable std::once_flag exact_once;
   mutable std::optional<dnnl::convolution_forward> exact;
   mutable memory::desc exact_scratch_md;
@@ -323,6 +324,7 @@ DnnlConv::DnnlConv(const ConvSpec& s) : impl_(std::make_unique<Impl>()) {
   m.algorithm = c->algorithm;
   m.binary_operands = c->binary_operands;
   m.needs_finite_inputs = post_ops_need_finite_inputs(s.post_ops);
+  m.keeps_finite = post_ops_keep_finite(s.post_ops);
   INGOT_CHECK(layout_of(m.dst_md).has_value(), "CpuBackend: oneDNN chose an unknown output layout for conv2d");
 }
 
@@ -389,19 +391,23 @@ void DnnlConv::keep_weights(const float* w, WeightCache* kept, int64_t weights_v
   }
 }
 
-void DnnlConv::run(const float* x, const float* w, const float* b, const void* const* operands, float* y,
-                   WeightCache* weights, int64_t weights_value, const WeightCache* kept) const {
+bool DnnlConv::run(const float* x, const float* w, const float* b, const void* const* operands, float* y,
+                   WeightCache* weights, int64_t weights_value, const WeightCache* kept, const bool* known_finite) const {
   const Impl& m = *impl_;
   const ConvSpec& s = m.spec;
-  if (m.empty_output) return;
+  if (m.empty_output) return true;
   if (m.no_input) {  // an empty sum: the bias everywhere
     const int64_t pixels = s.oh * s.ow;
     for (int64_t img = 0; img < s.n; ++img)
       for (int64_t c = 0; c < s.cout; ++c)
         for (int64_t p = 0; p < pixels; ++p)
           y[activation_offset(s.dst_layout, s.cout, pixels, img, c, p)] = b != nullptr ? b[c] : 0.0f;
-    return;
+    return false;
   }
+  // known_finite's slots: x, w, b when present, then the operands.
+  auto known = [&](size_t slot) { return known_finite != nullptr && known_finite[slot]; };
+  const size_t first_operand = s.has_bias ? 3 : 2;
+  bool finite_result = false;
   try {
     const dnnl::engine& eng = cpu_engine();
     dnnl::stream st(eng);
@@ -446,17 +452,32 @@ void DnnlConv::run(const float* x, const float* w, const float* b, const void* c
                         : memory(md, eng, const_cast<void*>(operands[i])));
     }
     // oneDNN's post-ops may turn a NaN into a number (conv_post_ops.h): with a non-finite input,
-    // the convolution runs alone and the post-ops run here.
-    bool exact = false;
-    if (m.needs_finite_inputs) {
-      exact = has_non_finite(x, s.n * s.cin * s.h * s.w) || (s.has_bias && has_non_finite(b, s.cout)) ||
-              (weights_non_finite ? *weights_non_finite : has_non_finite(w, weight_count(s)));
-      for (size_t i = 0; i < m.binary_operands.size() && !exact; ++i)
-        exact = has_non_finite(static_cast<const float*>(operands[i]),
-                               s.post_ops[static_cast<size_t>(m.binary_operands[i].first)].per_channel
-                                   ? s.cout
-                                   : s.n * s.cout * s.oh * s.ow);
-    }
+    // the convolution runs alone and the post-ops run here. Each input is known finite, or
+    // scanned when the post-ops need to know, or left unknown (then so is the result).
+    enum class Finite { Yes, No, Unknown };
+    auto finite = [&](bool is_known, const std::optional<bool>& non_finite_seen, const float* p, int64_t n) {
+      if (is_known) return Finite::Yes;
+      if (non_finite_seen) return *non_finite_seen ? Finite::No : Finite::Yes;
+      if (!m.needs_finite_inputs) return Finite::Unknown;
+      return has_non_finite(p, n) ? Finite::No : Finite::Yes;
+    };
+    Finite all = finite(known(0), std::nullopt, x, s.n * s.cin * s.h * s.w);
+    auto meet = [&](auto next) {
+      if (all != Finite::No) {
+        const Finite f = next();
+        all = f == Finite::No ? Finite::No : (f == Finite::Unknown ? Finite::Unknown : all);
+      }
+    };
+    meet([&] { return finite(known(1), weights_non_finite, w, weight_count(s)); });
+    if (s.has_bias) meet([&] { return finite(known(2), std::nullopt, b, s.cout); });
+    for (size_t i = 0; i < m.binary_operands.size(); ++i)
+      meet([&] {
+        const bool per_channel = s.post_ops[static_cast<size_t>(m.binary_operands[i].first)].per_channel;
+        return finite(known(first_operand + i), std::nullopt, static_cast<const float*>(operands[i]),
+                      per_channel ? s.cout : s.n * s.cout * s.oh * s.ow);
+      });
+    const bool exact = m.needs_finite_inputs && all == Finite::No;
+    finite_result = all == Finite::Yes && m.keeps_finite;
     if (!exact) {
       m.prim.execute(st, args);
     } else {
@@ -476,6 +497,7 @@ void DnnlConv::run(const float* x, const float* w, const float* b, const void* c
     }
     if (!(m.dst_user == m.dst_md)) dnnl::reorder(dst_m, dst_u).execute(st, dst_m, dst_u);
     st.wait();
+    return finite_result;
   } catch (const dnnl::error& e) {
     INGOT_FAIL("CpuBackend: oneDNN conv2d failed: ", e.what());
   }
@@ -499,8 +521,8 @@ DnnlConv::~DnnlConv() = default;
 const std::string& DnnlConv::implementation() const { return impl_->name; }
 std::string DnnlConv::layouts() const { return "none"; }
 bool dnnl_conv_is_fast(const ConvSpec&) { return false; }
-void DnnlConv::run(const float*, const float*, const float*, const void* const*, float*, WeightCache*, int64_t,
-                   const WeightCache*) const {
+bool DnnlConv::run(const float*, const float*, const float*, const void* const*, float*, WeightCache*, int64_t,
+                   const WeightCache*, const bool*) const {
   INGOT_FAIL("CpuBackend: ingot was built without oneDNN");
 }
 void DnnlConv::keep_weights(const float*, WeightCache*, int64_t) const {}

@@ -87,9 +87,14 @@ class DnnlConv {
   // x, w ([cout, cin/groups, kh, kw]), b ([cout] or null), y: float32; `operands`: float32, one
   // per binary post-op, in order (null when there are none). `weights`: where w, the graph value
   // `weights_value`, stays reordered for later calls during one evaluation (null: reorder each
-  // call). `kept`: weights reordered once for good (keep_weights), read only. Throws ingot::Error.
-  void run(const float* x, const float* w, const float* b, const void* const* operands, float* y,
-           WeightCache* weights = nullptr, int64_t weights_value = -1, const WeightCache* kept = nullptr) const;
+  // call). `kept`: weights reordered once for good (keep_weights), read only. `known_finite`:
+  // whether x, then each operand, is known to hold no NaN or inf (null: none is), so need not be
+  // scanned (conv_post_ops.h). Returns whether y is finite in the same sense: every input was
+  // finite and the post-ops keep finite values finite (false when that is not known). Throws
+  // ingot::Error.
+  bool run(const float* x, const float* w, const float* b, const void* const* operands, float* y,
+           WeightCache* weights = nullptr, int64_t weights_value = -1, const WeightCache* kept = nullptr,
+           const bool* known_finite = nullptr) const;
   // Reorders weights `w` (graph value `weights_value`) into `kept` now, for every later call:
   // for weights that are graph constants, which cannot change, a binding does this at load, so
   // calls read them reordered instead of reordering them (9.4 MB per call for one of ResNet's
