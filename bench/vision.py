@@ -65,20 +65,43 @@ def run_one(path, reps):
     return row
 
 
-def table(rows, peers):
-    head = ("| model | batch | ingot ms (spread) | weights per call ms | Winograd ms (ORT ×) | error vs PyTorch "
-            "(Winograd) | " + " | ".join(f"{label} ms (×)" for _, label in PEERS) + " |")
-    lines = [head, "|" + "---|" * (6 + len(PEERS))]
+def gemm_peak_gflops(reps=5):
+    """The library GEMM's throughput here: a 2048³ float32 matmul through ingot's CPU backend
+    (oneDNN's sgemm on the same threads), best of `reps` calls after a warm-up."""
+    n = 2048
+    rng = np.random.default_rng(0)
+    a, b = (ml.array(rng.uniform(-1, 1, (n, n)).astype(np.float32)) for _ in range(2))
+    product = ml.compile(lambda x, y: x @ y)  # the default CpuBackend, OMP_NUM_THREADS threads
+    best = min(timed(lambda: np.asarray(product(a, b)), 1)["min_ms"] for _ in range(reps))
+    return 2.0 * n ** 3 / (best * 1e-3) / 1e9
+
+
+def rate(gflop, ms, peak):
+    """GFLOP/s at `ms` and its share of the GEMM peak, as a table cell."""
+    if not gflop or not ms:
+        return "—"
+    g = gflop / (ms * 1e-3)
+    return f"{g:.0f} ({100 * g / peak:.0f}%)"
+
+
+def table(rows, peers, peak):
+    head = ("| model | batch | GFLOP | ingot ms (spread) | ingot GFLOP/s (of peak) | weights per call ms | Winograd ms "
+            "(ORT ×) | error vs PyTorch (Winograd) | " + " | ".join(f"{label} ms (×)" for _, label in PEERS) +
+            " | ONNX Runtime GFLOP/s (of peak) |")
+    lines = [head, "|" + "---|" * (9 + len(PEERS))]
     for r in rows:
         i, pc, w = r["ingot"], r["ingot_weights_per_call"], r["ingot_winograd"]
         p = peers.get((r["model"], r["batch"]), {})
         ort = p.get("onnxruntime", {})
-        cells = [r["model"], str(r["batch"]), f"{i['ms']:.1f} ({i['min_ms']:.1f}–{i['max_ms']:.1f})",
+        gflop = p.get("gflop")
+        cells = [r["model"], str(r["batch"]), f"{gflop:.2f}" if gflop else "—",
+                 f"{i['ms']:.1f} ({i['min_ms']:.1f}–{i['max_ms']:.1f})", rate(gflop, i["ms"], peak),
                  f"{pc['ms']:.1f}", f"{w['ms']:.1f}" + (f" ({ort['ms'] / w['ms']:.2f}×)" if "ms" in ort else ""),
                  f"{r['max_rel_err_vs_torch']:.1e} ({r['max_rel_err_winograd_vs_torch']:.1e})"]
         for key, _ in PEERS:
             e = p.get(key, {})
             cells.append(f"{e['ms']:.1f} ({e['ms'] / i['ms']:.2f}×)" if "ms" in e else "—")
+        cells.append(rate(gflop, ort.get("ms"), peak))
         lines.append("| " + " | ".join(cells) + " |")
     # Why a peer has no figure (not installed, failed, skipped), once per peer and reason.
     reasons = sorted({(label, p[key]["error"]) for p in peers.values() for key, label in PEERS if "error" in p.get(key, {})})
@@ -109,6 +132,8 @@ def main():
     with open(os.path.join(args.dir, "torch.json")) as f:
         torch_side = json.load(f)
     peers = {(r["model"], r["batch"]): r for r in torch_side["rows"]}
+    peak = gemm_peak_gflops()
+    print(f"library GEMM peak: {peak:.0f} GFLOP/s", flush=True)
     rows = []
     for path in sorted(glob.glob(os.path.join(args.dir, "*_b*.npz"))):
         row = run_one(path, args.reps)
@@ -117,11 +142,16 @@ def main():
     order = {"resnet18": 0, "resnet50": 1, "mobilenet_v2": 2}
     rows.sort(key=lambda r: (order.get(r["model"], 9), r["batch"]))
     out = {"machine": cpu_model(), "measured_utc": measured_utc(), "threads": THREADS,
+           "gemm_peak_gflops": peak,
            "peers_measured_utc": torch_side["measured_utc"], "peer_versions": torch_side["versions"], "rows": rows,
            "peers": torch_side["rows"]}
     with open(os.path.join(args.dir, "vision.json"), "w") as f:
         json.dump(out, f, indent=1)
-    text = table(rows, peers)
+    text = table(rows, peers, peak) + (
+        f"\n\nLibrary GEMM peak in this run (the physical limit beside the GFLOP/s columns): {peak:.0f} GFLOP/s, a "
+        f"2048³ float32 matmul through ingot's CPU backend (oneDNN's sgemm, {THREADS} threads). GFLOP counts the "
+        f"convolutions' and the classifier's multiply-adds twice (PyTorch's FlopCounterMode); Winograd kernels do "
+        f"fewer, so their share can pass 100%.")
     if args.train and "train" in torch_side:
         with open(args.train) as f:
             mine = json.load(f)

@@ -44,6 +44,19 @@ def build(name, torch, torchvision):
     return model.eval()
 
 
+def forward_gflop(model, x, torch):
+    """The forward's dense work (convolutions and linears, 2 FLOPs a multiply-add) in GFLOP, as
+    PyTorch's FlopCounterMode counts it; None where this torch has no counter."""
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+    except ImportError:
+        return None
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        model(x)
+    return counter.get_total_flops() / 1e9
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -77,7 +90,7 @@ def main():
                 logits = model(xt).numpy()
             np.savez(os.path.join(args.out, f"{name}_b{batch}.npz"), input=x, logits=logits,
                      **{"param:" + k: v for k, v in state.items()})
-            row = {"model": name, "batch": batch, "size": args.size}
+            row = {"model": name, "batch": batch, "size": args.size, "gflop": forward_gflop(model, xt, torch)}
             with torch.no_grad():
                 row["torch_eager"] = timed(lambda: model(xt), args.reps)
             if args.no_compile:

@@ -10,21 +10,29 @@
 #   3. ResNet-18's training step, batch 8, 3x224x224: bench/bench_resnet_train.cpp (build-bench)
 #      against PyTorch eager's in the same table.
 #
-#   ./scripts/bench_vision.sh [--quick] [--no-install] [--no-compile]
+#   ./scripts/bench_vision.sh [--quick] [--no-install] [--no-compile] [--build DIR]
 #   (--quick: ResNet-18 only, batch 1; --no-compile: skip torch.compile, whose first call takes
-#   minutes per network here)
+#   minutes per network here; --build DIR: take bench_resnet_train from an existing optimized
+#   build, e.g. build/release, instead of configuring and building build-bench)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2
-models=resnet18,resnet50,mobilenet_v2 batches=1,8 install=1 torch_args=() train_batch=8
-for a in "$@"; do
-  case "$a" in
+models=resnet18,resnet50,mobilenet_v2 batches=1,8 install=1 torch_args=() train_batch=8 build=""
+usage="usage: scripts/bench_vision.sh [--quick] [--no-install] [--no-compile] [--build DIR]"
+while [ $# -gt 0 ]; do
+  case "$1" in
     --quick) models=resnet18 batches=1 train_batch=2 ;;
     --no-install) install=0 ;;
     --no-compile) torch_args+=(--no-compile) ;;
-    *) echo "usage: scripts/bench_vision.sh [--quick] [--no-install] [--no-compile]" >&2; exit 2 ;;
+    --build) [ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }; build="$2"; shift ;;
+    *) echo "$usage" >&2; exit 2 ;;
   esac
+  shift
 done
+if [ -n "$build" ] && [ ! -x "$build/bench_resnet_train" ]; then
+  echo "--build $build: no $build/bench_resnet_train (build it with scripts/build.sh release)" >&2
+  exit 2
+fi
 venv="${INGOT_BENCH_VENV:-$HOME/.cache/ingot-bench-venv}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 if [ "$install" = 1 ]; then
@@ -38,9 +46,12 @@ echo "== PyTorch side ($venv)"
 "$venv/bin/python" bench/vision_torch.py --out "$work" --models "$models" --batches "$batches" \
   --train-batch "$train_batch" "${torch_args[@]}"
 echo "== ingot side"
-cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DINGOT_WERROR=ON >/dev/null
-cmake --build build-bench --target bench_resnet_train -j "$(nproc)"
-build-bench/bench_resnet_train "$train_batch" 224 5 "$work/train.json"
+if [ -z "$build" ]; then
+  build=build-bench
+  cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DINGOT_WERROR=ON >/dev/null
+  cmake --build build-bench --target bench_resnet_train -j "$(nproc)"
+fi
+"$build/bench_resnet_train" "$train_batch" 224 5 "$work/train.json"
 build/python-venv/bin/python bench/vision.py --dir "$work" --train "$work/train.json" --readme README.md
 cp "$work/vision.json" bench/results/vision.json
 rm -f "$work"/*.npz "$work"/*.onnx
