@@ -11,11 +11,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
 #include <fstream>
 
 #include <unistd.h>
 
 #include "compiler/passes/passes.h"
+#include "distributed/started.h"
 #include "ingot/distributed.h"
 #include "ingot/serialize.h"
 #include "train_test_util.h"
@@ -100,6 +102,31 @@ TEST_F(DataParallelSingle, GradientsAreReducedInBucketsStartedWhenComputedAndWai
   const TrainStep plain = compile_train_step(classifier_train_model(), CpuBackend(), SGD({.lr = 0.1}), none);
   EXPECT_EQ(count_ops(plain.graph(), "all_reduce_start"), 0);
   EXPECT_GE(count_ops(plain.graph(), "all_reduce"), 4);
+}
+
+// A step that throws between a bucket's start and its wait used to leave the bucket's buffer in
+// the table of started all-reduces until exit; its scope drops what it started and never
+// finished, and nothing else.
+TEST_F(DataParallelSingle, AScopeDropsWhatItStartedAndNeverFinished) {
+  namespace detail = ingot::distributed::detail;
+  const Tensor x = ingot::testing::random_tensor({4}, 1, -1, 1);
+  const int64_t before = detail::start_all_reduce({x}, dist::ReduceOp::Sum);
+  int64_t abandoned = -1;
+  try {
+    const detail::StartedScope step;
+    const int64_t finished = detail::start_all_reduce({x}, dist::ReduceOp::Sum);
+    abandoned = detail::start_all_reduce({x}, dist::ReduceOp::Sum);
+    EXPECT_TRUE(allclose(detail::finish_all_reduce(finished).at(0), x, 0, 0));
+    throw std::runtime_error("the step failed before its wait");
+  } catch (const std::runtime_error&) {
+  }
+  try {
+    detail::finish_all_reduce(abandoned);
+    ADD_FAILURE() << "the abandoned ticket is still held";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("names no started all-reduce"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(allclose(detail::finish_all_reduce(before).at(0), x, 0, 0)) << "started before the scope: kept";
 }
 
 TEST_F(DataParallelSingle, AGroupOfOneTrainsAsWithoutDataParallel) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,7 @@ struct Job {
   Tensor packed;  // the operands back to back; the reduced values once done
   std::exception_ptr error;
   bool done = false;
+  std::thread::id owner = std::this_thread::get_id();  // the thread that started it
 };
 
 thread_local bool on_communication_thread = false;
@@ -59,6 +61,19 @@ class Started {
     done_.wait(lock, [&] { return job->done; });
     jobs_.erase(it);
     return job;
+  }
+
+  int64_t next_ticket() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return next_ticket_;
+  }
+
+  // Forgets the unfinished tickets from `first` on that this thread started; a job still queued
+  // or running keeps itself alive (the queue and the thread hold it) until it has run.
+  void drop_unfinished(int64_t first) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = jobs_.lower_bound(first); it != jobs_.end();)
+      it = it->second->owner == std::this_thread::get_id() ? jobs_.erase(it) : std::next(it);
   }
 
   void drain() {
@@ -149,5 +164,8 @@ std::vector<Tensor> finish_all_reduce(int64_t ticket) {
 }
 
 void finish_started() { started().drain(); }
+
+StartedScope::StartedScope() : first_ticket_(started().next_ticket()) {}
+StartedScope::~StartedScope() { started().drop_unfinished(first_ticket_); }
 
 }  // namespace ingot::distributed::detail

@@ -32,4 +32,21 @@ std::vector<Tensor> finish_all_reduce(int64_t ticket);
 // A no-op on the communication thread itself.
 void finish_started();
 
+// Around one evaluation that may start all-reduces (TrainStep::run): when it ends, the
+// all-reduces this thread started inside it and never finished are dropped. That happens when
+// the evaluation threw between a bucket's start and its wait: each still runs, as the other
+// ranks expect, but its buffer goes once it has, instead of staying until exit; its ticket is
+// then unknown to finish_all_reduce. Tickets finished inside, started before, or started by
+// other threads are untouched.
+class StartedScope {
+ public:
+  StartedScope();
+  ~StartedScope();
+  StartedScope(const StartedScope&) = delete;
+  StartedScope& operator=(const StartedScope&) = delete;
+
+ private:
+  int64_t first_ticket_;
+};
+
 }  // namespace ingot::distributed::detail

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "compiler/gradient_pipeline.h"
+#include "distributed/started.h"
 #include "ingot/distributed.h"
 #include "ingot/error.h"
 #include "ingot/serialize.h"
@@ -223,6 +224,8 @@ void check_same_graph(uint64_t hash) {
 
 StepResult TrainStep::run(TensorMap& params, OptimizerState& state, const TensorMap& batch) const {
   const Graph& g = step_->joint.graph;
+  // A step that throws between a gradient bucket's start and its wait leaves no buffer behind.
+  const distributed::detail::StartedScope buckets;
   if (step_->data_parallel && state.step == 0 && distributed::size() > 1) {
     check_same_graph(step_->graph_hash);
     sync_from_root(params, state);
