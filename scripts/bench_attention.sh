@@ -2,18 +2,22 @@
 # Attention against its peers, one command: bench/attention.py (ingot's attention pass and kernel,
 # the same model unfused, ONNX Runtime, PyTorch's sdpa and PyTorch written out; GFLOP/s beside the
 # library GEMM's peak) -> bench/results/attention.json and a Markdown table (README "Attention").
-#   1. installs numpy, onnx, onnxruntime and torch into the benchmark environment (as
+#   1. installs numpy, onnx, onnxruntime, torch and jax into the benchmark environment (as
 #      scripts/bench.sh does);
 #   2. installs ingot into build/python-venv (scripts/python-test.sh makes it) and runs the script
 #      there with the benchmark environment's packages on the path (both are this python3's).
 #
-#   ./scripts/bench_attention.sh [--quick] [--no-install] [--train | --rows]
+#   ./scripts/bench_attention.sh [--quick] [--no-install] [--train | --rows | --layers]
 # --train: bench/attention_train.py instead (forward and backward at S 512 to 8192 against
 # PyTorch's sdpa and PyTorch written out, with peak memory) -> bench/results/attention_train.json
 # (README "Attention").
 # --rows: bench/row_kernels.py instead (softmax, log_softmax, layer_norm and rms_norm on
 # [64, 128, 1024] against a memcpy into a new tensor and PyTorch) -> bench/results/row_kernels.json
 # (README "Row kernels against memory bandwidth").
+# --layers: bench/transformer_layers.py instead (BERT-base layers and a GPT-2 small block through
+# ingot's compile(fn) and zoo, ONNX Runtime, PyTorch eager, torch.compile and JAX jit, and a
+# 4-layer encoder's training step) -> bench/results/transformer_layers.json and the README's
+# "Transformer layers" table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2
@@ -24,13 +28,14 @@ for a in "$@"; do
     --no-install) install=0 ;;
     --train) script=bench/attention_train.py ;;
     --rows) script=bench/row_kernels.py ;;
-    *) echo "usage: scripts/bench_attention.sh [--quick] [--no-install] [--train | --rows]" >&2; exit 2 ;;
+    --layers) script=bench/transformer_layers.py args+=(--readme README.md) ;;
+    *) echo "usage: scripts/bench_attention.sh [--quick] [--no-install] [--train | --rows | --layers]" >&2; exit 2 ;;
   esac
 done
 venv="${INGOT_BENCH_VENV:-$HOME/.cache/ingot-bench-venv}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 if [ "$install" = 1 ]; then
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check numpy onnx onnxruntime torch
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check numpy onnx onnxruntime torch jax
 fi
 [ -x build/python-venv/bin/python ] || { echo "build/python-venv is missing: run ./scripts/python-test.sh first" >&2; exit 2; }
 build/python-venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation .
