@@ -516,22 +516,36 @@ def fresh_hot_path():
     ml.reset_auto_compile()
 
 
-def test_the_hot_path_log_line_of_the_seed(fresh_hot_path, capfd):
-    """Issue 6: INGOT_AUTO_COMPILE=1 with INGOT_DEBUG_COMPILE=1 logs
-    `[COMPILE] hot sequence matmul -> relu -> sum (seen 15 times)` (here through
-    set_compile_config, the same settings; threshold 15) and then runs the compiled executable,
-    with the eager values."""
-    ml.set_compile_config(auto_compile=True, auto_compile_threshold=15, debug=True)
+HOT_PATH_SCRIPT = textwrap.dedent("""
+    import json
+    import numpy as np
+    import ingot as ml
+
     rng = np.random.default_rng(19)
     xv, wv = rng.standard_normal((8, 6)).astype(np.float32), rng.standard_normal((6, 4)).astype(np.float32)
     x, w = ml.array(xv), ml.array(wv)
     values = [ml.sum(ml.relu(x @ w)).item() for _ in range(15)]
-    ml.wait_for_background_compiles()
+    ml.wait_for_background_compiles()  # the build runs in the background; wait so the switch is known
     values.append(ml.sum(ml.relu(x @ w)).item())
-    stats = ml.auto_compile_stats()
-    assert (stats["eager_runs"], stats["compiled_runs"]) == (15, 1)
-    np.testing.assert_allclose(values, np.maximum(xv.astype(np.float64) @ wv, 0).sum(), rtol=1e-5)
-    assert "[COMPILE] hot sequence matmul -> relu -> sum (seen 15 times)" in capfd.readouterr().err
+    want = float(np.maximum(xv.astype(np.float64) @ wv, 0).sum())
+    print(json.dumps({"values": values, "want": want, "stats": ml.auto_compile_stats()}))
+""")
+
+
+def test_the_hot_path_log_line_of_the_seed(tmp_path):
+    """Issue 6: a program run with INGOT_AUTO_COMPILE=1 and INGOT_DEBUG_COMPILE=1 logs
+    `[COMPILE] hot sequence matmul -> relu -> sum (seen 15 times)` (threshold 15, through
+    INGOT_AUTO_COMPILE_THRESHOLD) and then runs the compiled executable, with the eager values.
+    A fresh process, since the library reads the variables at its first evaluation."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INGOT_") or k == "INGOT_CACHE_DIR"}
+    env.update(INGOT_AUTO_COMPILE="1", INGOT_DEBUG_COMPILE="1", INGOT_AUTO_COMPILE_THRESHOLD="15")
+    r = subprocess.run([sys.executable, "-c", HOT_PATH_SCRIPT], env=env, capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["stats"]["eager_runs"], out["stats"]["compiled_runs"]) == (15, 1), out["stats"]
+    np.testing.assert_allclose(out["values"], out["want"], rtol=1e-5)  # eager and compiled alike
+    assert "[COMPILE] hot sequence matmul -> relu -> sum (seen 15 times)" in r.stderr, r.stderr
 
 
 def test_a_compile_region_named_training_loop(fresh_hot_path):
