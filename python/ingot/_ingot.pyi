@@ -22,7 +22,8 @@ class IOKey:
 
     def __init__(self, name: str | None = None, *, shape: object | None = None, dtype: object | None = None, value: object | None = None, expose: bool = False) -> None:
         """
-        Creates a key. `shape` is a template ([None, 3, 'N', 'Batch...']), `dtype` a dtype name or
+        Creates a key. `shape` is a template ([None, 3, 'N', 'Batch...'], the variadic run also as
+        ('Batch', ...) or a bare ... when anonymous), `dtype` a dtype name or
         NumPy dtype, `value` an array (the wire becomes a constant), `expose` makes it an output.
         """
 

@@ -141,7 +141,8 @@ void bind_model(nb::module_& m) {
           },
           nb::arg("name").none() = nb::none(), nb::kw_only(), nb::arg("shape").none() = nb::none(),
           nb::arg("dtype").none() = nb::none(), nb::arg("value").none() = nb::none(), nb::arg("expose") = false,
-          "Creates a key. `shape` is a template ([None, 3, 'N', 'Batch...']), `dtype` a dtype name or\n"
+          "Creates a key. `shape` is a template ([None, 3, 'N', 'Batch...'], the variadic run also as\n"
+          "('Batch', ...) or a bare ... when anonymous), `dtype` a dtype name or\n"
           "NumPy dtype, `value` an array (the wire becomes a constant), `expose` makes it an output.");
 
   nb::class_<Connection> conn(m, "Connection",

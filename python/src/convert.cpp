@@ -172,11 +172,21 @@ ShapeTemplate to_shape_template(nb::handle obj) {
   INGOT_CHECK(!nb::isinstance<nb::str>(obj) && nb::hasattr(obj, "__iter__"), "A shape must be a list of ints, strings and None, got ",
               nb::cast<std::string>(nb::repr(obj)));
   for (nb::handle d : obj) {
+    // Mithril's (and the seeds') variadic forms: ("Batch", ...) for a named run of any number of
+    // dimensions, a bare ... for an anonymous one; the same as the strings "Batch..." and "...".
+    bool named_run = nb::isinstance<nb::tuple>(d) && nb::len(d) == 2 && nb::isinstance<nb::str>(d[0]) &&
+                     d[1].is(nb::ellipsis());
     if (d.is_none()) t.emplace_back(nullptr);
-    else if (nb::isinstance<nb::str>(d)) t.emplace_back(nb::cast<std::string>(d));
+    else if (d.is(nb::ellipsis())) t.emplace_back(Dim::variadic(""));
+    else if (named_run) {
+      std::string name = nb::cast<std::string>(d[0]);
+      INGOT_CHECK(!name.empty(), "A variadic run's name must not be empty (a bare ... is an anonymous run)");
+      t.emplace_back(Dim::variadic(std::move(name)));
+    } else if (nb::isinstance<nb::str>(d)) t.emplace_back(nb::cast<std::string>(d));
     else if (nb::isinstance<nb::bool_>(d)) INGOT_FAIL("A shape dimension cannot be a bool");
     else if (nb::isinstance<nb::int_>(d) || nb::hasattr(d, "__index__")) t.emplace_back(nb::cast<int64_t>(d.attr("__index__")()));
-    else INGOT_FAIL("A shape dimension must be an int, a string or None, got ", nb::cast<std::string>(nb::repr(d)));
+    else INGOT_FAIL("A shape dimension must be an int, a string, None, ... or (\"Name\", ...), got ",
+                    nb::cast<std::string>(nb::repr(d)));
   }
   return t;
 }

@@ -76,6 +76,28 @@ def test_iokey_shape_dtype_value_expose():
     np.testing.assert_array_equal(pm.evaluate({}, {"x": np.zeros((2, 3))})["y"], np.ones((2, 3)))
 
 
+def test_variadic_shape_templates_in_mithrils_tuple_form(rng):
+    """("Batch", ...) names a run of any number of dimensions, as "Batch..." does; a bare ... is an
+    anonymous run, as "..." is. The run binds one size list across the terminals that share it."""
+    for run in (("Batch", ...), "Batch..."):
+        m = ml.Model()
+        m |= ml.Add()(left=ml.IOKey("x", shape=[run, 3]), right=ml.IOKey("z", shape=[run, 1]),
+                      output=ml.IOKey("y", expose=True))
+        pm = ml.compile(m, ml.ReferenceBackend(), shapes={"x": [4, 2, 3]})
+        assert pm.get_shapes()["z"] == [4, 2, 1], run  # the run [4, 2] bound by x, carried to z
+        x, z = rng.normal(size=(4, 2, 3)), rng.normal(size=(4, 2, 1))
+        np.testing.assert_allclose(pm.evaluate({}, {"x": x.astype(np.float32), "z": z.astype(np.float32)})["y"],
+                                   x + z, rtol=1e-6)
+    for anonymous in (..., "..."):
+        m = ml.Model()
+        m |= ml.Relu()(input=ml.IOKey("input", shape=[anonymous, 5]), output=ml.IOKey("y", expose=True))
+        assert ml.compile(m, ml.ReferenceBackend(), shapes={"input": [2, 3, 5]}).get_shapes()["y"] == [2, 3, 5]
+    with pytest.raises(ml.IngotError, match=r"a string, None, \.\.\. or \(\"Name\", \.\.\.\), got \('Batch', 3\)"):
+        ml.IOKey("x", shape=[("Batch", 3)])
+    with pytest.raises(ml.IngotError, match=r"A variadic run's name must not be empty"):
+        ml.IOKey("x", shape=[("", ...)])
+
+
 def test_connection_arithmetic_and_apply(rng):
     m = ml.Model()
     x, w = m.input("x", shape=[2, 3]), m.parameter("w", init="ones", shape=[3, 4])
