@@ -53,11 +53,12 @@ def _check_backend_map(default: Any, backend_map: Any) -> Dict[str, Any]:
     return dict(backend_map)
 
 
-def _segment_options(options: Dict[str, Any], backend: Any) -> Dict[str, Any]:
+def _segment_options(options: Dict[str, Any], backend: Any, any_cpu: bool = True) -> Dict[str, Any]:
     """The C++ options for one segment: cpu_options and optimize_for='size' tune the CPU backend's
-    generated library, so only CpuBackend segments get them."""
+    generated library, so only CpuBackend segments get them (with no CpuBackend segment at all,
+    every segment does, and refuses them as a single-backend compile would)."""
     out = dict(options)
-    if getattr(backend, "name", None) != "cpu":
+    if any_cpu and backend.name != "cpu":
         out.pop("cpu_options", None)
         if out.get("optimize_for") == "size":
             out.pop("optimize_for")
@@ -186,6 +187,7 @@ def compile_with_backend_map(model: "_ingot.Model", backend: Any, backend_map: A
             wire[v] = name
 
     segments = []
+    any_cpu = any((backend_map[key] if key else backend).name == "cpu" for key, _ in runs)
     for i, (key, run) in enumerate(runs):
         produced = {v for n in run for v in n["outputs"]}
         read = {v for n in run for v in n["inputs"]}
@@ -193,7 +195,7 @@ def compile_with_backend_map(model: "_ingot.Model", backend: Any, backend_map: A
         outs += [(wire[v], v) for v in crossing if v in produced and wire[v] not in {n for n, _ in outs}]
         boundary = {v: wire[v] for v in crossing if v in read and v not in produced}
         seg_backend = backend_map[key] if key else backend
-        seg_options = _segment_options(options, seg_backend)
+        seg_options = _segment_options(options, seg_backend, any_cpu)
         native, emitter = _native_backend(seg_backend, seg_options, {})
         pm = _ingot._compile_graph(_segment_graph(root, run, boundary, outs), native, seg_options)
         segments.append(Segment(key, seg_backend, PhysicalModel(pm, seg_backend, emitter),

@@ -182,6 +182,40 @@ def test_several_marked_blocks_and_a_parameter_shared_across_segments():
     assert_same_gradients(mixed, single, inputs, params, {"side": np.ones((3, 1))})
 
 
+def test_a_symbolic_batch_crosses_the_boundaries():
+    m = three_part_model("np")
+    mixed = ml.compile(m, ml.ReferenceBackend(), backend_map={"np": ml.NumpyBackend()}, shapes={"input": ["N", 6]})
+    single = ml.compile(m, ml.ReferenceBackend(), shapes={"input": ["N", 6]})
+    assert mixed.get_shapes()["output"] == ["N", 3]
+    params = mixed.randomize_params(0)
+    for batch in (1, 5):
+        x = np.random.default_rng(batch).standard_normal((batch, 6)).astype(np.float32)
+        np.testing.assert_allclose(mixed.evaluate(params, {"input": x})["output"],
+                                   single.evaluate(params, {"input": x})["output"], rtol=1e-5, atol=1e-7)
+
+
+def test_a_marked_top_level_model_runs_on_the_mapped_backend():
+    m = three_part_model(None)
+    m.set_attribute("backend", "np")
+    mixed, single = compile_pair(m, ml.ReferenceBackend(), {"np": ml.NumpyBackend()})
+    assert [s.backend.name for s in mixed.segments] == ["numpy"]
+    inputs, params = inputs_and_params(mixed)
+    assert_same_gradients(mixed, single, inputs, params, {"output": np.ones((3, 3))})
+
+
+def test_cpu_options_go_to_the_cpu_segments_only():
+    # cpu_options tune CpuBackend's generated library; the NumPy segment must not get them (the
+    # NumPy backend would refuse them).
+    mixed, single = compile_pair(three_part_model("np"), cpu(), {"np": ml.NumpyBackend()},
+                                 cpu_options={"num_threads": 1})
+    inputs, params = inputs_and_params(mixed)
+    np.testing.assert_allclose(mixed.evaluate(params, inputs)["output"], single.evaluate(params, inputs)["output"])
+    # With no CpuBackend anywhere they tune nothing: an error, as without backend_map.
+    with pytest.raises(ml.IngotError, match="Option 'cpu_options' tunes the CPU backend's generated code"):
+        ml.compile(three_part_model("np"), ml.ReferenceBackend(), backend_map={"np": ml.NumpyBackend()}, shapes=SHAPES,
+                   cpu_options={"num_threads": 1})
+
+
 def test_a_model_without_marks_compiles_as_without_backend_map():
     m = ml.Model()
     m += ml.Linear(3)
