@@ -48,8 +48,8 @@ TEST(BackendAttribute, CopiesAndJsonKeepIt) {
   const Model copy = m;  // blocks are values: the copy keeps its blocks' marks
   const Model loaded = Model::from_json(copy.to_json());
   EXPECT_EQ(loaded.to_json(), m.to_json());
-  EXPECT_TRUE(Contains(m.to_json(), "\"backend\":\"numpy\""));
-  EXPECT_TRUE(Contains(m.to_json(), "\"backend\":\"jax\""));
+  EXPECT_TRUE(Contains(m.to_json(), "\"backend\": \"numpy\""));
+  EXPECT_TRUE(Contains(m.to_json(), "\"backend\": \"jax\""));
   EXPECT_EQ(backend_by_scope(loaded), backend_by_scope(m));
 }
 
