@@ -78,6 +78,10 @@ struct Node {
   std::vector<ValueId> outputs;
   Attrs attrs;
   std::string scope;  // the logical-model path it came from, e.g. "mlp.linear_1"
+  // The backend key of the innermost logical-model block it came from that was marked with
+  // set_attribute("backend", key); empty when none was. ml.compile's backend_map partitions the
+  // inferred graph by it. Optimization passes do not keep it (it is read before they run).
+  std::string backend;
   // The graphs a control-flow op owns (if: then, else; while: condition, body; scan: body): each
   // is a whole graph whose data inputs, in leaf order, are the formal parameters and whose
   // outputs, in order, are the results. A subgraph reads nothing of the graph around it; what it

@@ -194,6 +194,12 @@ class Model {
   Model& set_types(const std::map<std::string, DType>& types);
   Model& set_values(const std::map<std::string, Tensor>& values);
   Model& set_name(std::string instance_name);  // name of this block inside its parent
+  // Named attributes of the block. The one there is: "backend", a key of compile's backend_map
+  // (Python: ml.compile(model, default, backend_map={key: backend})) whose backend compiles this
+  // block's nodes; the innermost marked block wins. An unknown name or an empty value is an error.
+  Model& set_attribute(const std::string& name, const std::string& value);
+  std::optional<std::string> attribute(const std::string& name) const;  // nullopt when not set
+  static std::vector<std::string> attribute_names();                    // {"backend"}
 
   // --- introspection ---
   bool is_primitive() const;

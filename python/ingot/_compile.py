@@ -88,7 +88,8 @@ class PhysicalModel:
             self._emitter.lower(self._pm.graph_json())
         leaves = [v for v in graph["values"] if v["producer"] < 0 and v["kind"] != "constant"]
         arrays = [params[v["name"]] if v["kind"] == "parameter" else inputs[v["name"]] for v in leaves]
-        wrt = [v["kind"] == "parameter" and v["dtype"].startswith(("float", "bfloat")) for v in leaves]
+        # What gradient_names() lists: differentiable leaves (parameters, trainable inputs) of a float type.
+        wrt = [v["differentiable"] and v["dtype"].startswith(("float", "bfloat")) for v in leaves]
         cts = [None if name not in cotangents else np.asarray(cotangents[name]) for name in outputs]
         outs, grads = self._emitter.runner.vjp(arrays, cts, wrt)
         return ({name: out for name, out in zip(outputs, outs)},
@@ -190,6 +191,9 @@ def compile(target: Any = None, backend: Any = None, **options: Any) -> Any:  # 
     TorchBackend, jit=True (the default) runs the generated function under jax.jit /
     torch.compile, jit=False eagerly; jit_options (or jax_options / torch_options) pass their
     keywords through (jax: static_argnums, donate_argnums, ...; torch: backend, mode, ...).
+    backend_map ({key: backend}): the blocks marked ``block.set_attribute("backend", key)`` compile
+    with that backend, the rest with `backend`, into one model (ingot/_backend_map.py; README
+    "backend_map").
     template_path (the emitters): a Jinja2 template of the generated module, rendered with its
     pieces (header, imports, signature, docstring, body, framework, display, ops_module; the
     default is ingot/emitters/templates/module.py.jinja, which renders the usual module).
@@ -216,6 +220,9 @@ def compile(target: Any = None, backend: Any = None, **options: Any) -> Any:  # 
         if backend is not None:
             raise TypeError("compile(fn) takes no backend: compiled functions build with the backend of "
                             "ml.set_compile_config(backend=...) (ml.CpuBackend() by default)")
+        if "backend_map" in options:
+            raise TypeError("compile(fn) takes no backend_map: it maps the blocks of a logical model (ml.Model) marked with "
+                            "set_attribute('backend', key) to backends; a compiled function builds with one backend")
         unknown = sorted(set(options) - set(_FN_OPTIONS))
         if unknown:
             raise TypeError(f"compile(fn) got an unknown option '{unknown[0]}' (valid options for functions: "
@@ -227,7 +234,7 @@ def compile(target: Any = None, backend: Any = None, **options: Any) -> Any:  # 
 
 # Options ingot's Python layer handles itself (the rest are C++ CompileOptions).
 _PY_MODEL_OPTIONS = ("visualize", "viz_options", "save_intermediates", "intermediate_dir", "intermediate_format",
-                     "jit_options", "jax_options", "torch_options", "mlx_options", "template_path")
+                     "jit_options", "jax_options", "torch_options", "mlx_options", "template_path", "backend_map")
 
 
 def _framework_jit_options(backend: Any, options: Dict[str, Any]) -> Dict[str, Any]:
@@ -270,6 +277,11 @@ def _compile_model(model: "_ingot.Model", backend: Any, options: Dict[str, Any])
         if key not in valid:
             raise TypeError(f"compile() got an unknown option '{key}' (valid options: {', '.join(valid)})")
     options = dict(options)
+    if options.get("backend_map") is not None:  # blocks marked set_attribute("backend", key) on other backends
+        from ._backend_map import compile_with_backend_map
+
+        return compile_with_backend_map(model, backend, options.pop("backend_map"), options)
+    options.pop("backend_map", None)
     jit_options = _framework_jit_options(backend, options)
     template_path = options.pop("template_path", None)
     if template_path is not None and not isinstance(backend, _FrameworkBackend):
@@ -307,11 +319,10 @@ def _code_transformers(value: Any) -> List[Any]:
     return list(value)
 
 
-def _compile_model_natively(model: "_ingot.Model", backend: Any, options: Dict[str, Any],
-                            jit_options: Dict[str, Any], template_path: Any = None) -> PhysicalModel:
-    for key in ("file_path", "dump_graph"):
-        if options.get(key) is not None:
-            options[key] = os.fspath(options[key])
+def _native_backend(backend: Any, options: Dict[str, Any], jit_options: Dict[str, Any],
+                    template_path: Any = None) -> Tuple[Any, Any]:
+    """(the C++ backend to compile with, the emitter or None) for a backend object; a framework
+    backend's emitter takes jit, jit_options, code_transformers (popped off `options`) and the template."""
     if isinstance(backend, _FrameworkBackend):
         if backend.file_path and options.get("file_path") is None:
             options["file_path"] = os.fspath(backend.file_path)
@@ -325,9 +336,17 @@ def _compile_model_natively(model: "_ingot.Model", backend: Any, options: Dict[s
         from .emitters import load_template
 
         emitter.template = None if template_path is None else load_template(template_path)
-        pm = _ingot.compile(model, _ingot.PythonBackend(backend.framework, emitter), options)
-        return PhysicalModel(pm, backend, emitter)
+        return _ingot.PythonBackend(backend.framework, emitter), emitter
     if not isinstance(backend, _ingot.Backend):
         raise TypeError(f"compile() needs a backend (ml.CpuBackend(), ml.ReferenceBackend(), ml.NumpyBackend(), ...), "
                         f"got {type(backend).__name__}")
-    return PhysicalModel(_ingot.compile(model, backend, options), backend)
+    return backend, None
+
+
+def _compile_model_natively(model: "_ingot.Model", backend: Any, options: Dict[str, Any],
+                            jit_options: Dict[str, Any], template_path: Any = None) -> PhysicalModel:
+    for key in ("file_path", "dump_graph"):
+        if options.get(key) is not None:
+            options[key] = os.fspath(options[key])
+    native, emitter = _native_backend(backend, options, jit_options, template_path)
+    return PhysicalModel(_ingot.compile(model, native, options), backend, emitter)

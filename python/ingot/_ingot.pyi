@@ -200,6 +200,16 @@ class Model:
     def set_name(self, name: str) -> Model:
         """The block's name inside its parent."""
 
+    def set_attribute(self, name: str, value: object) -> Model:
+        """
+        Sets a named attribute of this block. 'backend': a key of ml.compile's backend_map; that backend compiles this block's nodes, the default backend the rest (the innermost marked block wins).
+        """
+
+    def get_attribute(self, name: str) -> str | None:
+        """
+        The attribute's value, or None when it is not set (an unknown name is an error).
+        """
+
     @property
     def type_name(self) -> str:
         """'Linear', 'Model', or the op name of a primitive."""

@@ -8,6 +8,7 @@
 
 #include "bindings.h"
 #include "convert.h"
+#include "compiler/gradient_pipeline.h"
 #include "ingot/compile.h"
 #include "ingot/cpu_backend.h"
 #include "ingot/error.h"
@@ -342,6 +343,23 @@ void bind_compile(nb::module_& m) {
           return compile(model, backend, o);
         }, nb::arg("model"), nb::arg("backend"), nb::arg("options"),
         "Compiles `model` for `backend` with the options dict (see ingot.compile).");
+
+  // ml.compile's backend_map (ingot/_backend_map.py): the whole model's inferred graph, partitioned
+  // in Python by Node::backend, then each segment compiled alone by its backend.
+  m.def("_inferred_graph_json", [](const Model& model, const nb::dict& options) {
+          CompileOptions o = to_options(options);
+          nb::gil_scoped_release nogil;
+          return print_graph(build_inferred_graph(model, o), DumpFormat::Json);
+        }, nb::arg("model"), nb::arg("options"),
+        "The flattened, shape- and type-inferred graph of `model` before optimization, as JSON.");
+  m.def("_compile_graph", [](const std::string& graph_json, const Backend& backend, const nb::dict& options) {
+          CompileOptions o = to_options(options);
+          nb::gil_scoped_release nogil;
+          Graph g = graph_from_json(graph_json);
+          verify(g);
+          return compile_inferred(std::move(g), backend, o);
+        }, nb::arg("graph_json"), nb::arg("backend"), nb::arg("options"),
+        "Compiles an inferred graph (the JSON of _inferred_graph_json, or a part of it) for `backend`.");
 
   // Test helpers: the array <-> Tensor conversions alone.
   m.def("_roundtrip", [](nb::handle obj) { return to_numpy(to_tensor(obj, "the argument")); }, nb::arg("array"),

@@ -258,6 +258,18 @@ void bind_model(nb::module_& m) {
              return self.set_values(t);
            }, nb::arg("values"), nb::rv_policy::none, "Constant values by terminal name (copied).")
       .def("set_name", &Model::set_name, nb::arg("name"), nb::rv_policy::none, "The block's name inside its parent.")
+      .def("set_attribute", [](Model& self, const std::string& name, nb::handle value) -> Model& {
+             // The name first, so that an unknown attribute is reported as such whatever its value.
+             if (name != "backend") self.attribute(name);  // throws: unknown attribute, listing the valid ones
+             if (!nb::isinstance<nb::str>(value))
+               throw nb::type_error(("set_attribute('" + name + "', ...): the value must be a str (a key of compile's "
+                                     "backend_map), got " + py_str(nb::handle(value.type()).attr("__name__"))).c_str());
+             return self.set_attribute(name, nb::cast<std::string>(value));
+           }, nb::arg("name"), nb::arg("value"), nb::rv_policy::none,
+           "Sets a named attribute of this block. 'backend': a key of ml.compile's backend_map; that backend compiles "
+           "this block's nodes, the default backend the rest (the innermost marked block wins).")
+      .def("get_attribute", &Model::attribute, nb::arg("name"),
+           "The attribute's value, or None when it is not set (an unknown name is an error).")
       .def_prop_ro("type_name", &Model::type_name, "'Linear', 'Model', or the op name of a primitive.")
       .def("input_keys", &Model::input_keys, "The model's input terminals.")
       .def("output_keys", &Model::output_keys, "The model's output terminals.")

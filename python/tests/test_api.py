@@ -167,6 +167,7 @@ def test_every_compile_option_is_a_keyword(tmp_path, rng):
         profile=True, profile_output=tmp_path / "profile.json", trace_shapes=False,
         code_transformers=None,  # the reference backend generates no code (test_code_transformers.py)
         template_path=None,  # nor a Python module (test_emitter_template.py)
+        backend_map=None,  # one backend here (test_backend_map.py)
         hints={"input_batch_size_range": (2, 2), "inference_priority": "latency"}, target_hardware="cpu",
         cpu_options=None, optimize_for="memory")  # cpu_options: the CPU backend's (test_hints_targets.py)
     assert set(options) == set(ml.compile_option_names())

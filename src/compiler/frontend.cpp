@@ -44,7 +44,8 @@ void merge_wire(const ModelImpl& m, int w, const std::string& path, FlatWire& g)
   }
 }
 
-void flatten_into(const ModelImpl& m, const std::string& path, std::vector<int>& map,
+// `backend`: the backend key the enclosing blocks give (the innermost marked one wins).
+void flatten_into(const ModelImpl& m, const std::string& path, const std::string& backend, std::vector<int>& map,
                   FlatModel& out) {
   for (size_t w = 0; w < m.wires.size(); ++w) {
     if (map[w] < 0) {
@@ -59,8 +60,9 @@ void flatten_into(const ModelImpl& m, const std::string& path, std::vector<int>&
   for (const detail::Block& b : m.blocks) {
     const ModelImpl& child = b.model->impl();
     std::string scope = join(path, b.instance);
+    const std::string& child_backend = child.backend.empty() ? backend : child.backend;
     if (child.primitive()) {
-      FlatNode n{child.op, child.attrs, {}, {}, scope, child.control, {}, {}};
+      FlatNode n{child.op, child.attrs, {}, {}, scope, child.control, {}, {}, child_backend};
       for (size_t t = 0; t < b.wires.size(); ++t) {
         (b.is_output[t] ? n.outputs : n.inputs).push_back(map[b.wires[t]]);
         (b.is_output[t] ? n.output_terminals : n.input_terminals).push_back(b.terminals[t]);
@@ -75,7 +77,7 @@ void flatten_into(const ModelImpl& m, const std::string& path, std::vector<int>&
     std::vector<int> terms = child.input_wires();
     for (int w : child.output_wires()) terms.push_back(w);
     for (size_t t = 0; t < terms.size(); ++t) child_map[terms[t]] = map[b.wires[t]];
-    flatten_into(child, scope, child_map, out);
+    flatten_into(child, scope, child_backend, child_map, out);
   }
 }
 
@@ -92,7 +94,7 @@ FlatModel flatten_wires(const Model& model, std::vector<int>& map) {
   INGOT_CHECK(!m.blocks.empty(), "Model has no blocks to compile");
   FlatModel out;
   map.assign(m.wires.size(), -1);
-  flatten_into(m, "", map, out);
+  flatten_into(m, "", m.backend, map, out);
   std::map<std::string, int> seen;
   for (size_t i = 0; i < out.wires.size(); ++i) {
     auto [it, fresh] = seen.emplace(out.wires[i].name, static_cast<int>(i));
@@ -301,9 +303,12 @@ ResolvedModel resolve_terminals(const FlatModel& flat, const CompileOptions& opt
                   "state_update at '", n.scope, "' needs (state, value, [count]) inputs with state a model input");
       g.value(ins[0]).differentiable = false;
       value_of[n.outputs[0]] = ins[0];
-      if (!options.inference)
+      if (!options.inference) {
+        const size_t nodes_before = g.nodes().size();
         state_updates.emplace_back(detail::kStatePrefix + g.value(ins[0]).name,
                                    running_update(g, ins, n.attrs.get_float("momentum"), n.scope));
+        for (size_t k = nodes_before; k < g.nodes().size(); ++k) g.nodes()[k].backend = n.backend;
+      }
       continue;
     }
     if (n.op == detail::kSelectByMode) {
@@ -314,8 +319,10 @@ ResolvedModel resolve_terminals(const FlatModel& flat, const CompileOptions& opt
       continue;
     }
     INGOT_CHECK(find_op(n.op) != nullptr, "Unknown op '", n.op, "' in block '", n.scope, "'");
+    const size_t nodes_before = g.nodes().size();
     std::vector<ValueId> outs = n.control ? add_control_node(g, n, ins, options)
                                           : g.add_node(n.op, ins, n.attrs, static_cast<int>(n.outputs.size()), n.scope);
+    for (size_t k = nodes_before; k < g.nodes().size(); ++k) g.nodes()[k].backend = n.backend;
     for (size_t k = 0; k < outs.size(); ++k) {
       value_of[n.outputs[k]] = outs[k];
       g.value(outs[k]).name = flat.wires[n.outputs[k]].name;
@@ -384,7 +391,7 @@ std::vector<std::optional<Shape>> static_wire_shapes(const Model& model, const s
   if (m.primitive() || m.blocks.empty()) return out;
   FlatModel flat;
   std::vector<int> map(m.wires.size(), -1);
-  flatten_into(m, "", map, flat);
+  flatten_into(m, "", m.backend, map, flat);
   for (int w : m.output_wires()) flat.wires[map[w]].output = true;
   for (int w : wires) {
     INGOT_CHECK(w >= 0 && static_cast<size_t>(w) < map.size(), "static_wire_shapes: wire ", w, " is not in the model");

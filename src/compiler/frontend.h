@@ -36,6 +36,7 @@ struct FlatNode {
   // order of `inputs` and `outputs`.
   std::shared_ptr<const detail::ControlFlow> control;
   std::vector<std::string> input_terminals, output_terminals;
+  std::string backend;  // Node::backend: the innermost enclosing block's set_attribute("backend", ...)
 };
 
 struct FlatModel {

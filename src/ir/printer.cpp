@@ -451,6 +451,7 @@ Json node_json(const Node& n) {
   for (const auto& [key, a] : n.attrs.items()) attrs[key] = attr_json(a);
   Json j = {{"id", n.id},           {"op", n.op},     {"inputs", n.inputs},
             {"outputs", n.outputs}, {"attrs", attrs}, {"scope", n.scope}};
+  if (!n.backend.empty()) j["backend"] = n.backend;  // only when marked: unmarked dumps stay as they were
   if (!n.subgraphs.empty()) {  // control flow: each subgraph as a whole graph object
     Json subs = Json::array();
     for (const Graph& sub : n.subgraphs) subs.push_back(graph_json(sub));
@@ -665,6 +666,7 @@ Node node_from(const In& in, size_t index, size_t num_values) {
   n.outputs = ids_from(in["outputs"], num_values);
   for (const auto& [key, a] : in["attrs"].entries()) n.attrs.set(key, attr_from(a));
   n.scope = in["scope"].as_string();
+  if (in.has("backend")) n.backend = in["backend"].as_string();
   if (in.has("subgraphs"))
     for (const In& sub : in["subgraphs"].items()) n.subgraphs.push_back(graph_body_from(sub));
   return n;

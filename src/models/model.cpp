@@ -217,6 +217,7 @@ void copy_impl(const ModelImpl& from, ModelImpl& to) {
   to.default_links = from.default_links;
   to.type_name = from.type_name;
   to.instance_name = from.instance_name;
+  to.backend = from.backend;
   to.wires = from.wires;
   to.cin = from.cin;
   to.cout = from.cout;
@@ -538,6 +539,27 @@ Model& Model::set_values(const std::map<std::string, Tensor>& values) {
 Model& Model::set_name(std::string instance_name) {
   impl_->instance_name = std::move(instance_name);
   return *this;
+}
+
+std::vector<std::string> Model::attribute_names() { return {"backend"}; }
+
+namespace {
+void check_attribute_name(const std::string& name) {
+  INGOT_CHECK(name == "backend", "Unknown model attribute '", name, "' (valid attributes: backend)");
+}
+}  // namespace
+
+Model& Model::set_attribute(const std::string& name, const std::string& value) {
+  check_attribute_name(name);
+  INGOT_CHECK(!value.empty(), "Model attribute 'backend' needs a non-empty key of compile's backend_map");
+  impl_->backend = value;
+  return *this;
+}
+
+std::optional<std::string> Model::attribute(const std::string& name) const {
+  check_attribute_name(name);
+  if (impl_->backend.empty()) return std::nullopt;
+  return impl_->backend;
 }
 
 // ---------------------------------------------------------------- Connection

@@ -105,6 +105,9 @@ struct ModelImpl {
 
   std::string type_name = "Model";
   std::string instance_name;  // requested name inside a parent (set_name)
+  // set_attribute("backend", key): ml.compile's backend_map compiles this block's nodes with the
+  // backend mapped to `key` (src/compiler/frontend.cpp tags them; empty: not marked).
+  std::string backend;
 
   // Composite models.
   std::vector<Wire> wires;

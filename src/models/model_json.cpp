@@ -216,6 +216,7 @@ json model_to_json(const Model& model) {
   json j;
   j["type"] = m.type_name;
   if (!m.instance_name.empty()) j["instance_name"] = m.instance_name;
+  if (!m.backend.empty()) j["backend"] = m.backend;  // set_attribute("backend", ...)
   if (m.control) {
     j["control"] = control_to_json(m);
     return j;
@@ -280,6 +281,7 @@ Model model_from_json(const json& j, const std::string& path) {
   if (j.contains("control")) {
     Model block = control_from_json(j.at("control"), path);
     if (j.contains("instance_name")) block.set_name(j.at("instance_name").get<std::string>());
+    if (j.contains("backend")) block.set_attribute("backend", j.at("backend").get<std::string>());
     return block;
   }
   if (j.contains("op")) {
@@ -289,12 +291,14 @@ Model model_from_json(const json& j, const std::string& path) {
                                j.at("outputs").get<std::vector<std::string>>(), attrs,
                                j.value("type", std::string()));
     if (j.contains("instance_name")) p.set_name(j.at("instance_name").get<std::string>());
+    if (j.contains("backend")) p.set_attribute("backend", j.at("backend").get<std::string>());
     return p;
   }
   Model model;
   ModelImpl& m = model.impl();
   m.type_name = j.value("type", std::string("Model"));
   m.instance_name = j.value("instance_name", std::string());
+  if (j.contains("backend")) model.set_attribute("backend", j.at("backend").get<std::string>());
   for (const json& jw : j.at("wires")) {
     Wire w;
     w.name = jw.value("name", std::string());
