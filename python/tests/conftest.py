@@ -97,6 +97,16 @@ def rng():
 
 
 @pytest.fixture
+def fresh_hot_path():
+    """The hot-path auto-compiler from a clean state, on the reference backend, and reset after."""
+    ml.set_compile_config(backend=ml.ReferenceBackend())
+    ml.reset_auto_compile()
+    yield
+    ml.reset_compile_config()
+    ml.reset_auto_compile()
+
+
+@pytest.fixture
 def tmp_cache(tmp_path):
     return str(tmp_path / "cache")
 

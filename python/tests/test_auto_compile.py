@@ -16,13 +16,7 @@ import ingot as ml
 from conftest import assert_close
 
 
-@pytest.fixture(autouse=True)
-def fresh_hot_path():
-    ml.set_compile_config(backend=ml.ReferenceBackend())
-    ml.reset_auto_compile()
-    yield
-    ml.reset_compile_config()
-    ml.reset_auto_compile()
+pytestmark = pytest.mark.usefixtures("fresh_hot_path")  # conftest.py
 
 
 X = np.arange(12, dtype=np.float32).reshape(3, 4) / 10

@@ -507,15 +507,6 @@ def test_a_train_model_with_loss_regularization_and_metric():
 # ------------------------------------------------------------- issue 6: the GT-style hot path
 
 
-@pytest.fixture
-def fresh_hot_path():
-    ml.set_compile_config(backend=ml.ReferenceBackend())
-    ml.reset_auto_compile()
-    yield
-    ml.reset_compile_config()
-    ml.reset_auto_compile()
-
-
 HOT_PATH_SCRIPT = textwrap.dedent("""
     import json
     import numpy as np
