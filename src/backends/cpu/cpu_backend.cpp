@@ -319,9 +319,10 @@ class CpuExecutable final : public Executable {
       INGOT_CHECK(c.finite_when.size() <= std::size(known_finite), "CpuBackend: conv2d with ", c.finite_when.size(),
                   " inputs and post-op operands, more than ", std::size(known_finite));
       for (size_t i = 0; i < c.finite_when.size(); ++i) {
-        known_finite[i] = c.finite_when[i].has_value();
-        for (int32_t producer : c.finite_when[i].value_or(std::vector<int32_t>{}))
-          known_finite[i] = known_finite[i] && call.conv_finite[static_cast<size_t>(producer)] != 0;
+        const std::optional<std::vector<int32_t>>& producers = c.finite_when[i];
+        known_finite[i] = producers.has_value();
+        for (size_t k = 0; known_finite[i] && k < producers->size(); ++k)
+          known_finite[i] = call.conv_finite[static_cast<size_t>((*producers)[k])] != 0;
       }
       const bool finite = call.binding->convs.at(static_cast<size_t>(conv))
                               ->run(static_cast<const float*>(args[0]), static_cast<const float*>(args[1]),
