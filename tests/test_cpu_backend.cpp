@@ -227,6 +227,43 @@ TEST(CpuBackend, RowKernels) {
         grouped({{n - 2, n - 1}}));
 }
 
+// The row kernels reduce a contiguous row in four interleaved streams over its quarters plus a
+// tail (ig_row_max, ig_row_sum): every row length from 1 up past a few vector widths, with the
+// row's maximum in each quarter and in the tail, a row of equal values, a row holding -inf and
+// one holding a NaN, against the reference.
+TEST(CpuBackend, RowKernelsOverEveryRowLengthAndMaxPosition) {
+  const std::vector<int64_t> lengths = {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 64, 67, 130, 1027};
+  const int64_t rows = 8;
+  std::vector<Input> inputs;  // every length in one graph: one compile
+  std::vector<Tensor> feed;
+  for (int64_t len : lengths) {
+    const std::string n = std::to_string(len);
+    inputs.insert(inputs.end(), {{"x" + n, {rows, len}}, {"w" + n, {len}}, {"b" + n, {len}}});
+    Tensor x = random_tensor({rows, len}, 40 + len, -4, 4);
+    float* p = x.data<float>();
+    // Rows 0-3: the maximum in quarter r; row 4: in the last element (the tail when len % 4 !=
+    // 0); large enough that softmax overflows unless it is the maximum subtracted. Row 5 all
+    // equal, far from 0 (layer_norm's mean must cancel it); row 6 with a -inf; row 7 a NaN.
+    for (int64_t r = 0; r < 4; ++r) p[r * len + std::min(len - 1, r * (len / 4) + len / 8)] = 200.0f;
+    p[4 * len + len - 1] = 200.0f;
+    for (int64_t k = 0; k < len; ++k) p[5 * len + k] = 101.5f;
+    p[6 * len + len / 2] = -std::numeric_limits<float>::infinity();
+    p[7 * len + len / 3] = std::numeric_limits<float>::quiet_NaN();
+    feed.insert(feed.end(), {x, random_tensor({len}, 7, 0.5, 2), random_tensor({len}, 8)});
+  }
+  Graph g = make_graph(inputs, [&](Graph& g, std::vector<ValueId>& in) {
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      const std::string n = std::to_string(lengths[i]);
+      const ValueId x = in[3 * i], w = in[3 * i + 1], b = in[3 * i + 2];
+      g.set_output("softmax" + n, g.add_op("softmax", {x}));
+      g.set_output("log_softmax" + n, g.add_op("log_softmax", {x}));
+      g.set_output("ln" + n, g.add_op("layer_norm", {x, w, b}));
+      g.set_output("rms" + n, g.add_op("rms_norm", {x, w}));
+    }
+  });
+  check(g, {feed}, unfused, 1e-5, 1e-6);
+}
+
 // transpose is a native kernel (ig_transpose) for every element type, rank and permutation:
 // contiguous rows and strided gathers, the default (reversed) order, negative axes, a symbolic
 // size, an empty tensor and sizes past the parallel threshold; never a reference callback.
