@@ -15,6 +15,11 @@ and a training step of a 4-layer encoder (d_model 256, 4 heads, feed-forward 102
 sequence 128; mean squared error against a random target, SGD lr 0.01): ingot's compile(fn) of
 value_and_grad and the update against PyTorch eager, torch.compile and JAX jit.
 
+Coexistence (the first layer row): ingot compile(fn) and each of ONNX Runtime (as configured
+above, and again with its workers' busy-wait off: session.intra_op.allow_spinning 0), PyTorch
+eager and JAX jit share the process; each is timed alone, then the two alternate call by call,
+and each side's slowdown (interleaved median / solo median) is reported.
+
 Each runtime is timed alone in its own loop (2 threads; the median of --reps calls after a
 warm-up, half a second after the last runtime's calls so its threads have stopped spinning); the
 whole set runs --runs times and each cell shows the least and most of the runs' medians. GFLOP
@@ -54,6 +59,10 @@ LAYERS = [("BERT-base layer", "bert", 1, 128), ("BERT-base layer", "bert", 8, 12
 WIDTH = dict(d=768, heads=12, ffn=3072)
 TRAIN = dict(d=256, heads=4, ffn=1024, layers=4, batch=8, seq=128, lr=0.01)
 RUNTIMES = ["ingot compile(fn)", "ingot zoo", "ONNX Runtime", "PyTorch eager", "torch.compile", "JAX jit"]
+ORT_QUIET = "ONNX Runtime, no spinning"
+# The runtimes that share the process with ingot in the coexistence rows (issue: threads that
+# coexist): each alternates call by call with ingot compile(fn).
+COEXIST = ["ONNX Runtime", ORT_QUIET, "PyTorch eager", "JAX jit"]
 
 
 def random_weights(rng, d, ffn, prefix=""):
@@ -240,6 +249,10 @@ def layer_runners(kind, b, s, p, x, mods):
                 so.inter_op_num_threads = 1
                 sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
                 runners["ONNX Runtime"] = lambda: sess.run(None, {"input": x})[0]
+                # For the coexistence rows: the same session with its workers' busy-wait off.
+                so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+                quiet = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+                runners[ORT_QUIET] = lambda: quiet.run(None, {"input": x})[0]
             except Exception as e:  # noqa: BLE001
                 traceback.print_exc()
                 runners["ONNX Runtime"] = f"{type(e).__name__}: {e}"[:200]
@@ -369,6 +382,59 @@ def time_all(runners, reps, check=None):
     return out
 
 
+def coexistence(runners, reps):
+    """ingot compile(fn) and each peer of COEXIST in one process: each alone in its own loop, then
+    the two alternating call by call (ingot, peer, ingot, ...), as a program that mixes runtimes
+    does. The slowdown is the interleaved median over the solo median; a runtime whose threads
+    busy-wait after a call take cores from the next call of the other."""
+    me = runners["ingot compile(fn)"]
+    out = {}
+    for peer in COEXIST:
+        other = runners.get(peer)
+        if other is None or isinstance(other, str):
+            out[peer] = {"error": other or "not measured"}
+            continue
+        try:
+            solo = {}
+            for name, fn in (("ingot", me), ("peer", other)):
+                time.sleep(0.5)
+                solo[name] = timed(fn, reps)["ms"]
+            time.sleep(0.5)
+            me(), other()
+            mixed = {"ingot": [], "peer": []}
+            for _ in range(reps):
+                for name, fn in (("ingot", me), ("peer", other)):
+                    t = time.perf_counter()
+                    fn()
+                    mixed[name].append((time.perf_counter() - t) * 1e3)
+            row = {}
+            for name in ("ingot", "peer"):
+                m = sorted(mixed[name])[reps // 2]
+                row[name] = {"solo_ms": solo[name], "interleaved_ms": m, "slowdown": m / solo[name]}
+            out[peer] = row
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            out[peer] = {"error": f"{type(e).__name__}: {e}"[:200]}
+    return out
+
+
+def coexistence_table(rows):
+    """The runs' coexistence rows as least-most slowdowns per pair."""
+    lines = ["| alternating with | ingot solo ms | ingot interleaved ms | ingot slowdown | peer solo ms | "
+             "peer interleaved ms | peer slowdown |", "|---|---|---|---|---|---|---|"]
+    for peer in COEXIST:
+        got = [r[peer] for r in rows if "ingot" in r.get(peer, {})]
+        if not got:
+            continue
+        cells = [peer]
+        for side in ("ingot", "peer"):
+            for key, fmt in (("solo_ms", "{:.1f}"), ("interleaved_ms", "{:.1f}"), ("slowdown", "{:.2f}×")):
+                lo, hi = min(g[side][key] for g in got), max(g[side][key] for g in got)
+                cells.append(fmt.format(lo) + ("" if fmt.format(lo) == fmt.format(hi) else "-" + fmt.format(hi)))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def merge(runs):
     """The runs' medians as least and most per runtime."""
     merged = {}
@@ -409,6 +475,10 @@ def tables(result):
         cells.append(f"{g:.0f} ({100 * g / peak:.0f}%)" if g else "—")
         cells.append(" / ".join(f"{row['errors'].get(n, float('nan')):.1e}" for n in ("ingot compile(fn)", "ingot zoo")))
         lines.append("| " + " | ".join(cells) + " |")
+    if result.get("coexistence"):
+        c = result["coexistence"]
+        lines += ["", f"Coexistence, {c['layer']} (ingot compile(fn) alternating call by call with each peer in one "
+                  "process; slowdown = interleaved median / solo median):", "", coexistence_table(c["runs"])]
     if result.get("train"):
         tr = result["train"]
         t = tr["times"]
@@ -454,7 +524,7 @@ def main():
         if mod is not None:
             versions[name] = mod.__version__
     result = {"machine": cpu_model(), "measured_utc": measured_utc(), "threads": THREADS, "versions": versions,
-              "gemm_peak_gflops": gemm_peak_gflops(), "layers": [], "train": None}
+              "gemm_peak_gflops": gemm_peak_gflops(), "layers": [], "coexistence": None, "train": None}
     print(f"library GEMM peak: {result['gemm_peak_gflops']:.0f} GFLOP/s", flush=True)
     rng = np.random.default_rng(0)
     for name, kind, b, s in LAYERS[:1] if args.quick else LAYERS:
@@ -472,6 +542,9 @@ def main():
                "times": merge(runs), "errors": errors}
         print(row["name"], b, s, {n: (m.get("min_ms"), m.get("error")) for n, m in row["times"].items()}, errors, flush=True)
         result["layers"].append(row)
+        if not result.get("coexistence"):
+            result["coexistence"] = {"layer": f"{name} {b} x {s}",
+                                     "runs": [coexistence(runners, args.reps * 4) for _ in range(args.runs)]}
     if not (args.quick or args.no_train):
         runners = train_runners(mods, rng)
         runs = [time_all(runners, args.reps) for _ in range(args.runs)]

@@ -119,3 +119,37 @@ TEST(CpuSliceViews, NoStoreOverwritesAValueAViewReads) {
   cpu->run_into({&p, 1}, outs);
   expect_same(outs[0], want, "q", 1e-6, 1e-6);
 }
+
+// Reshapes are views too (codegen.cpp, fold_reshapes): a reshape (identity, expand_dims) of an
+// NCHW buffer names its source's memory, and the source lives until the view's last reader.
+// Here an elementwise op that could take over x's buffer in place runs before x is read through
+// views (a transpose, a matmul, an elementwise op, a chain of two reshapes, a slice of a view),
+// so writing it in place would change what the views read; views of a graph input and of a graph
+// output; a reshape that is itself a graph output stays a copy into the caller's buffer.
+TEST(CpuSliceViews, ReshapesAreViewsOfTheirSource) {
+  using V = std::vector<int64_t>;
+  Graph g = make_graph({{"a", {4, 6}}, {"b", {4, 6}}, {"w", {6, 5}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    const ValueId x = g.add_op("add", {in[0], in[1]});
+    const ValueId y = g.add_op("reshape", {x}, {{"shape", V{2, 12}}});
+    const ValueId flat = g.add_op("reshape", {y}, {{"shape", V{24}}});
+    const ValueId e = g.add_op("expand_dims", {x}, {{"axes", V{0}}});
+    g.set_output("part", g.add_op("exp", {slice(g, y, {1, 2}, {2, 9}, {0, 1})}));
+    const ValueId z = g.add_op("mul", {x, scalar(g, 3.0)});  // x's last direct reader, same shape
+    g.set_output("t", g.add_op("transpose", {y}, {{"perm", V{1, 0}}}));
+    g.set_output("flat2", g.add_op("mul", {flat, scalar(g, 2.0)}));
+    g.set_output("mm", g.add_op("matmul", {e, in[2]}));
+    g.set_output("ident", g.add_op("add", {g.add_op("identity", {in[0]}), scalar(g, 1.0)}));
+    const ValueId out = g.add_op("sub", {in[0], in[1]});
+    g.set_output("out", out);
+    g.set_output("out_flat", g.add_op("neg", {g.add_op("reshape", {out}, {{"shape", V{3, 8}}})}));
+    g.set_output("reshaped", g.add_op("reshape", {g.add_op("exp", {in[1]})}, {{"shape", V{24}}}));
+    g.set_output("z", g.add_op("add", {z, scalar(g, 1.0)}));
+  });
+  for (const PlanFn& plan : {PlanFn(unfused), fused()}) {
+    const std::string src =
+        check(g, {{random_tensor({4, 6}, 51), random_tensor({4, 6}, 52), random_tensor({6, 5}, 53)}}, plan);
+    EXPECT_EQ(count(src, "reshape view"), 5) << src;  // y, flat, e, identity, out's reshape
+    // Only the reshape that is a graph output is a kernel (a copy into the caller's buffer).
+    EXPECT_EQ(count(src, "_reshape(const ig_ctx* ctx"), 1) << src;
+  }
+}

@@ -189,7 +189,8 @@ bool is_float_dtype(DType t) { return t == DType::Float32 || t == DType::Float64
 struct Segment {
   // Reduce: a native reduction (last node) with its elementwise prologue computed inside it.
   // Control: an if / while / scan around its subgraphs' generated code (codegen_control.h).
-  // Folded: a slice its elementwise readers read in place (fold_slices): nothing is emitted.
+  // Folded: a slice its elementwise readers read in place (fold_slices), or a reshape whose
+  // result is its source's memory (fold_reshapes): nothing is emitted.
   enum Kind { Elementwise, Native, Fallback, Reduce, Control, Folded } kind;
   std::vector<NodeId> nodes;
   int group;
@@ -207,6 +208,7 @@ class Generator {
     index_leaves_and_symbols();
     fold_transposes();
     build_segments();
+    fold_reshapes();
     fold_slices();
     check_layouts();
     plan_buffers();
@@ -293,11 +295,36 @@ class Generator {
       if (perm == swap_last2) folded_[y] = n.inputs[0];
     }
   }
-  // The buffer a read of `v` uses: a folded transpose's or slice's input, else v itself.
+  // The buffer a read of `v` uses: a folded transpose's or slice's input, a reshape's source,
+  // else v itself. Lifetimes and in-place choices follow this buffer, not v.
   ValueId stored(ValueId v) const {
-    if (folded_[v] >= 0) return folded_[v];
-    const auto view = slice_views_.find(v);
-    return view != slice_views_.end() ? view->second.source : v;
+    if (folded_[v] >= 0) v = folded_[v];
+    else if (const auto view = slice_views_.find(v); view != slice_views_.end()) v = view->second.source;
+    const auto alias = reshape_views_.find(v);
+    return alias != reshape_views_.end() ? alias->second : v;
+  }
+
+  // -- reshapes as views
+  // A reshape (identity, expand_dims, reshape_like) of an NCHW buffer keeps every element at its
+  // offset, so its result is the same memory: the generated code declares the result's pointer
+  // as its source's and emits no copy (a transformer's head split copied [B, S, D] four times a
+  // layer). Not for graph outputs (they go to the caller's buffer), for a source that is itself
+  // not materialized in order (a folded transpose or a slice view), nor across layouts.
+  void fold_reshapes() {
+    std::set<ValueId> outputs;
+    for (const auto& [name, v] : g_.outputs()) outputs.insert(v);
+    for (Segment& seg : segs_) {
+      if (seg.kind != Segment::Native || seg.nodes.size() != 1) continue;
+      const Node& n = g_.node(seg.nodes[0]);
+      if (n.op != "reshape" && n.op != "identity" && n.op != "reshape_like" && n.op != "expand_dims") continue;
+      const ValueId x = n.inputs[0], y = n.outputs[0];
+      if (outputs.count(y) || layout(x) != Layout::Nchw || layout(y) != Layout::Nchw ||
+          g_.value(x).dtype != g_.value(y).dtype || folded_[x] >= 0 || slice_views_.count(x))
+        continue;
+      const auto chained = reshape_views_.find(x);
+      reshape_views_[y] = chained != reshape_views_.end() ? chained->second : x;
+      seg.kind = Segment::Folded;
+    }
   }
 
   // -- slices read in place
@@ -353,11 +380,13 @@ class Generator {
     }
     return offset.empty() ? std::string("0") : offset;
   }
-  // Whether segment s reads `source` through a slice view (then it may not be written in place).
+  // Whether segment s reads `source` through a slice or reshape view (then it may not be written
+  // in place).
   bool reads_through_view(size_t s, ValueId source) const {
     for (NodeId n : segs_[s].nodes)
       for (ValueId v : g_.node(n).inputs)
         if (const auto view = slice_views_.find(v); view != slice_views_.end() && view->second.source == source) return true;
+        else if (const auto alias = reshape_views_.find(v); alias != reshape_views_.end() && alias->second == source) return true;
     return false;
   }
 
@@ -1356,15 +1385,18 @@ class Generator {
   void emit_run(std::ostream& e) {
     e << "static int ig_run(const void* const* inputs, void* const* outputs, const ig_ctx* ctx) {\n"
       << dims_prologue();
+    std::set<ValueId> declared;
     for (size_t i = 0; i < out_.inputs.size(); ++i) {
       const Value& v = g_.value(out_.inputs[i]);
       e << "  const " << ctype(v.dtype) << "* " << ptr(v.id) << " = static_cast<const " << ctype(v.dtype)
         << "*>(inputs[" << i << "]);  // input " << comment_safe(v.name) << "\n";
+      declared.insert(v.id);
     }
     for (size_t i = 0; i < out_.constants.size(); ++i) {
       const Value& v = g_.value(out_.constants[i]);
       e << "  [[maybe_unused]] const " << ctype(v.dtype) << "* " << ptr(v.id) << " = static_cast<const "
         << ctype(v.dtype) << "*>(ctx->host->constants[" << i << "]);  // constant " << comment_safe(v.name) << "\n";
+      declared.insert(v.id);
     }
     std::set<ValueId> written;
     out_.output_written.assign(g_.outputs().size(), false);
@@ -1375,6 +1407,7 @@ class Generator {
       out_.output_written[j] = true;
       e << "  " << ctype(g_.value(v).dtype) << "* " << ptr(v) << " = static_cast<" << ctype(g_.value(v).dtype)
         << "*>(outputs[" << j << "]);  // output " << comment_safe(g_.outputs()[j].first) << "\n";
+      declared.insert(v);
     }
     // Intermediates live in the host's arena at the offsets it planned from out_.arena_slots.
     for (size_t i = 0; i < out_.arena_slots.size(); ++i) {
@@ -1384,7 +1417,13 @@ class Generator {
         << i << "]);  // steps " << a.first << ".." << a.last
         << (a.reuses >= 0 ? ", in place over " + ptr(out_.arena_slots[static_cast<size_t>(a.reuses)].value) : "")
         << (layout(a.value) != Layout::Nchw ? ", " + std::string(layout_name(layout(a.value))) : "") << "\n";
+      declared.insert(a.value);
     }
+    // Reshape views: the source's memory under the result's name (fold_reshapes).
+    // (A view nobody reads has a source that may have no buffer: it is not declared.)
+    for (const auto& [y, x] : reshape_views_)
+      if (declared.count(x))
+        e << "  [[maybe_unused]] auto* const " << ptr(y) << " = " << ptr(x) << ";  // reshape view\n";
     for (size_t s = 0; s < segs_.size(); ++s) {
       const Segment& seg = segs_[s];
       if (seg.kind == Segment::Folded) continue;
@@ -1454,6 +1493,7 @@ class Generator {
   std::vector<bool> needs_buffer_, is_output_;
   std::vector<ValueId> folded_;    // per value: a folded transpose's input, or -1
   std::map<ValueId, SliceView> slice_views_;  // slices read in place (fold_slices)
+  std::map<ValueId, ValueId> reshape_views_;  // reshape results -> the buffer they are (fold_reshapes)
   std::vector<int> slot_;          // per value: arena slot, or -1
   std::vector<bool> inplace_seg_;  // per segment: some store overwrites a read
   std::vector<std::string> step_kernels_;  // kernels emitted for the current segment
