@@ -82,14 +82,16 @@ struct HostCall {
 
 class CpuExecutable final : public Executable {
  public:
+  // `body`: a control-flow subgraph's executable, run once per iteration or branch taken.
   CpuExecutable(const Graph& g, cpu::GeneratedCode code, std::shared_ptr<const cpu::LoadedLibrary> lib,
-                std::string strategy, bool winograd)
-      : graph_(g), code_(std::move(code)), lib_(std::move(lib)), strategy_(std::move(strategy)), winograd_(winograd) {
+                std::string strategy, bool winograd, bool body = false)
+      : graph_(g), code_(std::move(code)), lib_(std::move(lib)), strategy_(std::move(strategy)), winograd_(winograd),
+        body_(body) {
     // Each control-flow subgraph: an executable of its own for its bindings and calls, whose code
     // is in this library (its caller's generated code calls it directly).
     for (cpu::SubgraphCode& sub : code_.subgraphs)
       children_.push_back(std::make_unique<CpuExecutable>(graph_.node(sub.node).subgraphs.at(sub.index),
-                                                          std::move(sub.code), lib_, strategy_, winograd_));
+                                                          std::move(sub.code), lib_, strategy_, winograd_, true));
     for (ValueId c : code_.constants) {
       constants_.push_back(graph_.value(c).constant.contiguous());
       const_ptrs_.push_back(constants_.back().raw_data());
@@ -327,7 +329,7 @@ class CpuExecutable final : public Executable {
       const bool finite = call.binding->convs.at(static_cast<size_t>(conv))
                               ->run(static_cast<const float*>(args[0]), static_cast<const float*>(args[1]),
                                     static_cast<const float*>(args[2]), args + 3, static_cast<float*>(y),
-                                    &call.conv_weights, call.exe->graph_.node(c.node).inputs[1],
+                                    call.exe->body_ ? nullptr : &call.conv_weights, call.exe->graph_.node(c.node).inputs[1],
                                     &call.binding->kept_weights, known_finite);
       call.conv_finite[static_cast<size_t>(conv)] = finite ? 1 : 0;
       return 0;
@@ -538,6 +540,12 @@ class CpuExecutable final : public Executable {
   std::vector<const void*> const_ptrs_;
   std::string strategy_;  // memory_planning: greedy | none
   bool winograd_ = false;  // CpuOptions::winograd
+  // A control-flow body runs many times in one call, and a value of it (a loop's slice of its
+  // input, a weight computed in the body) holds other data at every iteration, at the same
+  // address: its convs do not keep reordered weights for the rest of the call (WeightCache),
+  // which would hand the second iteration the first one's weights (program fuzzer, seed 97040:
+  // a scan whose body convolves each slice with itself).
+  bool body_ = false;
   mutable std::mutex mu_;
   mutable std::map<std::vector<Shape>, std::shared_ptr<const Binding>> bindings_;
   std::shared_ptr<const Binding> static_binding_;  // kept: its primitives were made at load

@@ -657,6 +657,30 @@ void ig_avg_pool_cl(const T* __restrict x, O* __restrict y, int64_t outer, int64
 // window holds a real element unless the input has no rows or columns: then it is all padding,
 // -inf (found by the program fuzzer, seed 50238: the first element of an empty window was read,
 // out of bounds). NaN wins, as in the reference kernel.
+// One window's maximum over lanes [l0, l0 + n) of a [.., H, W, lanes] plane (n <= 64); kN > 0:
+// n is kN, known when compiled, so the accumulators stay in registers (the channel blocks of 8
+// and 16 that the layout plan gives a CNN: ResNet's first max pooling took twice ONNX Runtime's
+// time with a run-time lane count).
+template <int64_t kN, class T>
+inline void ig_max_window(const T* __restrict xo, T* __restrict yp, int64_t W, int64_t lanes, int64_t h0, int64_t h1,
+                          int64_t w0, int64_t w1, int64_t l0, int64_t n) {
+  using C = ig_c<T>;
+  if constexpr (kN > 0) n = kN;
+  C m[kN > 0 ? kN : 64];
+  const T* first = xo + (h0 * W + w0) * lanes + l0;
+  for (int64_t l = 0; l < n; ++l) m[l] = static_cast<C>(first[l]);
+  for (int64_t h = h0; h < h1; ++h)
+    for (int64_t w = w0; w < w1; ++w) {
+      const T* xp = xo + (h * W + w) * lanes + l0;
+      #pragma omp simd
+      for (int64_t l = 0; l < n; ++l) {
+        const C v = static_cast<C>(xp[l]);
+        m[l] = (v > m[l] || v != v) ? v : m[l];
+      }
+    }
+  for (int64_t l = 0; l < n; ++l) yp[l0 + l] = static_cast<T>(m[l]);
+}
+
 template <class T>
 void ig_max_pool2d(const T* __restrict x, T* __restrict y, int64_t outer, int64_t H, int64_t W, int64_t lanes,
                    int64_t Ho, int64_t Wo, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
@@ -685,21 +709,13 @@ void ig_max_pool2d(const T* __restrict x, T* __restrict y, int64_t outer, int64_
           yp[0] = static_cast<T>(m);
           continue;
         }
-        C m[64];
-        for (int64_t l0 = 0; l0 < lanes; l0 += 64) {
-          const int64_t n = std::min<int64_t>(64, lanes - l0);
-          const T* first = xo + (h0 * W + w0) * lanes + l0;
-          for (int64_t l = 0; l < n; ++l) m[l] = static_cast<C>(first[l]);
-          for (int64_t h = h0; h < h1; ++h)
-            for (int64_t w = w0; w < w1; ++w) {
-              const T* xp = xo + (h * W + w) * lanes + l0;
-              #pragma omp simd
-              for (int64_t l = 0; l < n; ++l) {
-                const C v = static_cast<C>(xp[l]);
-                m[l] = (v > m[l] || v != v) ? v : m[l];
-              }
-            }
-          for (int64_t l = 0; l < n; ++l) yp[l0 + l] = static_cast<T>(m[l]);
+        if (lanes == 16) {
+          ig_max_window<16>(xo, yp, W, lanes, h0, h1, w0, w1, 0, 16);
+        } else if (lanes == 8) {
+          ig_max_window<8>(xo, yp, W, lanes, h0, h1, w0, w1, 0, 8);
+        } else {
+          for (int64_t l0 = 0; l0 < lanes; l0 += 64)
+            ig_max_window<0>(xo, yp, W, lanes, h0, h1, w0, w1, l0, std::min<int64_t>(64, lanes - l0));
         }
       }
     }
