@@ -185,6 +185,12 @@ int norm_axis(int64_t a, int rank) { return static_cast<int>(a < 0 ? a + rank : 
 
 bool is_float_dtype(DType t) { return t == DType::Float32 || t == DType::Float64; }
 
+// Ops whose result is their first operand's elements in the same order, in a new shape
+// (reshape_like's second operand only gives the shape): a copy, or a view (fold_reshapes).
+bool keeps_element_order(const std::string& op) {
+  return op == "reshape" || op == "identity" || op == "reshape_like" || op == "expand_dims";
+}
+
 // ---- the generator -----------------------------------------------------------------------------
 struct Segment {
   // Reduce: a native reduction (last node) with its elementwise prologue computed inside it.
@@ -316,7 +322,7 @@ class Generator {
     for (Segment& seg : segs_) {
       if (seg.kind != Segment::Native || seg.nodes.size() != 1) continue;
       const Node& n = g_.node(seg.nodes[0]);
-      if (n.op != "reshape" && n.op != "identity" && n.op != "reshape_like" && n.op != "expand_dims") continue;
+      if (!keeps_element_order(n.op)) continue;
       const ValueId x = n.inputs[0], y = n.outputs[0];
       if (outputs.count(y) || layout(x) != Layout::Nchw || layout(y) != Layout::Nchw ||
           g_.value(x).dtype != g_.value(y).dtype || folded_[x] >= 0 || slice_views_.count(x))
@@ -1021,7 +1027,7 @@ class Generator {
     const std::string& op = n.op;
     if (op == "zeros_like") {
       k << "  std::memset(y, 0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
-    } else if (op == "reshape" || op == "identity" || op == "reshape_like" || op == "expand_dims") {
+    } else if (keeps_element_order(op)) {
       k << "  std::memcpy(y, x0, static_cast<size_t>(" << str(numel_of(y)) << ") * sizeof(" << ty << "));\n";
     } else if (op == "gather") {
       const int64_t a = n.attrs.get_int("axis", 0), ax = a < 0 ? a + rank : a;
@@ -1531,9 +1537,7 @@ bool is_native(const Graph& g, const Node& n) {
     if (op == "dropout") return n.attrs.get_int("training", 0) == 0;
     return true;
   }
-  // Same elements in a new shape (reshape_like's second operand only gives the shape).
-  if (op == "reshape" || op == "identity" || op == "reshape_like" || op == "expand_dims")
-    return dt(n.inputs[0]) == dt(n.outputs[0]);
+  if (keeps_element_order(op)) return dt(n.inputs[0]) == dt(n.outputs[0]);
   if (op == "zeros_like") return true;
   if (op == "transpose") return rank(n.inputs[0]) <= 16 && dt(n.inputs[0]) == dt(n.outputs[0]);
   if (op == "gather") {

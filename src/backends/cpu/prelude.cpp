@@ -651,12 +651,6 @@ void ig_avg_pool_cl(const T* __restrict x, O* __restrict y, int64_t outer, int64
   }
 }
 
-// Max pooling over x = [outer, H, W, lanes] into y = [outer, Ho, Wo, lanes]: NCHW is lanes 1
-// (outer N * C), NHWC outer N (lanes C), channel blocks outer N * C / b (lanes b). Windows are
-// clipped to the input (padding counts as -inf). The shape rule keeps 2 * padding <= kernel, so a
-// window holds a real element unless the input has no rows or columns: then it is all padding,
-// -inf (found by the program fuzzer, seed 50238: the first element of an empty window was read,
-// out of bounds). NaN wins, as in the reference kernel.
 // One window's maximum over lanes [l0, l0 + n) of a [.., H, W, lanes] plane (n <= 64); kN > 0:
 // n is kN, known when compiled, so the accumulators stay in registers (the channel blocks of 8
 // and 16 that the layout plan gives a CNN: ResNet's first max pooling took twice ONNX Runtime's
@@ -681,6 +675,12 @@ inline void ig_max_window(const T* __restrict xo, T* __restrict yp, int64_t W, i
   for (int64_t l = 0; l < n; ++l) yp[l0 + l] = static_cast<T>(m[l]);
 }
 
+// Max pooling over x = [outer, H, W, lanes] into y = [outer, Ho, Wo, lanes]: NCHW is lanes 1
+// (outer N * C), NHWC outer N (lanes C), channel blocks outer N * C / b (lanes b). Windows are
+// clipped to the input (padding counts as -inf). The shape rule keeps 2 * padding <= kernel, so a
+// window holds a real element unless the input has no rows or columns: then it is all padding,
+// -inf (found by the program fuzzer, seed 50238: the first element of an empty window was read,
+// out of bounds). NaN wins, as in the reference kernel.
 template <class T>
 void ig_max_pool2d(const T* __restrict x, T* __restrict y, int64_t outer, int64_t H, int64_t W, int64_t lanes,
                    int64_t Ho, int64_t Wo, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
