@@ -501,6 +501,60 @@ TEST(CpuConvLayouts, WinogradWhereOneDnnHasItMatchesReference) {
   }
 }
 
+// A Winograd kernel mixes each input tile with sums and differences: an inf in x came out as NaN
+// beside the reference's inf (inf - inf in the transform), and a NaN spread over its whole tile.
+// A Winograd conv whose inputs hold a NaN or an inf runs that call with a direct kernel. A
+// residual add folds into a Winograd conv as oneDNN's sum post-op (the residual copied into y
+// first); NaN and inf in the residual pass through as in the direct kernels. Non-finite values
+// in x, the weights (a centre tap), the bias and the residual, then finite inputs again.
+TEST(CpuConvLayouts, WinogradConvsPutNonFiniteValuesWhereTheReferenceDoes) {
+  Graph g = make_graph({{"x", {2, 16, 8, 8}}, {"w", {16, 16, 3, 3}}, {"b", {16}}, {"res", {2, 16, 8, 8}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         const ValueId x = in[0], w = in[1], b = in[2], res = in[3];
+                         auto conv = [&](ValueId v) { return g.add_op("conv2d", {v, w, b}, {{"padding", V{1, 1}}}); };
+                         auto pool = [&](ValueId v) {  // reads v in blocks
+                           return g.add_op("max_pool2d", {v}, {{"kernel", V{2, 2}}, {"stride", V{2, 2}}});
+                         };
+                         const ValueId a = g.add_op("relu", {conv(x)});  // a 16-channel-block buffer
+                         const ValueId c = conv(a);
+                         g.set_output("plain", pool(c));
+                         g.set_output("residual", pool(g.add_op("add", {conv(a), a})));
+                         g.set_output("relu", g.add_op("relu", {conv(a)}));
+                         g.set_output("residual_relu", g.add_op("relu", {g.add_op("add", {conv(a), res})}));
+                         // The block's shape: the residual is the conv's own input, in its layout.
+                         g.set_output("block", g.add_op("relu", {g.add_op("add", {conv(g.add_op("relu", {c})), a})}));
+                       });
+  auto with = [&](size_t input, int64_t at, float value) {
+    std::vector<Tensor> ins = random_inputs(g, 2, 230);
+    ins[input].data<float>()[at] = value;
+    return ins;
+  };
+  // x: one value inside an image (every 3x3 window around it reads it); weights: centre taps
+  // (4: out 0, in 0; 301: out 2, in 1), see NonFiniteInputsInEveryFoldedChain.
+  const std::vector<std::vector<Tensor>> sets = {with(0, 2 * 64 + 27, INFINITY), with(0, 9 * 64 + 36, -INFINITY),
+                                                 with(0, 20 * 64 + 10, NAN),     with(1, 4, INFINITY),
+                                                 with(1, 301, NAN),              with(2, 5, NAN),
+                                                 with(3, 100, INFINITY),         with(3, 700, NAN),
+                                                 random_inputs(g, 2, 240)};
+  for (const Layout target : all_layout_targets()) {
+    check(g, sets, plan_fusion, 1e-4, 1e-4, target);
+    if (!cpu::dnnl_available()) continue;
+    const std::unique_ptr<Executable> exe = cpu::lower_with_plan(g, plan_fusion(g), cpu_options(), false, "greedy", target);
+    const cpu::ExecutionPlan p = cpu::execution_plan(*exe, {{2, 16, 8, 8}, {16, 16, 3, 3}, {16}, {2, 16, 8, 8}});
+    int wino = 0;
+    for (const std::string& impl : p.conv_implementations) wino += impl.find("wino") != std::string::npos;
+    // Where oneDNN has Winograd kernels (see the test above): `c` and the residual conv, which
+    // pooling reads in blocks, and the block's conv, whose residual `a` is in blocks (the two
+    // residuals fold as sums: with a binary post-op oneDNN refuses Winograd). The others write
+    // graph outputs, or add a residual that is one (NCHW), in plain layouts, and the first
+    // reads x in NCHW.
+    const bool has = host_channel_block() == 16 && target == Layout::Nchw16c;
+    std::string impls;
+    for (const std::string& impl : p.conv_implementations) impls += impl + "; ";
+    EXPECT_EQ(wino, has ? 3 : 0) << layout_name(target) << ": " << impls;
+  }
+}
+
 // oneDNN's kernels run at the host's best instruction set unless ONEDNN_MAX_CPU_ISA caps it.
 // ctest runs the layout, post-op and attention kernel tests a second time with
 // ONEDNN_MAX_CPU_ISA=AVX2 (cpu_tests_onednn_avx2), so an AVX-512 host checks oneDNN's AVX2

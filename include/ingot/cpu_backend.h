@@ -39,11 +39,13 @@ class CpuBackend final : public Backend {
     bool vectorize = true;
     // -Os instead of -O3: a smaller library (compile option optimize_for = "size").
     bool optimize_size = false;
-    // float32 3x3 stride-1 convolutions may run oneDNN's Winograd kernels (F(2x2, 3x3), AVX-512
-    // machines, activations in 16-channel blocks) where it has one for the shape: 2.25x fewer multiplies in those convs, ResNet-18
-    // 13% faster here, at a rounding error a few times a direct conv's (still ~1e-6 relative on
-    // ResNet's logits). Off by default; ignored where oneDNN has no Winograd kernel.
-    bool winograd = false;
+    // float32 3x3 stride-1 convolutions run oneDNN's Winograd kernels (F(2x2, 3x3): 2.25x fewer
+    // multiplies) where it has one for the shape (AVX-512 machines, activations in 16-channel
+    // blocks), direct kernels elsewhere. The rounding error is a few times a direct conv's (~1e-6
+    // relative on ResNet's logits); a NaN or an inf in a Winograd conv's inputs runs that call
+    // with the direct kernel, so non-finite values come out where the reference puts them.
+    // false: direct kernels only.
+    bool winograd = true;
     // Products through the BLAS library found at run time (OpenBLAS, linked into the generated
     // library); false: in plain loops, as on a machine without one (tests of that path, or a
     // BLAS that misbehaves).

@@ -445,12 +445,12 @@ class CpuBackend(Backend):
     built with the system compiler and cached on disk.
     """
 
-    def __init__(self, *, cache: bool = True, cache_dir: str | None = None, compiler: str | None = None, extra_flags: Sequence[str] = [], num_threads: int = 0, winograd: bool = False, blas: bool = True) -> None:
+    def __init__(self, *, cache: bool = True, cache_dir: str | None = None, compiler: str | None = None, extra_flags: Sequence[str] = [], num_threads: int = 0, winograd: bool = True, blas: bool = True) -> None:
         """
         cache: use the disk cache; cache_dir: default $INGOT_CACHE_DIR, $XDG_CACHE_HOME/ingot or ~/.cache/ingot;
         compiler: default $INGOT_CXX, $CXX, c++/g++/clang++; extra_flags: appended to the build command;
         num_threads: OpenMP threads per call (0: OpenMP's default; compile's cpu_options overrides it); winograd: 3x3 stride-1 float32
-        convs may use oneDNN's Winograd kernels where it has them (AVX-512): faster, a few times the rounding error;
+        convs run oneDNN's Winograd kernels where it has them (AVX-512): faster, a few times the rounding error (False: direct);
         blas: products in oneDNN's sgemm and OpenBLAS (else in plain loops, as without a BLAS library).
         """
 

@@ -249,11 +249,11 @@ void bind_compile(nb::module_& m) {
           },
           nb::kw_only(), nb::arg("cache") = true, nb::arg("cache_dir").none() = nb::none(),
           nb::arg("compiler").none() = nb::none(), nb::arg("extra_flags") = std::vector<std::string>{},
-          nb::arg("num_threads") = 0, nb::arg("winograd") = false, nb::arg("blas") = true,
+          nb::arg("num_threads") = 0, nb::arg("winograd") = true, nb::arg("blas") = true,
           "cache: use the disk cache; cache_dir: default $INGOT_CACHE_DIR, $XDG_CACHE_HOME/ingot or ~/.cache/ingot;\n"
           "compiler: default $INGOT_CXX, $CXX, c++/g++/clang++; extra_flags: appended to the build command;\n"
           "num_threads: OpenMP threads per call (0: OpenMP's default; compile's cpu_options overrides it); winograd: 3x3 stride-1 float32\n"
-          "convs may use oneDNN's Winograd kernels where it has them (AVX-512): faster, a few times the rounding error;\n"
+          "convs run oneDNN's Winograd kernels where it has them (AVX-512): faster, a few times the rounding error (False: direct);\n"
           "blas: products in oneDNN's sgemm and OpenBLAS (else in plain loops, as without a BLAS library).")
       .def_prop_ro("cache", [](const CpuBackend& b) { return b.options().cache; })
       .def_prop_ro("cache_dir", [](const CpuBackend& b) { return b.options().cache_dir; })

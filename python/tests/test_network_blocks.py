@@ -82,11 +82,13 @@ def test_resnet18_logits_match_the_reference(layout):
     assert relative_error(got, want) < 1e-4
 
 
-def test_winograd_option_keeps_resnet_blocks_right():
-    # Winograd kernels (where oneDNN has them: AVX-512, 16-channel blocks) round differently from
-    # direct convolutions; the logits stay within float32 rounding of the reference.
-    backend = ml.CpuBackend(winograd=True)
-    assert backend.winograd and not ml.CpuBackend().winograd
+@pytest.mark.parametrize("winograd", [True, False])
+def test_winograd_and_direct_convs_keep_resnet_blocks_right(winograd):
+    # Winograd kernels (the default where oneDNN has them: AVX-512, 16-channel blocks) round
+    # differently from direct convolutions (winograd=False); the logits stay within float32
+    # rounding of the reference either way.
+    assert ml.CpuBackend().winograd and not ml.CpuBackend(winograd=False).winograd
+    backend = ml.CpuBackend(winograd=winograd)
     opts = dict(shapes={"input": [2, 3, 32, 32]}, inference=True)
     net = ml.ResNet18(num_classes=10)
     ref = ml.compile(net, ml.ReferenceBackend(), **opts)
@@ -94,3 +96,25 @@ def test_winograd_option_keeps_resnet_blocks_right():
     x = np.random.default_rng(3).uniform(-1, 1, (2, 3, 32, 32)).astype(np.float32)
     got = ml.compile(net, backend, **opts).evaluate(params, {"input": x})["output"]
     assert relative_error(got, ref.evaluate(params, {"input": x})["output"]) < 1e-4
+
+
+def test_winograd_convs_keep_an_inf_in_the_input_where_the_reference_does():
+    # A Winograd kernel's transform turned an inf into NaN (inf - inf) and spread it over its
+    # tile; a Winograd conv whose input holds a NaN or an inf runs with the direct kernel.
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 32, 12, 12)).astype(np.float32)
+    x[0, 3, 4, 4] = np.inf
+    x[1, 7, 9, 2] = np.nan
+    m = ml.Model()
+    m |= ml.Conv2d(32, 32, kernel_size=3, padding=1, use_bias=False)(input="input", output="a")
+    m |= ml.MaxPool2d(2, 2)(input="a", output="p")  # keeps the conv's output in channel blocks
+    m |= ml.Conv2d(32, 32, kernel_size=1, use_bias=False)(input="p", output=ml.IOKey("y", expose=True))
+    opts = dict(shapes={"input": list(x.shape)}, inference=True)
+    ref = ml.compile(m, ml.ReferenceBackend(), **opts)
+    params = {k: np.abs(v) for k, v in ref.randomize_params(1).items()}  # an inf stays +inf
+    want = ref.evaluate(params, {"input": x})["y"]
+    got = ml.compile(m, ml.CpuBackend(), **opts).evaluate(params, {"input": x})["y"]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+    finite = np.isfinite(want)
+    assert np.isinf(want).sum() > 0 and relative_error(got[finite], want[finite]) < 1e-4

@@ -148,6 +148,10 @@ struct Choice {
   // (the residual-block bug: NCHW residual, NHWC primitive). run() reorders the caller's operand
   // into this layout when the two differ.
   std::vector<std::pair<int, memory::desc>> binary_operands;
+  // The entry of binary_operands that runs as oneDNN's sum post-op (-1: none): the primitive adds
+  // what dst holds when it starts, so run() copies that operand into dst first. Winograd kernels
+  // take sum but no binary post-op; a residual add (ResNet's) folds into them this way.
+  int sum_operand = -1;
 };
 
 bool has_relu(const ConvSpec& s) {
@@ -160,14 +164,22 @@ bool has_relu(const ConvSpec& s) {
 // (program fuzzer seed 320829: rsqrt(relu(conv2d(x, w))) gave -inf for +inf). Those run it as
 // clip(y, 0, inf) (`relu_as_clip`), +0 in every kernel; the direct ones keep relu, the post-op
 // oneDNN's Winograd kernels accept. (codegen_conv.cpp folds a relu only where no -0 reaches it.)
-dnnl::post_ops post_ops_for(const ConvSpec& s, const memory::desc& dst, Choice* c, bool relu_as_clip) {
+// With `residual_as_sum`, the first full Add runs as a sum post-op (Choice::sum_operand).
+dnnl::post_ops post_ops_for(const ConvSpec& s, const memory::desc& dst, Choice* c, bool relu_as_clip,
+                            bool residual_as_sum) {
   dnnl::post_ops po;
   c->binary_operands.clear();
+  c->sum_operand = -1;
   for (size_t i = 0; i < s.post_ops.size(); ++i) {
     const ConvPostOp& op = s.post_ops[i];
     if (op.binary()) {
       const memory::desc md = op.per_channel ? memory::desc({1, s.cout, 1, 1}, Dt::f32, Tag::abcd) : dst;
-      po.append_binary(eltwise_algorithm(op.kind), md);
+      if (residual_as_sum && c->sum_operand < 0 && op.kind == ConvPostOp::Kind::Add && !op.per_channel) {
+        po.append_sum(1.0f);
+        c->sum_operand = static_cast<int>(c->binary_operands.size());
+      } else {
+        po.append_binary(eltwise_algorithm(op.kind), md);
+      }
       c->binary_operands.emplace_back(static_cast<int>(i), md);
     } else {
       // Relu's alpha is its negative slope (0); linear's and clip's alpha and beta are the map's.
@@ -216,10 +228,11 @@ std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, co
                                               cfg.src, wei_md, s.has_bias ? bias_md : memory::desc(), cfg.dst,
                                               dims.strides, dims.dilates, dims.pad_l, dims.pad_r);
       const memory::desc& dst = cfg.dst;  // (clang 14 cannot capture a structured binding)
+      const bool winograd = algorithm == dnnl::algorithm::convolution_winograd;
       auto make = [&](bool relu_as_clip) {
         dnnl::primitive_attr attr;
         attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // thread-safe execution
-        attr.set_post_ops(post_ops_for(s, dst, &c, relu_as_clip));
+        attr.set_post_ops(post_ops_for(s, dst, &c, relu_as_clip, winograd));
         c.pd = dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
         c.name = c.pd.impl_info_str();
       };
@@ -271,13 +284,19 @@ struct DnnlConv::Impl {
   dnnl::algorithm algorithm = dnnl::algorithm::convolution_direct;
   memory::desc src_user, src_md, wei_user, wei_md, bias_md, dst_user, dst_md, scratch_md;
   std::vector<std::pair<int, memory::desc>> binary_operands;
+  int sum_operand = -1;  // Choice::sum_operand
   // The exact path (conv_post_ops.h): whether the post-ops need finite inputs, and the same
   // convolution without them, made on the first call whose inputs hold a NaN or an inf.
   bool needs_finite_inputs = false;
   bool keeps_finite = false;  // post_ops_keep_finite
+  // A Winograd kernel transforms tiles of x and w with sums and differences, so a NaN or an inf
+  // spreads to its tile's other outputs, and inf - inf makes NaN where a direct conv gives inf
+  // (x with an inf, positive weights: NaN where the reference's conv is +inf). Its exact path is
+  // a direct convolution, whose weights are reordered from the caller's on those calls.
+  bool winograd = false;
   mutable std::once_flag exact_once;
   mutable std::optional<dnnl::convolution_forward> exact;
-  mutable memory::desc exact_scratch_md;
+  mutable memory::desc exact_scratch_md, exact_wei_md;
   const dnnl::convolution_forward& exact_primitive() const;
 };
 
@@ -286,11 +305,13 @@ const dnnl::convolution_forward& DnnlConv::Impl::exact_primitive() const {
     const DnnlConvDims dims = dnnl_conv_dims(spec);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, algorithm, src_md, wei_md,
-                                            spec.has_bias ? bias_md : memory::desc(), dst_md, dims.strides, dims.dilates,
-                                            dims.pad_l, dims.pad_r);
+    const memory::desc wei = winograd ? memory::desc(dims.wei, Dt::f32, Tag::any) : wei_md;
+    const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                            src_md, wei, spec.has_bias ? bias_md : memory::desc(), dst_md,
+                                            dims.strides, dims.dilates, dims.pad_l, dims.pad_r);
     const dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
     exact_scratch_md = pd.scratchpad_desc();
+    exact_wei_md = pd.weights_desc();
     exact.emplace(pd);
   });
   return *exact;
@@ -323,7 +344,9 @@ DnnlConv::DnnlConv(const ConvSpec& s) : impl_(std::make_unique<Impl>()) {
   m.name = c->name;
   m.algorithm = c->algorithm;
   m.binary_operands = c->binary_operands;
-  m.needs_finite_inputs = post_ops_need_finite_inputs(s.post_ops);
+  m.sum_operand = c->sum_operand;
+  m.winograd = m.algorithm == dnnl::algorithm::convolution_winograd;
+  m.needs_finite_inputs = m.winograd || post_ops_need_finite_inputs(s.post_ops);
   m.keeps_finite = post_ops_keep_finite(s.post_ops);
   INGOT_CHECK(layout_of(m.dst_md).has_value(), "CpuBackend: oneDNN chose an unknown output layout for conv2d");
 }
@@ -443,13 +466,16 @@ bool DnnlConv::run(const float* x, const float* w, const float* b, const void* c
                                             {DNNL_ARG_SCRATCHPAD, memory(m.scratch_md, eng, pad.p)}};
     if (s.has_bias) args.emplace(DNNL_ARG_BIAS, memory(m.bias_md, eng, const_cast<float*>(b)));
     // Full operands come in the caller's y layout (dst_user) and are read in the primitive's.
-    std::vector<std::optional<Scratch>> operand_tmp(m.binary_operands.size());
+    // The sum operand (Impl::sum_operand) is no argument: dst holds it when the primitive starts.
+    std::vector<std::optional<Scratch>> operand_tmp(m.binary_operands.size() + 1);
+    std::vector<memory> operand_m;  // each operand as the primitive reads it
     for (size_t i = 0; i < m.binary_operands.size(); ++i) {
       const auto& [index, md] = m.binary_operands[i];
       const bool full = !s.post_ops[static_cast<size_t>(index)].per_channel;
-      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1,
-                   full ? input(m.dst_user, md, static_cast<const float*>(operands[i]), operand_tmp[i])
-                        : memory(md, eng, const_cast<void*>(operands[i])));
+      operand_m.push_back(full ? input(m.dst_user, md, static_cast<const float*>(operands[i]), operand_tmp[i])
+                               : memory(md, eng, const_cast<void*>(operands[i])));
+      if (static_cast<int>(i) != m.sum_operand)
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, operand_m.back());
     }
     // oneDNN's post-ops may turn a NaN into a number (conv_post_ops.h): with a non-finite input,
     // the convolution runs alone and the post-ops run here. Each input is known finite, or
@@ -478,20 +504,34 @@ bool DnnlConv::run(const float* x, const float* w, const float* b, const void* c
       });
     const bool exact = m.needs_finite_inputs && all == Finite::No;
     finite_result = all == Finite::Yes && m.keeps_finite;
+    if (m.sum_operand >= 0) {
+      memory& residual = operand_m[static_cast<size_t>(m.sum_operand)];
+      // y is the residual's buffer only if a memory plan places a conv's output over an operand
+      // that dies there (none does today): then the copy is there already.
+      const bool in_dst = residual.get_data_handle() == dst_m.get_data_handle();
+      if (exact && in_dst) {  // the convolution alone overwrites dst before the post-ops read it
+        operand_tmp.back().emplace(m.dst_md.get_size());
+        memory copy(m.dst_md, eng, operand_tmp.back()->p);
+        dnnl::reorder(residual, copy).execute(st, residual, copy);
+        residual = copy;
+      } else if (!exact && !in_dst) {
+        dnnl::reorder(residual, dst_m).execute(st, residual, dst_m);
+      }
+    }
     if (!exact) {
       m.prim.execute(st, args);
     } else {
       const dnnl::convolution_forward& alone = m.exact_primitive();
       Scratch alone_pad(m.exact_scratch_md.get_size());
-      std::unordered_map<int, memory> plain = {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, wei_m}, {DNNL_ARG_DST, dst_m},
+      std::optional<Scratch> direct_wei_tmp;
+      const memory alone_wei = m.winograd ? input(m.wei_user, m.exact_wei_md, w, direct_wei_tmp) : wei_m;
+      std::unordered_map<int, memory> plain = {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, alone_wei}, {DNNL_ARG_DST, dst_m},
                                                {DNNL_ARG_SCRATCHPAD, memory(m.exact_scratch_md, eng, alone_pad.p)}};
       if (s.has_bias) plain.emplace(DNNL_ARG_BIAS, args.at(DNNL_ARG_BIAS));
       alone.execute(st, plain);
       st.wait();
       std::vector<const float*> in_dst_layout;  // the operands as the primitive reads them
-      for (size_t i = 0; i < m.binary_operands.size(); ++i)
-        in_dst_layout.push_back(static_cast<const float*>(
-            args.at(DNNL_ARG_ATTR_MULTIPLE_POST_OP(m.binary_operands[i].first) | DNNL_ARG_SRC_1).get_data_handle()));
+      for (const memory& operand : operand_m) in_dst_layout.push_back(static_cast<const float*>(operand.get_data_handle()));
       apply_post_ops_exactly(s.post_ops, *layout_of(m.dst_md), s.n, s.cout, s.oh * s.ow, in_dst_layout.data(),
                              static_cast<float*>(dst_m.get_data_handle()));
     }
