@@ -469,35 +469,65 @@ TEST(ConvPostOpsExactly, ScanFindsEveryNonFiniteValue) {
   EXPECT_TRUE(cpu::post_ops_need_finite_inputs({{Kind::Add}, {Kind::Relu}}));
 }
 
-// CpuOptions::winograd: 3x3 stride-1 convs run oneDNN's Winograd kernel where it has one (an
-// AVX-512 machine: avx512f), the others stay direct, and the results stay within float32
-// rounding of the reference (a few times a direct conv's error) under every layout target.
+namespace {
+
+// The number of convs of `exe` that run a Winograd kernel, for these input shapes.
+int winograd_convs(const Executable& exe, const std::vector<Shape>& shapes, std::string* implementations) {
+  if (!cpu::dnnl_available()) return 0;
+  const cpu::ExecutionPlan p = cpu::execution_plan(exe, shapes);
+  int wino = 0;
+  for (const std::string& impl : p.conv_implementations) {
+    wino += impl.find("wino") != std::string::npos;
+    *implementations += impl + "; ";
+  }
+  return wino;
+}
+
+// Whether oneDNN has Winograd kernels for convs under layout target `target`: f32 ones for
+// AVX-512 only, in 16-channel blocks (the layout an AVX-512 machine picks, unless
+// ONEDNN_MAX_CPU_ISA caps oneDNN), and never for a strided conv.
+bool winograd_under(Layout target) { return host_channel_block() == 16 && target == Layout::Nchw16c; }
+
+}  // namespace
+
+// CpuOptions::winograd (the default): 3x3 stride-1 convs with constant weights run oneDNN's
+// Winograd kernel where it has one, the others stay direct, and the results stay within float32
+// rounding of the reference (a few times a direct conv's error) under every layout target. With
+// the weights passed at every call, or winograd off, every conv runs direct: oneDNN's transform
+// of the weights into its Winograd layout costs more than the kernel saves.
 TEST(CpuConvLayouts, WinogradWhereOneDnnHasItMatchesReference) {
-  Graph g = make_graph({{"x", {2, 32, 12, 12}}, {"w", {32, 32, 3, 3}}, {"w2", {32, 32, 3, 3}}},
-                       [&](Graph& g, std::vector<ValueId>& in) {
-                         ValueId a = g.add_op("relu", {g.add_op("conv2d", {in[0], in[1]}, {{"padding", V{1, 1}}})});
-                         ValueId b = g.add_op("conv2d", {a, in[2]}, {{"padding", V{1, 1}}, {"stride", V{2, 2}}});
-                         g.set_output("y", g.add_op("add", {g.add_op("conv2d", {a, in[2]}, {{"padding", V{1, 1}}}), a}));
-                         g.set_output("strided", b);
-                       });
-  CpuBackend::CpuOptions o = cpu_options();
-  o.winograd = true;
-  const std::vector<Tensor> ins = random_inputs(g, 2, 200);
-  const std::vector<Tensor> want = ReferenceBackend().lower(g, {})->run(ins);
+  const Tensor w = random_tensor({32, 32, 3, 3}, 201, -1, 1), w2 = random_tensor({32, 32, 3, 3}, 202, -1, 1);
+  auto body = [](Graph& g, ValueId x, ValueId w, ValueId w2) {
+    ValueId a = g.add_op("relu", {g.add_op("conv2d", {x, w}, {{"padding", V{1, 1}}})});
+    ValueId b = g.add_op("conv2d", {a, w2}, {{"padding", V{1, 1}}, {"stride", V{2, 2}}});
+    g.set_output("y", g.add_op("add", {g.add_op("conv2d", {a, w2}, {{"padding", V{1, 1}}}), a}));
+    g.set_output("strided", b);
+  };
+  const Graph constant = make_graph({{"x", {2, 32, 12, 12}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    body(g, in[0], g.add_constant("w", w), g.add_constant("w2", w2));
+  });
+  const Graph passed = make_graph({{"x", {2, 32, 12, 12}}, {"w", {32, 32, 3, 3}}, {"w2", {32, 32, 3, 3}}},
+                                  [&](Graph& g, std::vector<ValueId>& in) { body(g, in[0], in[1], in[2]); });
+  const Tensor x = random_tensor({2, 32, 12, 12}, 200, -1, 1);
+  const std::vector<Tensor> want = ReferenceBackend().lower(constant, {})->run(std::vector<Tensor>{x});
+  CpuBackend::CpuOptions direct = cpu_options();
+  direct.winograd = false;
+  EXPECT_TRUE(cpu_options().winograd) << "Winograd kernels are the default";
   for (const Layout target : all_layout_targets()) {
     SCOPED_TRACE(layout_name(target));
-    std::unique_ptr<Executable> exe = cpu::lower_with_plan(g, plan_fusion(g), o, false, "greedy", target);
-    const std::vector<Tensor> got = exe->run(ins);
-    for (size_t i = 0; i < want.size(); ++i)
-      EXPECT_LT(max_abs_diff(got[i], want[i]), 1e-4 * std::max(1.0, max_abs_diff(want[i], Tensor::full(want[i].dtype(), want[i].shape(), 0.0))));
-    if (!cpu::dnnl_available()) continue;
-    const cpu::ExecutionPlan p = cpu::execution_plan(*exe, {{2, 32, 12, 12}, {32, 32, 3, 3}, {32, 32, 3, 3}});
-    int wino = 0;
-    for (const std::string& impl : p.conv_implementations) wino += impl.find("wino") != std::string::npos;
-    // oneDNN 2.x has f32 Winograd kernels for AVX-512 only, in 16-channel blocks (the layout an
-    // AVX-512 machine picks, unless ONEDNN_MAX_CPU_ISA caps oneDNN), and never for a strided conv.
-    const bool has = host_channel_block() == 16 && target == Layout::Nchw16c;
-    EXPECT_EQ(wino, has ? 2 : 0) << "implementations: " << p.conv_implementations.size();
+    auto run = [&](const Graph& g, const CpuBackend::CpuOptions& o, const std::vector<Tensor>& ins, int winograd) {
+      std::unique_ptr<Executable> exe = cpu::lower_with_plan(g, plan_fusion(g), o, false, "greedy", target);
+      const std::vector<Tensor> got = exe->run(ins);
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_LT(max_abs_diff(got[i], want[i]), 1e-4 * std::max(1.0, max_abs_diff(want[i], Tensor::full(want[i].dtype(), want[i].shape(), 0.0))));
+      std::vector<Shape> shapes;
+      for (const Tensor& t : ins) shapes.push_back(t.shape());
+      std::string impls;
+      EXPECT_EQ(winograd_convs(*exe, shapes, &impls), cpu::dnnl_available() ? winograd : 0) << impls;
+    };
+    run(constant, cpu_options(), {x}, winograd_under(target) ? 2 : 0);
+    run(constant, direct, {x}, 0);
+    run(passed, cpu_options(), {x, w, w2}, 0);
   }
 }
 
@@ -506,52 +536,56 @@ TEST(CpuConvLayouts, WinogradWhereOneDnnHasItMatchesReference) {
 // A Winograd conv whose inputs hold a NaN or an inf runs that call with a direct kernel. A
 // residual add folds into a Winograd conv as oneDNN's sum post-op (the residual copied into y
 // first); NaN and inf in the residual pass through as in the direct kernels. Non-finite values
-// in x, the weights (a centre tap), the bias and the residual, then finite inputs again.
+// in x, the (constant) weights (a centre tap), the bias and the residual, then finite inputs again.
 TEST(CpuConvLayouts, WinogradConvsPutNonFiniteValuesWhereTheReferenceDoes) {
-  Graph g = make_graph({{"x", {2, 16, 8, 8}}, {"w", {16, 16, 3, 3}}, {"b", {16}}, {"res", {2, 16, 8, 8}}},
-                       [&](Graph& g, std::vector<ValueId>& in) {
-                         const ValueId x = in[0], w = in[1], b = in[2], res = in[3];
-                         auto conv = [&](ValueId v) { return g.add_op("conv2d", {v, w, b}, {{"padding", V{1, 1}}}); };
-                         auto pool = [&](ValueId v) {  // reads v in blocks
-                           return g.add_op("max_pool2d", {v}, {{"kernel", V{2, 2}}, {"stride", V{2, 2}}});
-                         };
-                         const ValueId a = g.add_op("relu", {conv(x)});  // a 16-channel-block buffer
-                         const ValueId c = conv(a);
-                         g.set_output("plain", pool(c));
-                         g.set_output("residual", pool(g.add_op("add", {conv(a), a})));
-                         g.set_output("relu", g.add_op("relu", {conv(a)}));
-                         g.set_output("residual_relu", g.add_op("relu", {g.add_op("add", {conv(a), res})}));
-                         // The block's shape: the residual is the conv's own input, in its layout.
-                         g.set_output("block", g.add_op("relu", {g.add_op("add", {conv(g.add_op("relu", {c})), a})}));
-                       });
+  auto graph = [](const Tensor& w) {
+    return make_graph({{"x", {2, 16, 8, 8}}, {"b", {16}}, {"res", {2, 16, 8, 8}}}, [&](Graph& g, std::vector<ValueId>& in) {
+      const ValueId x = in[0], b = in[1], res = in[2], wc = g.add_constant("w", w);
+      auto conv = [&](ValueId v) { return g.add_op("conv2d", {v, wc, b}, {{"padding", V{1, 1}}}); };
+      auto pool = [&](ValueId v) {  // reads v in blocks
+        return g.add_op("max_pool2d", {v}, {{"kernel", V{2, 2}}, {"stride", V{2, 2}}});
+      };
+      const ValueId a = g.add_op("relu", {conv(x)});  // a 16-channel-block buffer
+      const ValueId c = conv(a);
+      g.set_output("plain", pool(c));
+      g.set_output("residual", pool(g.add_op("add", {conv(a), a})));
+      g.set_output("relu", g.add_op("relu", {conv(a)}));
+      g.set_output("residual_relu", g.add_op("relu", {g.add_op("add", {conv(a), res})}));
+      // The block's shape: the residual is the conv's own input, in its layout.
+      g.set_output("block", g.add_op("relu", {g.add_op("add", {conv(g.add_op("relu", {c})), a})}));
+    });
+  };
+  const Tensor w = random_tensor({16, 16, 3, 3}, 229, -1, 1);
+  const Graph g = graph(w);
   auto with = [&](size_t input, int64_t at, float value) {
     std::vector<Tensor> ins = random_inputs(g, 2, 230);
     ins[input].data<float>()[at] = value;
     return ins;
   };
-  // x: one value inside an image (every 3x3 window around it reads it); weights: centre taps
-  // (4: out 0, in 0; 301: out 2, in 1), see NonFiniteInputsInEveryFoldedChain.
+  // x: one value inside an image (every 3x3 window around it reads it).
   const std::vector<std::vector<Tensor>> sets = {with(0, 2 * 64 + 27, INFINITY), with(0, 9 * 64 + 36, -INFINITY),
-                                                 with(0, 20 * 64 + 10, NAN),     with(1, 4, INFINITY),
-                                                 with(1, 301, NAN),              with(2, 5, NAN),
-                                                 with(3, 100, INFINITY),         with(3, 700, NAN),
+                                                 with(0, 20 * 64 + 10, NAN),     with(1, 5, NAN),
+                                                 with(2, 100, INFINITY),         with(2, 700, NAN),
                                                  random_inputs(g, 2, 240)};
+  // Weights: centre taps (4: out 0, in 0; 301: out 2, in 1), see NonFiniteInputsInEveryFoldedChain.
+  std::vector<Graph> graphs = {g};
+  for (const auto& [at, value] : std::vector<std::pair<int64_t, float>>{{4, INFINITY}, {301, NAN}}) {
+    Tensor bad = w.astype(DType::Float32);
+    bad.data<float>()[at] = value;
+    graphs.push_back(graph(bad));
+  }
   for (const Layout target : all_layout_targets()) {
-    check(g, sets, plan_fusion, 1e-4, 1e-4, target);
-    if (!cpu::dnnl_available()) continue;
+    for (size_t k = 0; k < graphs.size(); ++k)
+      check(graphs[k], k == 0 ? sets : std::vector<std::vector<Tensor>>{sets.back()}, plan_fusion, 1e-4, 1e-4, target);
     const std::unique_ptr<Executable> exe = cpu::lower_with_plan(g, plan_fusion(g), cpu_options(), false, "greedy", target);
-    const cpu::ExecutionPlan p = cpu::execution_plan(*exe, {{2, 16, 8, 8}, {16, 16, 3, 3}, {16}, {2, 16, 8, 8}});
-    int wino = 0;
-    for (const std::string& impl : p.conv_implementations) wino += impl.find("wino") != std::string::npos;
-    // Where oneDNN has Winograd kernels (see the test above): `c` and the residual conv, which
-    // pooling reads in blocks, and the block's conv, whose residual `a` is in blocks (the two
-    // residuals fold as sums: with a binary post-op oneDNN refuses Winograd). The others write
-    // graph outputs, or add a residual that is one (NCHW), in plain layouts, and the first
-    // reads x in NCHW.
-    const bool has = host_channel_block() == 16 && target == Layout::Nchw16c;
+    // Where oneDNN has Winograd kernels: `c` and the residual conv, which pooling reads in
+    // blocks, and the block's conv, whose residual `a` is in blocks (the two residuals fold as
+    // sums: with a binary post-op oneDNN refuses Winograd). The others write graph outputs, or
+    // add a residual that is one (NCHW), in plain layouts, and the first reads x in NCHW.
     std::string impls;
-    for (const std::string& impl : p.conv_implementations) impls += impl + "; ";
-    EXPECT_EQ(wino, has ? 3 : 0) << layout_name(target) << ": " << impls;
+    EXPECT_EQ(winograd_convs(*exe, {{2, 16, 8, 8}, {16}, {2, 16, 8, 8}}, &impls),
+              cpu::dnnl_available() && winograd_under(target) ? 3 : 0)
+        << layout_name(target) << ": " << impls;
   }
 }
 

@@ -84,9 +84,9 @@ def test_resnet18_logits_match_the_reference(layout):
 
 @pytest.mark.parametrize("winograd", [True, False])
 def test_winograd_and_direct_convs_keep_resnet_blocks_right(winograd):
-    # Winograd kernels (the default where oneDNN has them: AVX-512, 16-channel blocks) round
-    # differently from direct convolutions (winograd=False); the logits stay within float32
-    # rounding of the reference either way.
+    # Winograd kernels (the default where oneDNN has them: AVX-512, 16-channel blocks, constant
+    # weights) round differently from direct convolutions (winograd=False); the logits stay
+    # within float32 rounding of the reference either way, weights constant or passed.
     assert ml.CpuBackend().winograd and not ml.CpuBackend(winograd=False).winograd
     backend = ml.CpuBackend(winograd=winograd)
     opts = dict(shapes={"input": [2, 3, 32, 32]}, inference=True)
@@ -94,8 +94,11 @@ def test_winograd_and_direct_convs_keep_resnet_blocks_right(winograd):
     ref = ml.compile(net, ml.ReferenceBackend(), **opts)
     params = ref.randomize_params(5)
     x = np.random.default_rng(3).uniform(-1, 1, (2, 3, 32, 32)).astype(np.float32)
-    got = ml.compile(net, backend, **opts).evaluate(params, {"input": x})["output"]
-    assert relative_error(got, ref.evaluate(params, {"input": x})["output"]) < 1e-4
+    want = ref.evaluate(params, {"input": x})["output"]
+    constant = ml.compile(net, backend, constant_keys=params, **opts).evaluate({}, {"input": x})["output"]
+    assert relative_error(constant, want) < 1e-4
+    passed = ml.compile(net, backend, **opts).evaluate(params, {"input": x})["output"]
+    assert relative_error(passed, want) < 1e-4
 
 
 def test_winograd_convs_keep_an_inf_in_the_input_where_the_reference_does():
@@ -113,7 +116,8 @@ def test_winograd_convs_keep_an_inf_in_the_input_where_the_reference_does():
     ref = ml.compile(m, ml.ReferenceBackend(), **opts)
     params = {k: np.abs(v) for k, v in ref.randomize_params(1).items()}  # an inf stays +inf
     want = ref.evaluate(params, {"input": x})["y"]
-    got = ml.compile(m, ml.CpuBackend(), **opts).evaluate(params, {"input": x})["y"]
+    # Constant weights: the convs that run Winograd kernels (with weights passed, direct ones).
+    got = ml.compile(m, ml.CpuBackend(), constant_keys=params, **opts).evaluate({}, {"input": x})["y"]
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
     finite = np.isfinite(want)

@@ -387,15 +387,19 @@ class CpuExecutable final : public Executable {
       spec.src_layout = c.src_layout;
       spec.dst_layout = c.dst_layout;
       spec.post_ops = c.post_ops;
-      spec.winograd = winograd_;
+      const ValueId wv = n.inputs[1];
+      const auto k = std::find(code_.constants.begin(), code_.constants.end(), wv);
+      // Winograd only for constant weights, transformed once at load: oneDNN's transform of the
+      // weights into its Winograd layout is slow (ResNet-18 at batch 1 took 263 ms a call with
+      // its weights passed every call, 34 ms with direct kernels), so weights that can change
+      // every call (training, parameters passed to evaluate) keep direct kernels.
+      spec.winograd = winograd_ && k != code_.constants.end();
       // Convs of one spec share a primitive (batch chunks repeat the same convs).
       std::shared_ptr<const cpu::DnnlConv> conv;
       for (size_t i = 0; i < b.convs.size() && !conv; ++i)
         if (b.conv_specs[i] == spec) conv = b.convs[i];
       b.convs.push_back(conv ? conv : std::make_shared<const cpu::DnnlConv>(spec));
       b.conv_specs.push_back(std::move(spec));
-      const ValueId wv = n.inputs[1];
-      const auto k = std::find(code_.constants.begin(), code_.constants.end(), wv);
       if (k != code_.constants.end())
         b.convs.back()->keep_weights(static_cast<const float*>(const_ptrs_[static_cast<size_t>(k - code_.constants.begin())]),
                                      &b.kept_weights, wv);
