@@ -42,10 +42,10 @@ class CpuBackend final : public Backend {
     // float32 3x3 stride-1 convolutions with constant weights run oneDNN's Winograd kernels
     // (F(2x2, 3x3): 2.25x fewer multiplies) where it has one for the shape (AVX-512 machines,
     // activations in 16-channel blocks), direct kernels elsewhere (weights that change per call
-    // too: oneDNN's transform of them costs more than the kernel saves). The rounding error is a few times a direct conv's (~1e-6
-    // relative on ResNet's logits); a NaN or an inf in a Winograd conv's inputs runs that call
-    // with the direct kernel, so non-finite values come out where the reference puts them.
-    // false: direct kernels only.
+    // too: oneDNN's transform of them costs more than the kernel saves). The rounding error is a
+    // few times a direct conv's (~1e-6 relative on ResNet's logits); a NaN or an inf in a
+    // Winograd conv's inputs runs that call with the direct kernel, so non-finite values come out
+    // where the reference puts them. false: direct kernels only.
     bool winograd = true;
     // Products through the BLAS library found at run time (OpenBLAS, linked into the generated
     // library); false: in plain loops, as on a machine without one (tests of that path, or a

@@ -293,7 +293,7 @@ struct DnnlConv::Impl {
   // spreads to its tile's other outputs, and inf - inf makes NaN where a direct conv gives inf
   // (x with an inf, positive weights: NaN where the reference's conv is +inf). Its exact path is
   // a direct convolution, whose weights are reordered from the caller's on those calls.
-  bool winograd = false;
+  bool winograd() const { return algorithm == dnnl::algorithm::convolution_winograd; }
   mutable std::once_flag exact_once;
   mutable std::optional<dnnl::convolution_forward> exact;
   mutable memory::desc exact_scratch_md, exact_wei_md;
@@ -305,7 +305,7 @@ const dnnl::convolution_forward& DnnlConv::Impl::exact_primitive() const {
     const DnnlConvDims dims = dnnl_conv_dims(spec);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const memory::desc wei = winograd ? memory::desc(dims.wei, Dt::f32, Tag::any) : wei_md;
+    const memory::desc wei = winograd() ? memory::desc(dims.wei, Dt::f32, Tag::any) : wei_md;
     const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                             src_md, wei, spec.has_bias ? bias_md : memory::desc(), dst_md,
                                             dims.strides, dims.dilates, dims.pad_l, dims.pad_r);
@@ -345,8 +345,7 @@ DnnlConv::DnnlConv(const ConvSpec& s) : impl_(std::make_unique<Impl>()) {
   m.algorithm = c->algorithm;
   m.binary_operands = c->binary_operands;
   m.sum_operand = c->sum_operand;
-  m.winograd = m.algorithm == dnnl::algorithm::convolution_winograd;
-  m.needs_finite_inputs = m.winograd || post_ops_need_finite_inputs(s.post_ops);
+  m.needs_finite_inputs = m.winograd() || post_ops_need_finite_inputs(s.post_ops);
   m.keeps_finite = post_ops_keep_finite(s.post_ops);
   INGOT_CHECK(layout_of(m.dst_md).has_value(), "CpuBackend: oneDNN chose an unknown output layout for conv2d");
 }
@@ -467,7 +466,7 @@ bool DnnlConv::run(const float* x, const float* w, const float* b, const void* c
     if (s.has_bias) args.emplace(DNNL_ARG_BIAS, memory(m.bias_md, eng, const_cast<float*>(b)));
     // Full operands come in the caller's y layout (dst_user) and are read in the primitive's.
     // The sum operand (Impl::sum_operand) is no argument: dst holds it when the primitive starts.
-    std::vector<std::optional<Scratch>> operand_tmp(m.binary_operands.size() + 1);
+    std::vector<std::optional<Scratch>> operand_tmp(m.binary_operands.size());
     std::vector<memory> operand_m;  // each operand as the primitive reads it
     for (size_t i = 0; i < m.binary_operands.size(); ++i) {
       const auto& [index, md] = m.binary_operands[i];
@@ -504,19 +503,11 @@ bool DnnlConv::run(const float* x, const float* w, const float* b, const void* c
       });
     const bool exact = m.needs_finite_inputs && all == Finite::No;
     finite_result = all == Finite::Yes && m.keeps_finite;
-    if (m.sum_operand >= 0) {
+    // The sum operand goes into dst before the primitive adds onto it. (No operand shares y's
+    // buffer: the exact path below also reads the operands after the convolution wrote y.)
+    if (m.sum_operand >= 0 && !exact) {
       memory& residual = operand_m[static_cast<size_t>(m.sum_operand)];
-      // y is the residual's buffer only if a memory plan places a conv's output over an operand
-      // that dies there (none does today): then the copy is there already.
-      const bool in_dst = residual.get_data_handle() == dst_m.get_data_handle();
-      if (exact && in_dst) {  // the convolution alone overwrites dst before the post-ops read it
-        operand_tmp.back().emplace(m.dst_md.get_size());
-        memory copy(m.dst_md, eng, operand_tmp.back()->p);
-        dnnl::reorder(residual, copy).execute(st, residual, copy);
-        residual = copy;
-      } else if (!exact && !in_dst) {
-        dnnl::reorder(residual, dst_m).execute(st, residual, dst_m);
-      }
+      dnnl::reorder(residual, dst_m).execute(st, residual, dst_m);
     }
     if (!exact) {
       m.prim.execute(st, args);
@@ -524,7 +515,7 @@ bool DnnlConv::run(const float* x, const float* w, const float* b, const void* c
       const dnnl::convolution_forward& alone = m.exact_primitive();
       Scratch alone_pad(m.exact_scratch_md.get_size());
       std::optional<Scratch> direct_wei_tmp;
-      const memory alone_wei = m.winograd ? input(m.wei_user, m.exact_wei_md, w, direct_wei_tmp) : wei_m;
+      const memory alone_wei = m.winograd() ? input(m.wei_user, m.exact_wei_md, w, direct_wei_tmp) : wei_m;
       std::unordered_map<int, memory> plain = {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, alone_wei}, {DNNL_ARG_DST, dst_m},
                                                {DNNL_ARG_SCRATCHPAD, memory(m.exact_scratch_md, eng, alone_pad.p)}};
       if (s.has_bias) plain.emplace(DNNL_ARG_BIAS, args.at(DNNL_ARG_BIAS));
