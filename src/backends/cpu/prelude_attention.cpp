@@ -228,16 +228,17 @@ int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k
 }
 
 // ---- scaled_dot_product_attention_grad: (q, k, v, dy, [mask]) -> (dq, dk, dv, dmask) ----
-// Flash-style too: nothing [Sq, Sk] is stored. Work units are the key/value heads (leading index
-// over the query heads' groups), so each unit owns its dk and dv rows and no two threads add to
-// one. Per query head of the unit and block of kQ rows: a forward pass over the key blocks gives
-// the rows' softmax max m, sum l and output O (as ig_attention); D_i = <dy_i, O_i>; then per key
-// block the scores are made again, P = exp(S - m) / l, dP = dy V^T, dS = P (dP - D), and
-// dq += scale dS K, dk += scale dS^T q, dv += P^T dy (the host's sgemm reads P and dS transposed
-// in place; other products write the transposed block out first). A float mask's gradient is dS
-// summed where the mask broadcasts (atomic adds: units share mask elements); a bool mask's is zeros. Causal units skip the keys past
-// their last visible one when every q, k, v and dy is finite (0 * inf is NaN otherwise, as in the
-// reference).
+// Flash-style too: nothing [Sq, Sk] is stored whole. Work units are the key/value heads (leading
+// index over the query heads' groups), so each unit owns its dk and dv rows and no two threads add
+// to one. Per query head of the unit and block of kQ rows: the scores S = scale q K^T give the
+// rows' softmax max m and sum l, P = exp(S - m) / l, dP = dy V^T, D_i = sum_j P_ij dP_ij,
+// dS = P (dP - D), and dq += scale dS K, dk += scale dS^T q, dv += P^T dy (the host's sgemm reads
+// P and dS transposed in place; other products write the transposed block out first). Rows of up
+// to kWhole keys are scored in one block, once; longer rows walk key blocks of kK three times (m
+// and l, D, the gradients), scoring each block again. A float mask's gradient is dS summed where
+// the mask broadcasts (atomic adds: units share mask elements); a bool mask's is zeros. Causal
+// units skip the keys past their last visible one when every q, k, v and dy is finite (0 * inf is
+// NaN otherwise, as in the reference).
 extern "C" int omp_get_max_threads();
 
 template <class T, int kMask>
@@ -246,7 +247,7 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
                       T* __restrict dmask, int64_t mask_numel, int64_t batch, int64_t hq, int64_t hk, int64_t sq,
                       int64_t sk, int64_t d, int64_t dvn, double scale, int causal, int64_t offset, int nlead,
                       const int64_t* lead, const int64_t* mstride) {
-  constexpr int64_t kQ = 128, kK = 512;
+  constexpr int64_t kQ = 128, kK = 512, kWhole = 2048;
   constexpr T kHidden = -std::numeric_limits<T>::infinity();
   if (kMask != 0) std::memset(static_cast<void*>(dmask), 0, static_cast<size_t>(mask_numel) * sizeof(T));
   if (batch == 0) return 0;
@@ -295,18 +296,24 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
     if (partial == nullptr) parts = 1;
   }
   const int64_t items = units * parts;
+  // Keys of a row short enough (sk <= kWhole) are scored once, in one block of the whole row:
+  // the probabilities and dP are kept from one product each, where the blocked path below scores
+  // every key block three times (m and l, then D, then the gradients) and dP twice. The per-thread
+  // scratch stays linear in sk: 3 x kQ x sk values (3 MB for float32 at sk = 2048).
+  const bool whole = sk <= kWhole;
+  const int64_t ld = whole ? sk : kK;
   int failed = 0;
   #pragma omp parallel if(ig_big(batch * sq * sk * (d + dvn) / 4) && items > 1)
   {
     // Per thread: scores / probabilities, dP / dS, a transposed block, and the rows' m, l, D, O.
-    T* s = static_cast<T*>(std::malloc(sizeof(T) * static_cast<size_t>(3 * kQ * kK + 3 * kQ + kQ * dvn)));
+    T* s = static_cast<T*>(std::malloc(sizeof(T) * static_cast<size_t>(3 * kQ * ld + 3 * kQ + kQ * dvn)));
     if (s == nullptr) {
       #pragma omp atomic write
       failed = 1;
     }
-    T* ds = s + kQ * kK;
-    T* t = ds + kQ * kK;
-    T* m = t + kQ * kK;
+    T* ds = s + kQ * ld;
+    T* t = ds + kQ * ld;
+    T* m = t + kQ * ld;
     T* l = m + kQ;
     T* dd = l + kQ;
     T* acc = dd + kQ;
@@ -323,78 +330,134 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
       for (int64_t pair = part; pair < pairs; pair += parts) {
         const int64_t b = o * hq + kh * group + pair / qblocks;
         const int64_t mbase = kMask != 0 ? ig_mask_base(b, nlead, lead, mstride) : 0;
-        {
-          const int64_t i0 = (pair % qblocks) * kQ;
-          const int64_t rows = sq - i0 < kQ ? sq - i0 : kQ;
-          const T* qb = q + (b * sq + i0) * d;
-          const T* dyb = dy + (b * sq + i0) * dvn;
-          T* dqb = dq + (b * sq + i0) * d;
-          const int64_t end = skip_hidden ? (i0 + rows + offset < sk ? (i0 + rows + offset > 0 ? i0 + rows + offset : 0) : sk) : sk;
+        const int64_t i0 = (pair % qblocks) * kQ;
+        const int64_t rows = sq - i0 < kQ ? sq - i0 : kQ;
+        const T* qb = q + (b * sq + i0) * d;
+        const T* dyb = dy + (b * sq + i0) * dvn;
+        T* dqb = dq + (b * sq + i0) * d;
+        const int64_t end = skip_hidden ? (i0 + rows + offset < sk ? (i0 + rows + offset > 0 ? i0 + rows + offset : 0) : sk) : sk;
+        // dS = P (dP - D) for the rows' block of n keys from j0, P in s and dP in ds (ld apart),
+        // left in ds; a float mask's gradient gathers dS.
+        auto block_ds = [&](int64_t j0, int64_t n) {
           for (int64_t r = 0; r < rows; ++r) {
-            m[r] = kHidden;
-            l[r] = 0;
-          }
-          for (int64_t e = 0; e < rows * dvn; ++e) acc[e] = 0;
-          for (int64_t j0 = 0; j0 < end; j0 += kK) {  // the rows' softmax max m and sum l
-            const int64_t n = end - j0 < kK ? end - j0 : kK;
-            ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, kK);
-            ig_mask_scores<T, kMask>(s, kK, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
-            ig_softmax_block(s, kK, rows, n, m, l, acc, 0);
-          }
-          // A row that sees no key has NaN probabilities, which reach every key's gradients (as in
-          // the reference): then no key is skipped.
-          int64_t end2 = end;
-          for (int64_t r = 0; r < rows; ++r)
-            if (l[r] == T(0)) end2 = sk;
-          {
-            // D_i = sum_j P_ij dP_ij from the very dP values dS uses below, as the reference sums
-            // it: FlashAttention-2's <dy_i, O_i> is the same number in exact arithmetic but not in
-            // float32, where dP and O round apart: on a saturated softmax (scores near 5e4) dS =
-            // P (dP - D) kept 0.15 of dq's scale of 1.3 that the reference cancels to 0 (the
-            // program fuzzer, seed 200090), and an infinite dy gave NaN where the reference had
-            // inf (seed 170036). It costs a pass of two block products per key block.
-            double dsum[kQ];
-            for (int64_t r = 0; r < rows; ++r) dsum[r] = 0;
-            for (int64_t j0 = 0; j0 < end2; j0 += kK) {
-              const int64_t n = end2 - j0 < kK ? end2 - j0 : kK;
-              ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, kK);
-              ig_mask_scores<T, kMask>(s, kK, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
-              ig_block_gemm(ctx, true, rows, n, dvn, T(1), dyb, dvn, vb + j0 * dvn, dvn, T(0), ds, kK);
-              for (int64_t r = 0; r < rows; ++r)
-                for (int64_t jj = 0; jj < n; ++jj)
-                  dsum[r] += static_cast<double>(ig_exp<T>(s[r * kK + jj] - m[r]) / l[r]) * static_cast<double>(ds[r * kK + jj]);
+            T* sr = s + r * ld;
+            T* dr = ds + r * ld;
+            const T dr0 = dd[r];
+            #pragma omp simd
+            for (int64_t jj = 0; jj < n; ++jj) dr[jj] = sr[jj] * (dr[jj] - dr0);
+            if (kMask == 2) {
+              const int64_t i = i0 + r;
+              T* mrow = dmask + mbase + i * mstride[nlead];
+              const int64_t ms = mstride[nlead + 1];
+              for (int64_t jj = 0; jj < n; ++jj) {
+                if (causal && j0 + jj > i + offset) continue;
+                #pragma omp atomic
+                mrow[(j0 + jj) * ms] += dr[jj];
+              }
             }
-            for (int64_t r = 0; r < rows; ++r) dd[r] = static_cast<T>(dsum[r]);
           }
+        };
+        // dq, dv and dk from the block's P (in s) and dS (in ds).
+        auto block_grads = [&](int64_t j0, int64_t n) {
+          ig_block_gemm(ctx, false, rows, d, n, tscale, ds, ld, kb + j0 * d, d, T(1), dqb, d);
+          ig_block_gemm_at(ctx, n, dvn, rows, T(1), s, ld, dyb, dvn, T(1), dvb + j0 * dvn, dvn, t);
+          ig_block_gemm_at(ctx, n, d, rows, tscale, ds, ld, qb, d, T(1), dkb + j0 * d, d, t);
+        };
+        if (whole) {
+          // The visible keys' scores, softmax'd in place; a row that sees no key has NaN
+          // probabilities, which reach every key's gradients (as in the reference): then every
+          // key is scored.
+          int64_t n = end;
+          for (;;) {
+            if (n > 0) {
+              ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb, d, T(0), s, ld);
+              ig_mask_scores<T, kMask>(s, ld, rows, n, i0, 0, mask, mbase, nlead, mstride, causal, offset);
+            }
+            bool unseen = false;
+            for (int64_t r = 0; r < rows; ++r) {
+              m[r] = kHidden;
+              l[r] = 0;
+            }
+            ig_softmax_block(s, ld, rows, n, m, l, acc, 0);
+            for (int64_t r = 0; r < rows; ++r) unseen = unseen || l[r] == T(0);
+            if (!unseen || n == sk) break;
+            n = sk;
+          }
+          if (n == 0) continue;
+          ig_block_gemm(ctx, true, rows, n, dvn, T(1), dyb, dvn, vb, dvn, T(0), ds, ld);  // dP
+          // P = exp(S - m) / l, and D_i = sum_j P_ij dP_ij summed in double over the very P and dP
+          // that dS uses (see the blocked path's comment below).
+          for (int64_t r = 0; r < rows; ++r) {
+            T* sr = s + r * ld;
+            const T* dr = ds + r * ld;
+            const T inv = T(1) / l[r];
+            double dsum = 0;
+            #pragma omp simd reduction(+:dsum)
+            for (int64_t jj = 0; jj < n; ++jj) {
+              sr[jj] *= inv;
+              dsum += static_cast<double>(sr[jj]) * static_cast<double>(dr[jj]);
+            }
+            dd[r] = static_cast<T>(dsum);
+          }
+          block_ds(0, n);
+          block_grads(0, n);
+          continue;
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          m[r] = kHidden;
+          l[r] = 0;
+        }
+        for (int64_t j0 = 0; j0 < end; j0 += kK) {  // the rows' softmax max m and sum l
+          const int64_t n = end - j0 < kK ? end - j0 : kK;
+          ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, ld);
+          ig_mask_scores<T, kMask>(s, ld, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
+          ig_softmax_block(s, ld, rows, n, m, l, acc, 0);
+        }
+        // A row that sees no key has NaN probabilities, which reach every key's gradients (as in
+        // the reference): then no key is skipped.
+        int64_t end2 = end;
+        for (int64_t r = 0; r < rows; ++r)
+          if (l[r] == T(0)) end2 = sk;
+        {
+          // D_i = sum_j P_ij dP_ij from the very dP values dS uses below, as the reference sums
+          // it: FlashAttention-2's <dy_i, O_i> is the same number in exact arithmetic but not in
+          // float32, where dP and O round apart: on a saturated softmax (scores near 5e4) dS =
+          // P (dP - D) kept 0.15 of dq's scale of 1.3 that the reference cancels to 0 (the
+          // program fuzzer, seed 200090), and an infinite dy gave NaN where the reference had
+          // inf (seed 170036). It costs a pass of two block products per key block.
+          double dsum[kQ];
+          for (int64_t r = 0; r < rows; ++r) dsum[r] = 0;
           for (int64_t j0 = 0; j0 < end2; j0 += kK) {
             const int64_t n = end2 - j0 < kK ? end2 - j0 : kK;
-            ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, kK);
-            ig_mask_scores<T, kMask>(s, kK, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
-            ig_block_gemm(ctx, true, rows, n, dvn, T(1), dyb, dvn, vb + j0 * dvn, dvn, T(0), ds, kK);
+            ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, ld);
+            ig_mask_scores<T, kMask>(s, ld, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
+            ig_block_gemm(ctx, true, rows, n, dvn, T(1), dyb, dvn, vb + j0 * dvn, dvn, T(0), ds, ld);
             for (int64_t r = 0; r < rows; ++r) {
-              T* sr = s + r * kK;
-              T* dr = ds + r * kK;
-              const T mr = m[r], inv = T(1) / l[r], dr0 = dd[r];
-              #pragma omp simd
-              for (int64_t jj = 0; jj < n; ++jj) {
-                sr[jj] = ig_exp<T>(sr[jj] - mr) * inv;  // P
-                dr[jj] = sr[jj] * (dr[jj] - dr0);      // dS
-              }
-              if (kMask == 2) {
-                const int64_t i = i0 + r;
-                T* mrow = dmask + mbase + i * mstride[nlead];
-                const int64_t ms = mstride[nlead + 1];
-                for (int64_t jj = 0; jj < n; ++jj) {
-                  if (causal && j0 + jj > i + offset) continue;
-                  #pragma omp atomic
-                  mrow[(j0 + jj) * ms] += dr[jj];
-                }
-              }
+              const T mr = m[r], inv = T(1) / l[r];
+              const T* sr = s + r * ld;
+              const T* dr = ds + r * ld;
+              double part = 0;
+              #pragma omp simd reduction(+:part)
+              for (int64_t jj = 0; jj < n; ++jj)
+                part += static_cast<double>(ig_exp<T>(sr[jj] - mr) * inv) * static_cast<double>(dr[jj]);
+              dsum[r] += part;
             }
-            ig_block_gemm(ctx, false, rows, d, n, tscale, ds, kK, kb + j0 * d, d, T(1), dqb, d);
-            ig_block_gemm_at(ctx, n, dvn, rows, T(1), s, kK, dyb, dvn, T(1), dvb + j0 * dvn, dvn, t);
-            ig_block_gemm_at(ctx, n, d, rows, tscale, ds, kK, qb, d, T(1), dkb + j0 * d, d, t);
           }
+          for (int64_t r = 0; r < rows; ++r) dd[r] = static_cast<T>(dsum[r]);
+        }
+        for (int64_t j0 = 0; j0 < end2; j0 += kK) {
+          const int64_t n = end2 - j0 < kK ? end2 - j0 : kK;
+          ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, ld);
+          ig_mask_scores<T, kMask>(s, ld, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
+          ig_block_gemm(ctx, true, rows, n, dvn, T(1), dyb, dvn, vb + j0 * dvn, dvn, T(0), ds, ld);
+          for (int64_t r = 0; r < rows; ++r) {
+            T* sr = s + r * ld;
+            const T mr = m[r], inv = T(1) / l[r];
+            #pragma omp simd
+            for (int64_t jj = 0; jj < n; ++jj) sr[jj] = ig_exp<T>(sr[jj] - mr) * inv;  // P
+          }
+          block_ds(j0, n);
+          block_grads(j0, n);
         }
       }
     }
