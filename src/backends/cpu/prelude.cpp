@@ -460,14 +460,24 @@ int ig_gather(const ig_ctx* ctx, const T* __restrict x, const I* __restrict idx,
   return 0;
 }
 
+// The cache lines of `bytes` from p, fetched into L2 ahead of their use: a kernel that walks rows
+// of a page or so issues them for its next row while it computes on this one, since the
+// hardware's stream prefetcher stops at each 4 KB page and a [*, 1024] float row is one page.
+inline void ig_prefetch(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, 2);
+}
+
 // ---- softmax / log_softmax along the middle axis of [outer, n, inner] (reference order) ----
 // The three passes over a row are `omp simd` loops; exp is ig_exp (the vectorized ig_vexp for
 // float compute, libm for double); the sum accumulates in double as the reference does. A
 // contiguous row (the last axis: inner 1) has its own loops: read through a runtime stride, every
 // pass gathered, and softmax over [64, 128, 1024] ran at 12% of a memcpy; softmax keeps each
-// exp in y between the sum and the scaling (the same value, computed once).
+// exp in y between the sum and the scaling (the same value, computed once). The exp pass fetches
+// the next row (`next`, null for the last) a chunk at a time: its first pass, the max,
+// then reads from cache (softmax 4-10% faster on [64, 128, 1024], interleaved runs).
 template <bool kLog, class TI, class TO>
-void ig_softmax_row(const TI* __restrict xr, TO* __restrict yr, int64_t n) {
+void ig_softmax_row(const TI* __restrict xr, TO* __restrict yr, int64_t n, const TI* next) {
   using C = ig_c<TO>;
   C mx = -std::numeric_limits<C>::infinity();
   #pragma omp simd reduction(max:mx)
@@ -476,15 +486,20 @@ void ig_softmax_row(const TI* __restrict xr, TO* __restrict yr, int64_t n) {
     mx = v > mx ? v : mx;
   }
   double sum = 0;
-  if (kLog || !std::is_same<TO, C>::value) {
-    #pragma omp simd reduction(+:sum)
-    for (int64_t k = 0; k < n; ++k) sum += static_cast<double>(ig_exp<C>(static_cast<C>(xr[k]) - mx));
-  } else {
-    #pragma omp simd reduction(+:sum)
-    for (int64_t k = 0; k < n; ++k) {
-      const C e = ig_exp<C>(static_cast<C>(xr[k]) - mx);
-      reinterpret_cast<C*>(yr)[k] = e;
-      sum += static_cast<double>(e);
+  constexpr int64_t kChunk = 256;
+  for (int64_t k0 = 0; k0 < n; k0 += kChunk) {
+    const int64_t k1 = k0 + kChunk < n ? k0 + kChunk : n;
+    if (next != nullptr) ig_prefetch(next + k0, (k1 - k0) * static_cast<int64_t>(sizeof(TI)));
+    if (kLog || !std::is_same<TO, C>::value) {
+      #pragma omp simd reduction(+:sum)
+      for (int64_t k = k0; k < k1; ++k) sum += static_cast<double>(ig_exp<C>(static_cast<C>(xr[k]) - mx));
+    } else {
+      #pragma omp simd reduction(+:sum)
+      for (int64_t k = k0; k < k1; ++k) {
+        const C e = ig_exp<C>(static_cast<C>(xr[k]) - mx);
+        reinterpret_cast<C*>(yr)[k] = e;
+        sum += static_cast<double>(e);
+      }
     }
   }
   const C norm = static_cast<C>(kLog ? std::log(sum) : 1.0 / sum);
@@ -505,7 +520,7 @@ void ig_softmax(const TI* __restrict x, TO* __restrict y, int64_t outer, int64_t
   using C = ig_c<TO>;
   if (inner == 1) {
     #pragma omp parallel for if(ig_big(outer * n) && outer > 1)
-    for (int64_t o = 0; o < outer; ++o) ig_softmax_row<kLog>(x + o * n, y + o * n, n);
+    for (int64_t o = 0; o < outer; ++o) ig_softmax_row<kLog>(x + o * n, y + o * n, n, o + 1 < outer ? x + (o + 1) * n : nullptr);
     return;
   }
   #pragma omp parallel for if(ig_big(outer * n * inner) && outer * inner > 1)
@@ -534,7 +549,8 @@ void ig_softmax(const TI* __restrict x, TO* __restrict y, int64_t outer, int64_t
 // ---- layer_norm (kCenter) / rms_norm over rows of `len`; weight/bias may be null ----
 // In double, as the reference, but each pass an `omp simd` loop (the sums reordered into vector
 // lanes: a difference in double's last bits): the scalar double loops took 0.1 ms for a
-// transformer's [128, 256], a sixth of its block. rms_norm takes the mean as 0.
+// transformer's [128, 256], a sixth of its block. rms_norm takes the mean as 0. The second pass
+// fetches the next row (see ig_prefetch): layer_norm on [64, 128, 1024] 5-20% faster.
 template <bool kCenter, class T, class W, class B>
 void ig_trailing_norm(const T* __restrict x, const W* w, const B* b, T* __restrict y, int64_t rows,
                       int64_t len, double eps) {
@@ -549,6 +565,7 @@ void ig_trailing_norm(const T* __restrict x, const W* w, const B* b, T* __restri
       for (int64_t k = 0; k < len; ++k) mean += static_cast<double>(static_cast<C>(xr[k]));
       mean /= static_cast<double>(len);
     }
+    if (r + 1 < rows) ig_prefetch(xr + len, len * static_cast<int64_t>(sizeof(T)));
     #pragma omp simd reduction(+:var)
     for (int64_t k = 0; k < len; ++k) {
       const double d = static_cast<double>(static_cast<C>(xr[k])) - mean;
