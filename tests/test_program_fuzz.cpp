@@ -344,6 +344,35 @@ TEST(ProgramFuzz, ForgivesRoundingThatAnIllConditionedOpAmplifies) {
   EXPECT_TRUE(fuzz::check(b, broken, cpu_test::cpu_options()).has_value());
 }
 
+// c / attention(q, k, v, mask) with attention outputs near 1e-4: the gradients (near 4e8) amplify
+// the CPU's float32 rounding of the attention output, which the conditioning check forgives. Under
+// gradient checkpointing the backward reads a recomputed attention output, a node past the
+// amplifying division that does not read it: the check once recomputed it in the reference for
+// its tail, mixing two roundings of one value, and reported the CPU off (seed 410014). Now such a
+// node must agree with the reference and the tail reads the CPU's value; a recomputation planted
+// wrong (its causal offset moved) is still a finding.
+TEST(ProgramFuzz, ForgivesConditioningPastARecomputedForwardOpButNotAWrongOne) {
+  const char* root = std::getenv("INGOT_SOURCE_DIR");
+  if (root == nullptr) GTEST_SKIP() << "INGOT_SOURCE_DIR is not set (ctest sets it)";
+  std::string name;
+  const fuzz::Batch b = fuzz::load_reproducer(
+      (std::filesystem::path(root) / "fuzz" / "regressions" / "programs" / "attention-then-divide-checkpointed").string(),
+      &name);
+  const fuzz::Variation checkpointed = fuzz::variation_named(name);
+  ASSERT_TRUE(checkpointed.options.gradient_checkpointing);
+  const std::optional<fuzz::Finding> f = fuzz::check(b, checkpointed, cpu_test::cpu_options());
+  EXPECT_FALSE(f.has_value()) << f->str();
+  fuzz::Variation broken = checkpointed;
+  broken.name = "the recomputed attention's causal offset moved";
+  broken.options.custom_passes.push_back({"plant_bug", "end", [](Graph& g) {
+                                            Node* last = nullptr;
+                                            for (Node& n : g.nodes())
+                                              if (n.op == "scaled_dot_product_attention") last = &n;
+                                            if (last != nullptr) last->attrs.set("causal_offset", int64_t{1});
+                                          }});
+  EXPECT_TRUE(fuzz::check(b, broken, cpu_test::cpu_options()).has_value());
+}
+
 // A wrong gradient rule that the compiled and the eager paths share (both differentiate with it)
 // is caught by the finite differences: sin's rule planted as grad * sin(x) instead of cos(x).
 TEST(ProgramFuzz, FiniteDifferencesCatchAWrongGradientRule) {
