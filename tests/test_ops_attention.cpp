@@ -245,7 +245,7 @@ TEST(AttentionOp, CpuKernelWithoutBlasMatchesTheReference) {
 
 // The gradient op (q, k, v, dy, [mask]) -> (dq, dk, dv, dmask) on the CPU backend's fused
 // backward kernel (ig_attention_grad: a row's scores in one block, or recomputed per key block
-// past 2048 keys) against the reference, over the op's cases (grouped-query heads, bool and float
+// past 8192 keys) against the reference, over the op's cases (grouped-query heads, bool and float
 // masks, causal offsets, rank 2 to 4), past the kernel's blocks, with rows that see no key (NaN, as in the reference),
 // in float32 and float64, with and without library products.
 TEST(AttentionOp, CpuBackwardKernelMatchesTheReference) {
@@ -262,11 +262,11 @@ TEST(AttentionOp, CpuBackwardKernelMatchesTheReference) {
   // dk / dv slab of its own (one head; four query heads sharing one).
   all.push_back({{1, 1, 300, 32}, {1, 1, 300, 32}, {1, 1, 300, 24}, std::nullopt, {}});
   all.push_back({{1, 4, 150, 16}, {1, 1, 200, 16}, {1, 1, 200, 16}, rnd({1, 1, 150, 200}, 9), {{"causal", int64_t{1}}, {"causal_offset", int64_t{50}}}});
-  // Rows longer than the kernel scores in one block (2048 keys) walk key blocks: causal, whose
+  // Rows longer than the kernel scores in one block (8192 keys) walk key blocks: causal, whose
   // skip stops short of the last key, with an additive mask; and a row that sees no key.
-  all.push_back({{1, 2, 40, 16}, {1, 2, 2100, 16}, {1, 2, 2100, 12}, rnd({1, 1, 40, 2100}, 10),
-                 {{"causal", int64_t{1}}, {"causal_offset", int64_t{1500}}}});
-  all.push_back({{1, 1, 30, 8}, {1, 1, 2100, 8}, {1, 1, 2100, 8}, std::nullopt, {{"causal", int64_t{1}}, {"causal_offset", int64_t{-1}}}});
+  all.push_back({{1, 2, 40, 16}, {1, 2, 8300, 16}, {1, 2, 8300, 12}, rnd({1, 1, 40, 8300}, 10),
+                 {{"causal", int64_t{1}}, {"causal_offset", int64_t{7000}}}});
+  all.push_back({{1, 1, 30, 8}, {1, 1, 8300, 8}, {1, 1, 8300, 8}, std::nullopt, {{"causal", int64_t{1}}, {"causal_offset", int64_t{-1}}}});
   CpuBackend::CpuOptions no_blas = cpu_test::cpu_options();
   no_blas.blas = false;
   for (size_t n = 0; n < 2 * all.size(); ++n) {
