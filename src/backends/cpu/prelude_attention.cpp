@@ -337,6 +337,15 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
         const T* dyb = dy + (b * sq + i0) * dvn;
         T* dqb = dq + (b * sq + i0) * d;
         const int64_t end = skip_hidden ? (i0 + rows + offset < sk ? (i0 + rows + offset > 0 ? i0 + rows + offset : 0) : sk) : sk;
+        // The rows' masked scores for the block of n keys from j0, into s; and dP = dy V^T for the
+        // block, into ds.
+        auto block_scores = [&](int64_t j0, int64_t n) {
+          ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, ld);
+          ig_mask_scores<T, kMask>(s, ld, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
+        };
+        auto block_dp = [&](int64_t j0, int64_t n) {
+          ig_block_gemm(ctx, true, rows, n, dvn, T(1), dyb, dvn, vb + j0 * dvn, dvn, T(0), ds, ld);
+        };
         // dS = P (dP - D) for the rows' block of n keys from j0, P in s and dP in ds (ld apart),
         // left in ds; a float mask's gradient gathers dS.
         auto block_ds = [&](int64_t j0, int64_t n) {
@@ -370,10 +379,7 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
           // key is scored.
           int64_t n = end;
           for (;;) {
-            if (n > 0) {
-              ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb, d, T(0), s, ld);
-              ig_mask_scores<T, kMask>(s, ld, rows, n, i0, 0, mask, mbase, nlead, mstride, causal, offset);
-            }
+            if (n > 0) block_scores(0, n);
             bool unseen = false;
             for (int64_t r = 0; r < rows; ++r) {
               m[r] = kHidden;
@@ -385,7 +391,7 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
             n = sk;
           }
           if (n == 0) continue;
-          ig_block_gemm(ctx, true, rows, n, dvn, T(1), dyb, dvn, vb, dvn, T(0), ds, ld);  // dP
+          block_dp(0, n);
           // P = exp(S - m) / l, and D_i = sum_j P_ij dP_ij summed in double over the very P and dP
           // that dS uses (see the blocked path's comment below).
           for (int64_t r = 0; r < rows; ++r) {
@@ -410,8 +416,7 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
         }
         for (int64_t j0 = 0; j0 < end; j0 += kK) {  // the rows' softmax max m and sum l
           const int64_t n = end - j0 < kK ? end - j0 : kK;
-          ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, ld);
-          ig_mask_scores<T, kMask>(s, ld, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
+          block_scores(j0, n);
           ig_softmax_block(s, ld, rows, n, m, l, acc, 0);
         }
         // A row that sees no key has NaN probabilities, which reach every key's gradients (as in
@@ -430,9 +435,8 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
           for (int64_t r = 0; r < rows; ++r) dsum[r] = 0;
           for (int64_t j0 = 0; j0 < end2; j0 += kK) {
             const int64_t n = end2 - j0 < kK ? end2 - j0 : kK;
-            ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, ld);
-            ig_mask_scores<T, kMask>(s, ld, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
-            ig_block_gemm(ctx, true, rows, n, dvn, T(1), dyb, dvn, vb + j0 * dvn, dvn, T(0), ds, ld);
+            block_scores(j0, n);
+            block_dp(j0, n);
             for (int64_t r = 0; r < rows; ++r) {
               const T mr = m[r], inv = T(1) / l[r];
               const T* sr = s + r * ld;
@@ -448,9 +452,8 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
         }
         for (int64_t j0 = 0; j0 < end2; j0 += kK) {
           const int64_t n = end2 - j0 < kK ? end2 - j0 : kK;
-          ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, ld);
-          ig_mask_scores<T, kMask>(s, ld, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
-          ig_block_gemm(ctx, true, rows, n, dvn, T(1), dyb, dvn, vb + j0 * dvn, dvn, T(0), ds, ld);
+          block_scores(j0, n);
+          block_dp(j0, n);
           for (int64_t r = 0; r < rows; ++r) {
             T* sr = s + r * ld;
             const T mr = m[r], inv = T(1) / l[r];
