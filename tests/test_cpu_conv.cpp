@@ -220,6 +220,53 @@ TEST(CpuConvPostOps, ResidualFromAnotherConvSharesItsLayout) {
   }
 }
 
+// A residual that dies at the convolution adding it (a ResNet bottleneck's block input) is
+// overwritten in place: the result takes the residual's arena slot and the primitive adds it as a
+// sum post-op onto what the buffer holds. Not where the conv reads the residual as its input too
+// (it would write what it still reads), nor where a later op reads the residual. Under every
+// layout target; and with a NaN or an inf reaching the residual, the exact path (conv alone,
+// then the post-ops) must read the residual from before the conv overwrote it.
+TEST(CpuConvPostOps, ResidualIsOverwrittenInPlaceWhereItDies) {
+  const int64_t c = 32;  // two blocks of 16 channels, four of 8
+  Graph g = make_graph({{"x", {"N", c, 8, 8}}, {"wa", {c, c, 1, 1}}, {"wb", {c, c, 3, 3}}, {"wc", {c, c, 1, 1}},
+                        {"wd", {4, c, 1, 1}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         const ValueId x = in[0], wa = in[1], wb = in[2], wc = in[3], wd = in[4];
+                         const ValueId a = g.add_op("relu", {g.add_op("conv2d", {x, wa})});
+                         const ValueId b = g.add_op("relu", {g.add_op("conv2d", {a, wb}, {{"padding", V{1, 1}}})});
+                         // a dies here: in place
+                         const ValueId r = g.add_op("relu", {g.add_op("add", {g.add_op("conv2d", {b, wc}), a})});
+                         // r is this conv's input as well as its residual: not in place
+                         const ValueId s =
+                             g.add_op("relu", {g.add_op("add", {g.add_op("conv2d", {r, wb}, {{"padding", V{1, 1}}}), r})});
+                         // s is read again after, by the last conv: not in place
+                         const ValueId t = g.add_op("add", {g.add_op("conv2d", {b, wc}), s});
+                         g.set_output("y", g.add_op("conv2d", {t, wd}));
+                         g.set_output("z", g.add_op("conv2d", {s, wd}));
+                       });
+  auto with = [&](int64_t at, float value) {
+    std::vector<Tensor> ins = random_inputs(g, 2, 230);
+    if (at >= 0) ins[0].data<float>()[at] = value;
+    return ins;
+  };
+  for (const Layout target : all_layout_targets()) {
+    // |values| reach ~100 through four convolutions: float32 rounding of sums in another order.
+    check(g, {with(-1, 0), with(77, NAN), with(300, INFINITY), with(-1, 0)}, plan_fusion, 1e-4, 1e-3, target);
+    if (!cpu::dnnl_available()) continue;
+    const cpu::GeneratedCode code = generated_with_dnnl(g, target);
+    ASSERT_EQ(code.dnnl_convs.size(), 7u);
+    EXPECT_FALSE(code.dnnl_convs[3].residual_in_place) << "the residual is the conv's input";
+    EXPECT_FALSE(code.dnnl_convs[4].residual_in_place) << "the residual is read after";
+    int reuses = 0;
+    for (const cpu::ArenaSlot& slot : code.arena_slots) reuses += slot.reuses >= 0;
+    if (target == Layout::Nchw) continue;  // whether oneDNN's NCHW kernels take the sum is its choice
+    EXPECT_EQ(kinds(code.dnnl_convs[2]), (std::vector<Kind>{Kind::Add, Kind::Relu}));
+    EXPECT_TRUE(code.dnnl_convs[2].residual_in_place) << code.source;
+    EXPECT_EQ(reuses, 1) << code.source;
+    EXPECT_EQ(count(code.source, "y holds the residual, added in place"), 1) << code.source;
+  }
+}
+
 TEST(CpuConvPostOps, ChannelsLastBufferIntoAFusedReduction) {
   // A reduction's fused prologue addresses its operands by one flat index, so it must not read
   // a channel-blocked buffer: relu(conv) then sum, grouped by hand, keeps two passes.

@@ -670,6 +670,43 @@ class Generator {
         }
       }
     }
+    for (const auto& [s, epi] : conv_epilogue_)
+      if (const std::optional<ValueId> r = residual_to_overwrite(s, epi)) {
+        out_.arena_slots[static_cast<size_t>(slot_[epi.result])].reuses = slot_[*r];
+        residual_in_place_.insert(s);
+      }
+  }
+
+  // The operand of conv segment `s`'s first full add (a residual, as in ResNet) when the result
+  // can be written over it: the segment reads it there once and it dies there, stored directly
+  // (no view) in an arena slot with the result's shape, element size and layout, and oneDNN runs
+  // the convolution fast with that add as a sum post-op. The primitive then reads and writes each
+  // element of that one buffer once (ONNX Runtime's Conv + Sum), where a binary post-op reads the
+  // residual from one buffer and writes the result to another.
+  std::optional<ValueId> residual_to_overwrite(size_t s, const ConvEpilogue& epi) const {
+    ValueId r = -1;
+    size_t operand = 0;
+    for (const ConvPostOp& op : epi.post_ops) {
+      if (!op.binary()) continue;
+      if (op.kind == ConvPostOp::Kind::Add && !op.per_channel) {
+        r = epi.operands[operand];
+        break;
+      }
+      ++operand;
+    }
+    if (r < 0 || stored(r) != r || slot_[r] < 0 || slot_[epi.result] < 0 || seg_of_[r] >= static_cast<int>(s) ||
+        out_.arena_slots[static_cast<size_t>(slot_[r])].last != static_cast<int>(s) || reads_through_view(s, r))
+      return std::nullopt;
+    const Value &rv = g_.value(r), &yv = g_.value(epi.result);
+    if (rv.shape != yv.shape || dtype_size(rv.dtype) != dtype_size(yv.dtype) || layout(r) != layout(epi.result))
+      return std::nullopt;
+    int reads = 0;
+    for (NodeId n : segs_[s].nodes)
+      for (ValueId v : g_.node(n).inputs) reads += stored(v) == r;
+    const Node& conv = g_.node(segs_[s].nodes[0]);
+    if (reads != 1 || !dnnl_runs_fast(g_, conv, epi, layout(conv.inputs[0]), layout(epi.result), true))
+      return std::nullopt;
+    return r;
   }
 
   // Which inputs' buffers each graph output may be written into (the caller passing an input's
@@ -1233,7 +1270,8 @@ class Generator {
   }
 
   // conv2d through the host's oneDNN primitive, its folded epilogue computed inside (post-ops).
-  void emit_dnnl_conv(const Segment& seg, const ConvEpilogue& epi, std::ostream& call) {
+  // `in_place`: y is the buffer of the first full add's operand (residual_to_overwrite).
+  void emit_dnnl_conv(const Segment& seg, const ConvEpilogue& epi, bool in_place, std::ostream& call) {
     const Node& n = g_.node(seg.nodes[0]);
     const ValueId x = n.inputs[0], y = epi.result;
     std::vector<ValueId> args(n.inputs.begin(), n.inputs.end());
@@ -1243,12 +1281,12 @@ class Generator {
     k << "// group " << seg.group << " [dense]: " << describe(seg.nodes) << "\n";
     k << "static int " << name << "(const ig_ctx* ctx";
     for (size_t i = 0; i < args.size(); ++i) k << ", const float* x" << i;
-    k << ", float* y) {\n" << dnnl_conv_kernel_body(n, epi, out_.dnnl_convs.size(), layout(x), layout(y)) << "}\n\n";
+    k << ", float* y) {\n" << dnnl_conv_kernel_body(n, epi, out_.dnnl_convs.size(), layout(x), layout(y), in_place) << "}\n\n";
     kernels_ << k.str();
     std::vector<std::optional<std::vector<int32_t>>> finite;
     for (ValueId v : args) finite.push_back(finite_when(g_, v, conv_results_));
     conv_results_[y] = static_cast<int32_t>(out_.dnnl_convs.size());
-    out_.dnnl_convs.push_back({n.id, layout(x), layout(y), epi.post_ops, std::move(finite)});
+    out_.dnnl_convs.push_back({n.id, layout(x), layout(y), epi.post_ops, std::move(finite), in_place});
     call << "  if (" << name << "(ctx";
     for (ValueId v : args) call << ", " << ptr(v);
     call << ", " << ptr(y) << ") != 0) return 1;\n";
@@ -1445,7 +1483,7 @@ class Generator {
       } else if (seg.kind == Segment::Reduce) {
         emit_fused_reduction(seg, e);
       } else if (const auto epi = conv_epilogue_.find(s); epi != conv_epilogue_.end()) {
-        emit_dnnl_conv(seg, epi->second, e);
+        emit_dnnl_conv(seg, epi->second, residual_in_place_.count(s) > 0, e);
       } else if (seg.kind == Segment::Native) {
         emit_native(seg, e);
       } else {
@@ -1504,6 +1542,7 @@ class Generator {
   std::vector<bool> inplace_seg_;  // per segment: some store overwrites a read
   std::vector<std::string> step_kernels_;  // kernels emitted for the current segment
   std::map<size_t, ConvEpilogue> conv_epilogue_;  // per oneDNN conv2d segment: its post-ops
+  std::set<size_t> residual_in_place_;             // conv segments writing over their residual
   std::map<ValueId, int32_t> conv_results_;       // values oneDNN convs write: their dnnl_convs index
 
   std::ostringstream kernels_;

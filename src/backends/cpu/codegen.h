@@ -47,6 +47,9 @@ struct DnnlConvCall {
   // earlier convs (indexes into dnnl_convs) whose finite results in the same call make it finite
   // (none for a finite constant), or nullopt: unknown (codegen_conv.h finite_when).
   std::vector<std::optional<std::vector<int32_t>>> finite_when;
+  // y is the buffer of the first full add's operand, which the primitive adds as a sum post-op
+  // (ConvSpec::residual_in_dst).
+  bool residual_in_place = false;
 };
 
 // A conv2d_input_grad / conv2d_weight_grad the generated code hands to the host's oneDNN

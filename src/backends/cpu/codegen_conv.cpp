@@ -215,7 +215,8 @@ ConvEpilogue fold_conv_epilogue(const Graph& g, NodeId conv, const std::vector<N
   return prefixes[0];
 }
 
-bool dnnl_runs_fast(const Graph& g, const Node& conv, const ConvEpilogue& e, Layout src, Layout dst) {
+bool dnnl_runs_fast(const Graph& g, const Node& conv, const ConvEpilogue& e, Layout src, Layout dst,
+                    bool residual_in_dst) {
   auto concrete = [](const SymShape& s) {
     Shape r;
     for (const SymDim& d : s) r.push_back(d.known() ? d.value : 1);
@@ -226,13 +227,15 @@ bool dnnl_runs_fast(const Graph& g, const Node& conv, const ConvEpilogue& e, Lay
   spec.src_layout = src;
   spec.dst_layout = dst;
   spec.post_ops = e.post_ops;
+  spec.residual_in_dst = residual_in_dst;
   return dnnl_conv_is_fast(spec);
 }
 
-std::string dnnl_conv_kernel_body(const Node& conv, const ConvEpilogue& e, size_t index, Layout src, Layout dst) {
+std::string dnnl_conv_kernel_body(const Node& conv, const ConvEpilogue& e, size_t index, Layout src, Layout dst,
+                                  bool in_place) {
   std::ostringstream k;
   k << "  // oneDNN primitive, created by the host at load (x " << layout_name(src) << ", y " << layout_name(dst) << ", "
-    << e.post_ops.size() << " post-ops)\n";
+    << e.post_ops.size() << " post-ops" << (in_place ? "; y holds the residual, added in place" : "") << ")\n";
   const std::string bias = conv.inputs.size() > 2 ? "x2" : "nullptr";
   if (e.operands.empty()) {
     k << "  return ctx->host->conv2d(ctx->host->ctx, " << index << ", x0, x1, " << bias

@@ -44,12 +44,16 @@ ConvEpilogue fold_conv_epilogue(const Graph& g, NodeId conv, const std::vector<N
 
 // Whether oneDNN runs `conv` with epilogue `e` and these buffer layouts on an optimized kernel,
 // probed with its channel counts and spatial sizes (batch 1 when symbolic).
-bool dnnl_runs_fast(const Graph& g, const Node& conv, const ConvEpilogue& e, Layout src, Layout dst);
+// `residual_in_dst`: with the first full add as a sum post-op (ConvSpec::residual_in_dst).
+bool dnnl_runs_fast(const Graph& g, const Node& conv, const ConvEpilogue& e, Layout src, Layout dst,
+                    bool residual_in_dst = false);
 
 // The body of a generated kernel `(ctx, x0, x1, [x2,] operands..., y)` that runs primitive
 // `index` (GeneratedCode::dnnl_convs) through ingot_host::conv2d, or conv2d_args when post-ops
 // take operands.
-std::string dnnl_conv_kernel_body(const Node& conv, const ConvEpilogue& e, size_t index, Layout src, Layout dst);
+// `in_place`: y holds the first full add's operand (said in a comment; the host sees it too).
+std::string dnnl_conv_kernel_body(const Node& conv, const ConvEpilogue& e, size_t index, Layout src, Layout dst,
+                                  bool in_place = false);
 
 // Which earlier oneDNN convolutions prove value `v` free of NaN and inf in a call, so the host
 // need not scan it (DnnlConvCall::finite_when): `v` is the result of one of them (its index in

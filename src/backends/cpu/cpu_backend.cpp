@@ -387,6 +387,7 @@ class CpuExecutable final : public Executable {
       spec.src_layout = c.src_layout;
       spec.dst_layout = c.dst_layout;
       spec.post_ops = c.post_ops;
+      spec.residual_in_dst = c.residual_in_place;
       const ValueId wv = n.inputs[1];
       const auto k = std::find(code_.constants.begin(), code_.constants.end(), wv);
       // Winograd only for constant weights, transformed once at load: oneDNN's transform of the

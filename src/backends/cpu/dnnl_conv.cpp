@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <new>
@@ -150,7 +151,8 @@ struct Choice {
   std::vector<std::pair<int, memory::desc>> binary_operands;
   // The entry of binary_operands that runs as oneDNN's sum post-op (-1: none): the primitive adds
   // what dst holds when it starts, so run() copies that operand into dst first. Winograd kernels
-  // take sum but no binary post-op; a residual add (ResNet's) folds into them this way.
+  // take sum but no binary post-op; a residual add (ResNet's) folds into them this way. With
+  // ConvSpec::residual_in_dst the caller passes that operand in dst already (no copy).
   int sum_operand = -1;
 };
 
@@ -232,7 +234,7 @@ std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, co
       auto make = [&](bool relu_as_clip) {
         dnnl::primitive_attr attr;
         attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // thread-safe execution
-        attr.set_post_ops(post_ops_for(s, dst, &c, relu_as_clip, winograd));
+        attr.set_post_ops(post_ops_for(s, dst, &c, relu_as_clip, winograd || s.residual_in_dst));
         c.pd = dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
         c.name = c.pd.impl_info_str();
       };
@@ -503,12 +505,24 @@ bool DnnlConv::run(const float* x, const float* w, const float* b, const void* c
       });
     const bool exact = m.needs_finite_inputs && all == Finite::No;
     finite_result = all == Finite::Yes && m.keeps_finite;
-    // The sum operand goes into dst before the primitive adds onto it. (No operand shares y's
-    // buffer: the exact path below also reads the operands after the convolution wrote y.)
+    // The sum operand goes into dst before the primitive adds onto it, unless it is there already:
+    // the caller passed y's own buffer as that operand (ConvSpec::residual_in_dst).
+    const auto in_dst = [&](const memory& operand) { return operand.get_data_handle() == dst_m.get_data_handle(); };
     if (m.sum_operand >= 0 && !exact) {
       memory& residual = operand_m[static_cast<size_t>(m.sum_operand)];
-      dnnl::reorder(residual, dst_m).execute(st, residual, dst_m);
+      if (!in_dst(residual)) dnnl::reorder(residual, dst_m).execute(st, residual, dst_m);
     }
+    // The exact path reads the operands after the convolution alone wrote y: one held in y's
+    // buffer is copied out first.
+    std::vector<std::optional<Scratch>> saved_operands(operand_m.size());
+    if (exact)
+      for (size_t i = 0; i < operand_m.size(); ++i)
+        if (in_dst(operand_m[i])) {
+          const memory::desc md = operand_m[i].get_desc();
+          saved_operands[i].emplace(md.get_size());
+          std::memcpy(saved_operands[i]->p, operand_m[i].get_data_handle(), md.get_size());
+          operand_m[i] = memory(md, eng, saved_operands[i]->p);
+        }
     if (!exact) {
       m.prim.execute(st, args);
     } else {

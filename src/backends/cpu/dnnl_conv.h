@@ -52,6 +52,10 @@ struct ConvSpec {
   Layout dst_layout = Layout::Nchw;  // how the caller wants y
   std::vector<ConvPostOp> post_ops;  // binary ones take run()'s operands, in order
   bool winograd = false;             // prefer oneDNN's Winograd kernel where it has one (CpuOptions)
+  // The first full Add's operand (a residual) is passed in y's own buffer: the primitive adds it
+  // as a sum post-op, onto what y holds, reading and writing that buffer once. run() still takes
+  // it in another buffer (copied into y first).
+  bool residual_in_dst = false;
   bool operator==(const ConvSpec&) const = default;
 };
 
