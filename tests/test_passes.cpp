@@ -494,6 +494,54 @@ TEST(Layout, DecisionsOnSmallGraphs) {
   EXPECT_EQ(q.at(r), Layout::Nchw);
 }
 
+// "auto" runs a plan that would mix blocked and NHWC buffers (a channel count that is not a
+// multiple of the block) NHWC throughout, unless a conv gains from blocks (a dense 3x3 stride-1
+// conv: oneDNN's Winograd kernels). MobileNetV2's inverted residual at 24 channels, expanded to
+// 144: mixed under 16-channel blocks, all blocked under 8-channel ones. A target named explicitly
+// is kept.
+TEST(Layout, AutoRunsAMixedPlanChannelsLastUnlessAConvGainsFromBlocks) {
+  using V = std::vector<int64_t>;
+  auto block = [](bool dense_3x3) {
+    Graph g;
+    ValueId x = g.add_input("x");
+    auto param = [&](const std::string& name) { return g.add_input(name, ValueKind::Parameter); };
+    ValueId w_in = param("w_in"), w_expand = param("w_expand"), w_dw = param("w_dw"), w_project = param("w_project"),
+            w_dense = param("w_dense"), w_out = param("w_out");
+    ValueId a = g.add_op("relu", {g.add_op("conv2d", {x, w_in}, {{"padding", V{1, 1}}, {"stride", V{2, 2}}})});  // 24
+    ValueId e = g.add_op("relu", {g.add_op("conv2d", {a, w_expand})});                                             // 144
+    ValueId d = g.add_op("relu", {g.add_op("conv2d", {e, w_dw}, {{"padding", V{1, 1}}, {"groups", int64_t{144}}})});
+    ValueId r = g.add_op("add", {g.add_op("conv2d", {d, w_project}), a});  // 24, the residual
+    if (dense_3x3) r = g.add_op("conv2d", {r, w_dense}, {{"padding", V{1, 1}}});
+    g.set_output("y", g.add_op("global_avg_pool2d", {g.add_op("conv2d", {r, w_out})}));  // 32
+    std::vector<ShapeConstraint> cs = {{x, {2, 3, 16, 16}, "", "t"},       {w_in, {24, 3, 3, 3}, "", "t"},
+                                       {w_expand, {144, 24, 1, 1}, "", "t"}, {w_dw, {144, 1, 3, 3}, "", "t"},
+                                       {w_project, {24, 144, 1, 1}, "", "t"}, {w_dense, {24, 24, 3, 3}, "", "t"},
+                                       {w_out, {32, 24, 1, 1}, "", "t"}};
+    infer_shapes(g, cs);
+    infer_types(g);
+    return g;
+  };
+  const Graph mixed = block(false), winograd = block(true);
+  LayoutTarget b16;
+  b16.channel_block = 16;
+  std::set<Layout> planned;
+  for (Layout l : plan_layouts(mixed, b16).of_value) planned.insert(l);
+  EXPECT_EQ(planned, (std::set<Layout>{Layout::Nchw, Layout::Nhwc, Layout::Nchw16c})) << "the host's plan is mixed";
+  EXPECT_EQ(auto_layout(mixed, {}, Layout::Nchw16c), Layout::Nhwc);
+  EXPECT_EQ(auto_layout(winograd, {}, Layout::Nchw16c), Layout::Nchw16c) << "a dense 3x3 stride-1 conv keeps blocks";
+  EXPECT_EQ(auto_layout(mixed, {}, Layout::Nchw8c), Layout::Nchw8c) << "24 and 144 fill 8-channel blocks";
+  // The compile's request: "auto" resolves per graph, a named target is kept, the pass off is NCHW.
+  CompileOptions o;
+  o.layout_target = "nchw16c";
+  EXPECT_EQ(requested_layout(mixed, o, {}), Layout::Nchw16c);
+  o.layout_target = "auto";
+  if (layout_target_is_auto("auto")) {  // $INGOT_LAYOUT_TARGET names none
+    EXPECT_EQ(requested_layout(mixed, o, {}), auto_layout(mixed));
+  }
+  o.optimizations["layout"] = false;
+  EXPECT_EQ(requested_layout(mixed, o, {}), Layout::Nchw);
+}
+
 // ---------------------------------------------------------------- controls
 
 TEST(OptimizationControls, LevelsSelectPasses) {

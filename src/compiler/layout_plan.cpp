@@ -42,6 +42,12 @@ int host_channel_block() {
 
 Layout host_layout() { return host_channel_block() == 16 ? Layout::Nchw16c : Layout::Nchw8c; }
 
+bool layout_target_is_auto(const std::string& name) {
+  if (name != "auto") return false;
+  const char* env = std::getenv("INGOT_LAYOUT_TARGET");
+  return env == nullptr || *env == '\0' || std::string(env) == "auto";
+}
+
 Layout parse_layout_target(const std::string& name, const std::string& what) {
   if (name == "auto") {
     const char* env = std::getenv("INGOT_LAYOUT_TARGET");

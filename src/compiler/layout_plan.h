@@ -44,6 +44,9 @@ int host_channel_block();
 // "auto" is $INGOT_LAYOUT_TARGET when that is set (one of the four), else host_layout(). Forcing
 // one lets a test on any machine cover what another machine would pick.
 Layout host_layout();  // Nchw16c with AVX-512, else Nchw8c
+// Whether target name `name` leaves the choice to the compiler: "auto" with $INGOT_LAYOUT_TARGET
+// unset, empty or "auto".
+bool layout_target_is_auto(const std::string& name);
 // The layout a target name stands for ("auto" resolved); an unknown name is an error naming
 // `what` (the option or variable it came from) and the valid names.
 Layout parse_layout_target(const std::string& name, const std::string& what = "Option 'layout_target'");
@@ -83,6 +86,16 @@ bool conv_geometry_fits(const Graph& g, const Node& conv, ValueId x, ValueId w, 
 //   - it is not a graph output.
 // Without any channels-last conv2d every value stays NCHW.
 LayoutPlan plan_layouts(const Graph& g, const LayoutTarget& target = {});
+
+// What layout target "auto" stands for on graph `g`: host_layout(), except Nhwc when the host's
+// plan would mix blocked and Nhwc buffers (some channel count is not a multiple of the block, as
+// MobileNetV2's 24) and no conv gains from blocks (a dense 3x3 stride-1 conv, which oneDNN runs
+// with Winograd kernels on 16-channel blocks only). oneDNN's kernels take both sides of a conv in
+// one layout, so a mixed plan reorders each activation crossing between the two, every call
+// (MobileNetV2 at batch 1: four of 1.2-1.8 MB); its NHWC kernels are as fast as the blocked ones.
+// A target named explicitly is taken as it is. `host`: the machine's layout (a test passes
+// each).
+Layout auto_layout(const Graph& g, const LayoutTarget& target = {}, Layout host = host_layout());
 
 // Every value NCHW (layout pass off, or a backend without a channels-last convolution).
 LayoutPlan nchw_plan(const Graph& g);

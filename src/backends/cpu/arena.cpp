@@ -28,7 +28,8 @@ int64_t CpuBackend::arena_bytes(const Graph& graph, const CompileOptions& option
     shapes.push_back(to_shape(v.shape));
   }
   const cpu::PreparedCode prepared =
-      cpu::prepare_code(g, fusion_plan_for(g, options), options_, options.memory_planning, requested_layout(options),
+      cpu::prepare_code(g, fusion_plan_for(g, options), options_, options.memory_planning,
+                        requested_layout(g, options, cpu::cpu_layout_target(cpu::dnnl_available())),
                         options_.cache ? cpu::cache_dir_of(options_) : "");
   return place_buffers(cpu::arena_requests(g, prepared.code, shapes), options.memory_planning).arena_bytes;
 }

@@ -566,9 +566,9 @@ int CpuBackend::compile_count() { return cpu::compiler_invocations().load(); }
 std::unique_ptr<Executable> CpuBackend::lower(const Graph& graph, const CompileOptions& options) const {
   const std::optional<Graph> widened = cpu::widen_half_dense(graph);  // mixed precision's dense ops
   const Graph& g = widened ? *widened : graph;
+  const Layout layout = requested_layout(g, options, cpu::cpu_layout_target(cpu::dnnl_available()));
   return cpu::lower_with_plan(g, fusion_plan_for(g, options), cpu::tuned_options(options_, options), options.verbose,
-                              options.memory_planning, requested_layout(options), options.file_path,
-                              options.code_transformers);
+                              options.memory_planning, layout, options.file_path, options.code_transformers);
 }
 
 CpuBackend::CpuOptions cpu::tuned_options(const CpuBackend::CpuOptions& options, const CompileOptions& compile) {

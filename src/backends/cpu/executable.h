@@ -37,7 +37,7 @@ inline std::string cache_dir_of(const CpuBackend::CpuOptions& options) {
 // One request per arena slot of `code`, sized for `shapes` (every value's, by id).
 std::vector<BufferRequest> arena_requests(const Graph& graph, const GeneratedCode& code, const std::vector<Shape>& shapes);
 
-// layout: the target layout (requested_layout(options)); buffers are stored as plan_layouts
+// layout: the target layout (requested_layout(g, options, target)); buffers are stored as plan_layouts
 // decides for this backend and that target, or all NCHW for Layout::Nchw. file_path (CompileOptions::file_path): where compile writes the
 // source; `verbose` then prints the command that builds that file, not the cache's copy.
 // `transformers` (CompileOptions::code_transformers) rewrite the generated source, in order,

@@ -106,9 +106,10 @@ std::vector<NodeId> run_in_dtype(Graph& g, const std::function<std::optional<DTy
 FusionPlan fusion_plan_for(const Graph& g, const CompileOptions& options);
 // The layout plan for `target`: plan_layouts when the "layout" pass is enabled, else NCHW.
 LayoutPlan layout_plan_for(const Graph& g, const CompileOptions& options, const LayoutTarget& target);
-// The layout a compile asks for: Nchw when the "layout" pass is off, else
-// CompileOptions::layout_target resolved (parse_layout_target).
-Layout requested_layout(const CompileOptions& options);
+// The layout a compile asks for on graph `g`, for a backend running the layouts `target` says:
+// Nchw when the "layout" pass is off; auto_layout when CompileOptions::layout_target is "auto"
+// (and $INGOT_LAYOUT_TARGET names none); else the target named (parse_layout_target).
+Layout requested_layout(const Graph& g, const CompileOptions& options, const LayoutTarget& target);
 
 // ---- helpers shared by passes ----
 // Every read of `from` (node inputs and graph outputs) reads `to` instead.
