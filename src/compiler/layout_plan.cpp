@@ -50,9 +50,8 @@ bool layout_target_is_auto(const std::string& name) {
 
 Layout parse_layout_target(const std::string& name, const std::string& what) {
   if (name == "auto") {
-    const char* env = std::getenv("INGOT_LAYOUT_TARGET");
-    if (env == nullptr || *env == '\0' || std::string(env) == "auto") return host_layout();
-    return parse_layout_target(env, "Environment variable INGOT_LAYOUT_TARGET");
+    if (layout_target_is_auto(name)) return host_layout();
+    return parse_layout_target(std::getenv("INGOT_LAYOUT_TARGET"), "Environment variable INGOT_LAYOUT_TARGET");
   }
   for (Layout l : {Layout::Nchw, Layout::Nhwc, Layout::Nchw8c, Layout::Nchw16c})
     if (name == layout_name(l)) return l;

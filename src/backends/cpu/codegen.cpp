@@ -15,6 +15,7 @@
 #include "backends/cpu/codegen_conv.h"
 #include "backends/cpu/codegen_movement.h"
 #include "backends/cpu/codegen_reduce.h"
+#include "backends/cpu/conv_post_ops.h"
 #include "backends/cpu/prelude.h"
 #include "ingot/error.h"
 #include "ir/op_registry.h"
@@ -671,10 +672,8 @@ class Generator {
       }
     }
     for (const auto& [s, epi] : conv_epilogue_)
-      if (const std::optional<ValueId> r = residual_to_overwrite(s, epi)) {
+      if (const std::optional<ValueId> r = residual_to_overwrite(s, epi))
         out_.arena_slots[static_cast<size_t>(slot_[epi.result])].reuses = slot_[*r];
-        residual_in_place_.insert(s);
-      }
   }
 
   // The operand of conv segment `s`'s first full add (a residual, as in ResNet) when the result
@@ -684,17 +683,10 @@ class Generator {
   // element of that one buffer once (ONNX Runtime's Conv + Sum), where a binary post-op reads the
   // residual from one buffer and writes the result to another.
   std::optional<ValueId> residual_to_overwrite(size_t s, const ConvEpilogue& epi) const {
-    ValueId r = -1;
-    size_t operand = 0;
-    for (const ConvPostOp& op : epi.post_ops) {
-      if (!op.binary()) continue;
-      if (op.kind == ConvPostOp::Kind::Add && !op.per_channel) {
-        r = epi.operands[operand];
-        break;
-      }
-      ++operand;
-    }
-    if (r < 0 || stored(r) != r || slot_[r] < 0 || slot_[epi.result] < 0 || seg_of_[r] >= static_cast<int>(s) ||
+    const int operand = sum_operand_index(epi.post_ops);
+    if (operand < 0) return std::nullopt;
+    const ValueId r = epi.operands[static_cast<size_t>(operand)];
+    if (stored(r) != r || slot_[r] < 0 || slot_[epi.result] < 0 || seg_of_[r] >= static_cast<int>(s) ||
         out_.arena_slots[static_cast<size_t>(slot_[r])].last != static_cast<int>(s) || reads_through_view(s, r))
       return std::nullopt;
     const Value &rv = g_.value(r), &yv = g_.value(epi.result);
@@ -1270,10 +1262,11 @@ class Generator {
   }
 
   // conv2d through the host's oneDNN primitive, its folded epilogue computed inside (post-ops).
-  // `in_place`: y is the buffer of the first full add's operand (residual_to_overwrite).
-  void emit_dnnl_conv(const Segment& seg, const ConvEpilogue& epi, bool in_place, std::ostream& call) {
+  void emit_dnnl_conv(const Segment& seg, const ConvEpilogue& epi, std::ostream& call) {
     const Node& n = g_.node(seg.nodes[0]);
     const ValueId x = n.inputs[0], y = epi.result;
+    // y took over a slot: the one of its first full add's operand (residual_to_overwrite).
+    const bool in_place = slot_[y] >= 0 && out_.arena_slots[static_cast<size_t>(slot_[y])].reuses >= 0;
     std::vector<ValueId> args(n.inputs.begin(), n.inputs.end());
     args.insert(args.end(), epi.operands.begin(), epi.operands.end());
     const std::string name = kernel_name(seg.nodes, true);
@@ -1483,7 +1476,7 @@ class Generator {
       } else if (seg.kind == Segment::Reduce) {
         emit_fused_reduction(seg, e);
       } else if (const auto epi = conv_epilogue_.find(s); epi != conv_epilogue_.end()) {
-        emit_dnnl_conv(seg, epi->second, residual_in_place_.count(s) > 0, e);
+        emit_dnnl_conv(seg, epi->second, e);
       } else if (seg.kind == Segment::Native) {
         emit_native(seg, e);
       } else {
@@ -1542,7 +1535,6 @@ class Generator {
   std::vector<bool> inplace_seg_;  // per segment: some store overwrites a read
   std::vector<std::string> step_kernels_;  // kernels emitted for the current segment
   std::map<size_t, ConvEpilogue> conv_epilogue_;  // per oneDNN conv2d segment: its post-ops
-  std::set<size_t> residual_in_place_;             // conv segments writing over their residual
   std::map<ValueId, int32_t> conv_results_;       // values oneDNN convs write: their dnnl_convs index
 
   std::ostringstream kernels_;

@@ -27,6 +27,16 @@ bool post_ops_need_finite_inputs(const std::vector<ConvPostOp>& ops) {
   return false;
 }
 
+int sum_operand_index(const std::vector<ConvPostOp>& ops) {
+  int operand = 0;
+  for (const ConvPostOp& op : ops) {
+    if (!op.binary()) continue;
+    if (op.kind == ConvPostOp::Kind::Add && !op.per_channel) return operand;
+    ++operand;
+  }
+  return -1;
+}
+
 bool post_ops_keep_finite(const std::vector<ConvPostOp>& ops) {
   using K = ConvPostOp::Kind;
   constexpr float inf = std::numeric_limits<float>::infinity();

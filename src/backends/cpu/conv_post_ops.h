@@ -36,6 +36,11 @@ bool post_ops_need_finite_inputs(const std::vector<ConvPostOp>& ops);
 // overflow: all but exp, log, sqrt and division.
 bool post_ops_keep_finite(const std::vector<ConvPostOp>& ops);
 
+// Among the binary steps of `ops` (in order, as their operands are passed), the index of the one
+// that runs as oneDNN's sum post-op where a residual is added that way (Winograd kernels,
+// ConvSpec::residual_in_dst): the first Add of a full operand. -1 when there is none.
+int sum_operand_index(const std::vector<ConvPostOp>& ops);
+
 // Where element (img, ch, pixel) of an [n, c, pixels] activation stored in `layout` lies.
 inline int64_t activation_offset(Layout layout, int64_t c, int64_t pixels, int64_t img, int64_t ch, int64_t pixel) {
   const int64_t block = layout_channel_block(layout);

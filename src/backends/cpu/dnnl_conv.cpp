@@ -171,14 +171,13 @@ dnnl::post_ops post_ops_for(const ConvSpec& s, const memory::desc& dst, Choice* 
                             bool residual_as_sum) {
   dnnl::post_ops po;
   c->binary_operands.clear();
-  c->sum_operand = -1;
+  c->sum_operand = residual_as_sum ? sum_operand_index(s.post_ops) : -1;
   for (size_t i = 0; i < s.post_ops.size(); ++i) {
     const ConvPostOp& op = s.post_ops[i];
     if (op.binary()) {
       const memory::desc md = op.per_channel ? memory::desc({1, s.cout, 1, 1}, Dt::f32, Tag::abcd) : dst;
-      if (residual_as_sum && c->sum_operand < 0 && op.kind == ConvPostOp::Kind::Add && !op.per_channel) {
+      if (static_cast<int>(c->binary_operands.size()) == c->sum_operand) {
         po.append_sum(1.0f);
-        c->sum_operand = static_cast<int>(c->binary_operands.size());
       } else {
         po.append_binary(eltwise_algorithm(op.kind), md);
       }
@@ -514,15 +513,14 @@ bool DnnlConv::run(const float* x, const float* w, const float* b, const void* c
     }
     // The exact path reads the operands after the convolution alone wrote y: one held in y's
     // buffer is copied out first.
-    std::vector<std::optional<Scratch>> saved_operands(operand_m.size());
-    if (exact)
-      for (size_t i = 0; i < operand_m.size(); ++i)
-        if (in_dst(operand_m[i])) {
-          const memory::desc md = operand_m[i].get_desc();
-          saved_operands[i].emplace(md.get_size());
-          std::memcpy(saved_operands[i]->p, operand_m[i].get_data_handle(), md.get_size());
-          operand_m[i] = memory(md, eng, saved_operands[i]->p);
-        }
+    std::vector<std::optional<Scratch>> saved_operands(exact ? operand_m.size() : 0);
+    for (size_t i = 0; i < saved_operands.size(); ++i)
+      if (in_dst(operand_m[i])) {
+        const memory::desc md = operand_m[i].get_desc();
+        saved_operands[i].emplace(md.get_size());
+        std::memcpy(saved_operands[i]->p, operand_m[i].get_data_handle(), md.get_size());
+        operand_m[i] = memory(md, eng, saved_operands[i]->p);
+      }
     if (!exact) {
       m.prim.execute(st, args);
     } else {

@@ -132,9 +132,18 @@ LayoutPlan plan_layouts(const Graph& g, const LayoutTarget& target) {
   return plan;
 }
 
+namespace {
+
+// Target name `name` on graph `g`: auto_layout for "auto" (unless $INGOT_LAYOUT_TARGET names
+// one), else the layout named. The backend (requested_layout) and the pass's report share it.
+Layout resolve_layout_target(const Graph& g, const std::string& name, const LayoutTarget& target) {
+  return layout_target_is_auto(name) ? auto_layout(g, target) : parse_layout_target(name);
+}
+
+}  // namespace
+
 Layout requested_layout(const Graph& g, const CompileOptions& options, const LayoutTarget& target) {
-  if (!pass_enabled(options, "layout")) return Layout::Nchw;
-  return layout_target_is_auto(options.layout_target) ? auto_layout(g, target) : parse_layout_target(options.layout_target);
+  return pass_enabled(options, "layout") ? resolve_layout_target(g, options.layout_target, target) : Layout::Nchw;
 }
 
 LayoutPlan layout_plan_for(const Graph& g, const CompileOptions& options, const LayoutTarget& target) {
@@ -144,7 +153,7 @@ LayoutPlan layout_plan_for(const Graph& g, const CompileOptions& options, const 
 
 PassReport choose_layout(Graph& g, const PassContext& ctx) {
   PassReport report;
-  const Layout want = layout_target_is_auto(ctx.layout_target) ? auto_layout(g, {}) : parse_layout_target(ctx.layout_target);
+  const Layout want = resolve_layout_target(g, ctx.layout_target, {});
   const LayoutPlan plan = want == Layout::Nchw ? nchw_plan(g) : plan_layouts(g, LayoutTarget::blocked_as(want, {}));
   size_t moved = 0;
   for (Layout l : plan.of_value) moved += l != Layout::Nchw;
