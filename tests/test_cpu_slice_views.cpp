@@ -1,4 +1,4 @@
-// Slices read in place (codegen.cpp, fold_slices): a slice with steps of 1 whose every reader is
+// Slices read in place (codegen_plan.cpp, fold_slices): a slice with steps of 1 whose every reader is
 // an elementwise loop nest is never copied; the nests read its input at the slice's offset
 // through the input's strides. Checked against the reference: slices along each axis, negative
 // and clamped starts, a slice broadcast against a full operand, several slices of one value in
@@ -120,7 +120,7 @@ TEST(CpuSliceViews, NoStoreOverwritesAValueAViewReads) {
   expect_same(outs[0], want, "q", 1e-6, 1e-6);
 }
 
-// Reshapes are views too (codegen.cpp, fold_reshapes): a reshape (identity, expand_dims) of an
+// Reshapes are views too (codegen_plan.cpp, fold_reshapes): a reshape (identity, expand_dims) of an
 // NCHW buffer names its source's memory, and the source lives until the view's last reader.
 // Here an elementwise op that could take over x's buffer in place runs before x is read through
 // views (a transpose, a matmul, an elementwise op, a chain of two reshapes, a slice of a view),
