@@ -1,0 +1,171 @@
+// The prelude's kernels for buffers the layout plan stores channels-last (NHWC or channel-blocked),
+// part of prelude(), after the run-time support whose NCHW kernels they mirror.
+#include "backends/cpu/prelude.h"
+
+namespace ingot::cpu {
+
+const char* const kChannelsLastPrelude = R"IGPRELUDE(
+// ---- channels-last variants, for buffers the layout plan stores NHWC or channel-blocked ----
+// batch_norm of a buffer viewed as [outer, blocks, pixels, block] with channel = b * block + lane
+// (NHWC: [N * H * W, 1, 1, C]; blocked: [N, C / block, H * W, block]); the arithmetic of
+// ig_batch_norm.
+template <class T, class P1, class P2, class P3, class P4>
+void ig_batch_norm_cl(const T* __restrict x, const P1* w, const P2* b, const P3* mean, const P4* var,
+                      T* __restrict y, int64_t outer, int64_t blocks, int64_t pixels, int64_t block, double eps) {
+  using C = ig_c<T>;
+  const int64_t channels = blocks * block;
+  C* sc = static_cast<C*>(std::malloc(sizeof(C) * size_t(channels > 0 ? 2 * channels : 1)));
+  if (sc == nullptr) throw std::bad_alloc();
+  C* sh = sc + channels;
+  for (int64_t c = 0; c < channels; ++c) {
+    const double scale = static_cast<double>(static_cast<ig_c<P1>>(w[c])) /
+                         std::sqrt(static_cast<double>(static_cast<ig_c<P4>>(var[c])) + eps);
+    sc[c] = static_cast<C>(scale);
+    sh[c] = static_cast<C>(static_cast<double>(static_cast<ig_c<P2>>(b[c])) -
+                           static_cast<double>(static_cast<ig_c<P3>>(mean[c])) * scale);
+  }
+  #pragma omp parallel for if(ig_big(outer * channels * pixels) && outer * blocks > 1)
+  for (int64_t ob = 0; ob < outer * blocks; ++ob) {
+    const C* scb = sc + (ob % blocks) * block;
+    const C* shb = sh + (ob % blocks) * block;
+    for (int64_t p = 0; p < pixels; ++p) {
+      const T* xr = x + (ob * pixels + p) * block;
+      T* yr = y + (ob * pixels + p) * block;
+      #pragma omp simd
+      for (int64_t l = 0; l < block; ++l) yr[l] = static_cast<T>(static_cast<C>(xr[l]) * scb[l] + shb[l]);
+    }
+  }
+  std::free(sc);
+}
+
+// global_avg_pool2d of a buffer viewed as [outer, pixels, inner] into [outer, inner] (NHWC:
+// [N, H * W, C]; blocked: [N * C / block, H * W, block], whose [outer, inner] order is y's): a
+// double sum per channel, the pixels streamed once (the NCHW reduction strides through the
+// image once per channel).
+template <class T, class O>
+void ig_avg_pool_cl(const T* __restrict x, O* __restrict y, int64_t outer, int64_t pixels, int64_t inner) {
+  const int64_t chunk = 256;  // channels per task: a few KiB of accumulators
+  const int64_t tasks_per_row = (inner + chunk - 1) / chunk;
+  #pragma omp parallel for if(ig_big(outer * pixels * inner) && outer * tasks_per_row > 1)
+  for (int64_t t = 0; t < outer * tasks_per_row; ++t) {
+    const int64_t o = t / tasks_per_row, c0 = (t % tasks_per_row) * chunk;
+    const int64_t m = std::min(chunk, inner - c0);
+    double acc[256];
+    for (int64_t c = 0; c < m; ++c) acc[c] = 0.0;
+    const T* xo = x + o * pixels * inner + c0;
+    for (int64_t p = 0; p < pixels; ++p) {
+      const T* xp = xo + p * inner;
+      #pragma omp simd
+      for (int64_t c = 0; c < m; ++c) acc[c] += static_cast<double>(static_cast<ig_c<T>>(xp[c]));
+    }
+    for (int64_t c = 0; c < m; ++c) y[o * inner + c0 + c] = static_cast<O>(acc[c] / static_cast<double>(pixels));
+  }
+}
+
+// One window's maximum over lanes [l0, l0 + n) of a [.., H, W, lanes] plane (n <= 64); kN > 0:
+// n is kN, known when compiled, so the accumulators stay in registers (the channel blocks of 8
+// and 16 that the layout plan gives a CNN: ResNet's first max pooling took twice ONNX Runtime's
+// time with a run-time lane count).
+template <int64_t kN, class T>
+inline void ig_max_window(const T* __restrict xo, T* __restrict yp, int64_t W, int64_t lanes, int64_t h0, int64_t h1,
+                          int64_t w0, int64_t w1, int64_t l0, int64_t n) {
+  using C = ig_c<T>;
+  if constexpr (kN > 0) n = kN;
+  C m[kN > 0 ? kN : 64];
+  const T* first = xo + (h0 * W + w0) * lanes + l0;
+  for (int64_t l = 0; l < n; ++l) m[l] = static_cast<C>(first[l]);
+  for (int64_t h = h0; h < h1; ++h)
+    for (int64_t w = w0; w < w1; ++w) {
+      const T* xp = xo + (h * W + w) * lanes + l0;
+      #pragma omp simd
+      for (int64_t l = 0; l < n; ++l) {
+        const C v = static_cast<C>(xp[l]);
+        m[l] = (v > m[l] || v != v) ? v : m[l];
+      }
+    }
+  for (int64_t l = 0; l < n; ++l) yp[l0 + l] = static_cast<T>(m[l]);
+}
+
+// Max pooling over x = [outer, H, W, lanes] into y = [outer, Ho, Wo, lanes]: NCHW is lanes 1
+// (outer N * C), NHWC outer N (lanes C), channel blocks outer N * C / b (lanes b). Windows are
+// clipped to the input (padding counts as -inf). The shape rule keeps 2 * padding <= kernel, so a
+// window holds a real element unless the input has no rows or columns: then it is all padding,
+// -inf (found by the program fuzzer, seed 50238: the first element of an empty window was read,
+// out of bounds). NaN wins, as in the reference kernel.
+template <class T>
+void ig_max_pool2d(const T* __restrict x, T* __restrict y, int64_t outer, int64_t H, int64_t W, int64_t lanes,
+                   int64_t Ho, int64_t Wo, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
+  using C = ig_c<T>;
+  #pragma omp parallel for collapse(2) if(ig_big(outer * Ho * Wo * lanes * kh * kw))
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t oh = 0; oh < Ho; ++oh) {
+      const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0), h1 = std::min<int64_t>(oh * sh - ph + kh, H);
+      const T* xo = x + o * H * W * lanes;
+      for (int64_t ow = 0; ow < Wo; ++ow) {
+        const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0), w1 = std::min<int64_t>(ow * sw - pw + kw, W);
+        T* yp = y + ((o * Ho + oh) * Wo + ow) * lanes;
+        if (h0 >= h1 || w0 >= w1) {
+          const C none = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
+                                                              : std::numeric_limits<C>::lowest();
+          for (int64_t l = 0; l < lanes; ++l) yp[l] = static_cast<T>(none);
+          continue;
+        }
+        if (lanes == 1) {
+          C m = static_cast<C>(xo[h0 * W + w0]);
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) {
+              const C v = static_cast<C>(xo[h * W + w]);
+              m = (v > m || v != v) ? v : m;
+            }
+          yp[0] = static_cast<T>(m);
+          continue;
+        }
+        if (lanes == 16) {
+          ig_max_window<16>(xo, yp, W, lanes, h0, h1, w0, w1, 0, 16);
+        } else if (lanes == 8) {
+          ig_max_window<8>(xo, yp, W, lanes, h0, h1, w0, w1, 0, 8);
+        } else {
+          for (int64_t l0 = 0; l0 < lanes; l0 += 64)
+            ig_max_window<0>(xo, yp, W, lanes, h0, h1, w0, w1, l0, std::min<int64_t>(64, lanes - l0));
+        }
+      }
+    }
+}
+
+// max_pool2d's gradient over NCHW planes (float, double): each window's dy added to the window's
+// first maximum in row-major order (a NaN, once seen, is the maximum), as the reference kernel
+// does; one plane per task, so no two threads add into one element.
+template <class T>
+void ig_max_pool2d_grad(const T* __restrict x, const T* __restrict dy, T* __restrict dx, int64_t planes, int64_t H,
+                        int64_t W, int64_t Ho, int64_t Wo, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                        int64_t pw) {
+  #pragma omp parallel for if(ig_big(planes * Ho * Wo * kh * kw))
+  for (int64_t p = 0; p < planes; ++p) {
+    const T* xp = x + p * H * W;
+    const T* dyp = dy + p * Ho * Wo;
+    T* dxp = dx + p * H * W;
+    for (int64_t i = 0; i < H * W; ++i) dxp[i] = T(0);
+    for (int64_t oh = 0; oh < Ho; ++oh) {
+      const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0), h1 = std::min<int64_t>(oh * sh - ph + kh, H);
+      for (int64_t ow = 0; ow < Wo; ++ow) {
+        const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0), w1 = std::min<int64_t>(ow * sw - pw + kw, W);
+        if (h0 >= h1 || w0 >= w1) continue;  // all padding: no input element takes the gradient
+        int64_t at = h0 * W + w0;
+        T m = xp[at];
+        for (int64_t h = h0; h < h1 && m == m; ++h)
+          for (int64_t w = w0; w < w1; ++w) {
+            const T v = xp[h * W + w];
+            if (v > m || v != v) {
+              m = v;
+              at = h * W + w;
+              if (v != v) break;
+            }
+          }
+        dxp[at] += dyp[oh * Wo + ow];
+      }
+    }
+  }
+}
+)IGPRELUDE";
+
+}  // namespace ingot::cpu
