@@ -3,12 +3,16 @@
 bench/onnx_export.py exported is imported with ml.onnx.load, compiled for the CPU backend and
 run on the same input; its output is compared with ONNX Runtime's and PyTorch's (max |diff| over
 max(1, max |want|)), and timed in its own loop (2 threads) beside the times of ONNX Runtime,
-PyTorch eager and torch.compile from the same run. Import + compile is timed in fresh processes:
+PyTorch eager and torch.compile from the same run. With --ort-python (the benchmark environment's
+interpreter, which has onnxruntime), ONNX Runtime is timed again beside ingot, in rounds that
+alternate the two (ingot's loop, then ONNX Runtime's in a child process, --rounds times), so that
+each ratio compares loops seconds apart: this VM's speed drifts by up to 1.5x over minutes, and
+the export step's ONNX Runtime times were taken minutes before ingot's. Import + compile is timed in fresh processes:
 cold (an empty cache directory: the C++ compiler runs) and warm (the cache that run filled). The
 imported model is exported again as <key>.ingot.onnx for the round-trip check
 (bench/onnx_roundtrip.py). Writes <dir>/onnx_models.json and prints a Markdown table.
 
-  python bench/onnx_models.py --dir DIR [--reps 5]
+  python bench/onnx_models.py --dir DIR [--reps 5] [--ort-python PYTHON] [--rounds 3]
 """
 import argparse
 import json
@@ -50,6 +54,28 @@ def compile_seconds(path, cache_dir):
     return float(out.stdout.strip().splitlines()[-1])
 
 
+# ONNX Runtime's loop on one model, run by the benchmark environment's interpreter: prints
+# machine.timed's JSON. The session as bench/onnx_export.py makes it (2 intra-op threads).
+_ORT_LOOP = """
+import json, sys
+import numpy as np, onnxruntime as ort
+sys.path.insert(0, sys.argv[4])
+from machine import timed
+so = ort.SessionOptions()
+so.intra_op_num_threads = 2
+so.inter_op_num_threads = 1
+sess = ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
+x = np.load(sys.argv[2])["input"]
+print(json.dumps(timed(lambda: sess.run(None, {"input": x}), int(sys.argv[3]))))
+"""
+
+
+def ort_loop(python, path, npz, reps):
+    out = subprocess.run([python, "-c", _ORT_LOOP, path, npz, str(reps), os.path.dirname(os.path.abspath(__file__))],
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def ratio(peer, ingot_ms):
     return None if peer is None else peer["ms"] / ingot_ms
 
@@ -58,6 +84,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--ort-python", help="interpreter with onnxruntime: time it again, alternating with ingot")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds with --ort-python")
     args = ap.parse_args()
     with open(os.path.join(args.dir, "ort.json")) as f:
         ort = json.load(f)
@@ -79,8 +107,27 @@ def main():
             row["import_compile_first_run_s"] = time.perf_counter() - t
             row["err_vs_onnxruntime"] = rel(got, data["ort"])
             row["err_vs_torch"] = rel(got, data["torch"])
-            row["ingot"] = timed(lambda: pm.evaluate({}, {"input": data["input"]}), args.reps)
-            row["ratio_onnxruntime_over_ingot"] = info["onnxruntime"]["ms"] / row["ingot"]["ms"]
+            run = lambda: pm.evaluate({}, {"input": data["input"]})  # noqa: E731
+            if args.ort_python:
+                row["onnxruntime_export_step"] = info["onnxruntime"]
+                rounds = []
+                for _ in range(args.rounds):
+                    mine = timed(run, args.reps)
+                    theirs = ort_loop(args.ort_python, path, os.path.join(args.dir, f"{key}.npz"), args.reps)
+                    rounds.append({"ingot_ms": mine["ms"], "onnxruntime_ms": theirs["ms"]})
+                row["rounds"] = rounds
+                ratios = sorted(r["onnxruntime_ms"] / r["ingot_ms"] for r in rounds)
+                row["ratio_onnxruntime_over_ingot_range"] = [ratios[0], ratios[-1]]
+                med = lambda k: sorted(r[k] for r in rounds)[len(rounds) // 2]  # noqa: E731
+                row["ingot"] = {"ms": med("ingot_ms"), "min_ms": min(r["ingot_ms"] for r in rounds),
+                                "max_ms": max(r["ingot_ms"] for r in rounds), "reps": args.reps, "rounds": args.rounds}
+                row["onnxruntime"] = {"ms": med("onnxruntime_ms"), "min_ms": min(r["onnxruntime_ms"] for r in rounds),
+                                      "max_ms": max(r["onnxruntime_ms"] for r in rounds), "reps": args.reps,
+                                      "rounds": args.rounds}
+                row["onnxruntime_ms"] = row["onnxruntime"]["ms"]
+            else:
+                row["ingot"] = timed(run, args.reps)
+            row["ratio_onnxruntime_over_ingot"] = row["onnxruntime_ms"] / row["ingot"]["ms"]
             row["ratio_torch_eager_over_ingot"] = ratio(row["torch_eager"], row["ingot"]["ms"])
             row["ratio_torch_compile_over_ingot"] = ratio(row["torch_compile"], row["ingot"]["ms"])
             # The round trip: ingot's import exported again (bench/onnx_roundtrip.py runs it in ONNX Runtime).
@@ -92,7 +139,7 @@ def main():
     out = {"machine": ort["machine"], "measured_utc": ort["measured_utc"], "versions": ort["versions"], "rows": rows}
     with open(os.path.join(args.dir, "onnx_models.json"), "w") as f:
         json.dump(out, f, indent=1)
-    print("\n| model | batch | ingot CPU (ms) | ONNX Runtime (ms) | ORT / ingot | PyTorch eager / ingot | "
+    print("\n| model | batch | ingot CPU (ms) | ONNX Runtime (ms) | ORT / ingot (each round) | PyTorch eager / ingot | "
           "torch.compile / ingot | import + compile, cold / warm (s) | max rel. error vs ORT |")
     print("|---|---|---|---|---|---|---|---|---|")
     fmt = lambda r: "-" if r is None else f"{r:.2f}x"  # noqa: E731
@@ -100,8 +147,10 @@ def main():
         if "error" in r:
             print(f"| {r['model']} | {r['batch']} | import failed: {r['error'][:120]} | {r['onnxruntime_ms']:.1f} | | | | | |")
         else:
+            rng = r.get("ratio_onnxruntime_over_ingot_range")
+            ort_ratio = f"{rng[0]:.2f}-{rng[1]:.2f}x" if rng else f"{r['ratio_onnxruntime_over_ingot']:.2f}x"
             print(f"| {r['model']} | {r['batch']} | {r['ingot']['ms']:.1f} | {r['onnxruntime_ms']:.1f} | "
-                  f"{r['ratio_onnxruntime_over_ingot']:.2f}x | {fmt(r['ratio_torch_eager_over_ingot'])} | "
+                  f"{ort_ratio} | {fmt(r['ratio_torch_eager_over_ingot'])} | "
                   f"{fmt(r['ratio_torch_compile_over_ingot'])} | {r['import_compile_cold_s']:.2f} / "
                   f"{r['import_compile_warm_s']:.3f} | {r['err_vs_onnxruntime']:.1e} |")
 

@@ -8,7 +8,8 @@
 #      ($INGOT_BENCH_VENV, default ~/.cache/ingot-bench-venv) and runs bench/onnx_export.py there;
 #   2. installs ingot into build/python-venv (scripts/python-test.sh makes it) and runs
 #      bench/onnx_models.py: writes bench/results/onnx_models.json and prints the table, and
-#      exports each imported model again with ml.onnx.save;
+#      exports each imported model again with ml.onnx.save; ONNX Runtime is timed again there in
+#      rounds alternating with ingot's loop (the benchmark environment's python, a child process);
 #   3. bench/onnx_roundtrip.py (benchmark environment): ONNX Runtime runs the original and
 #      ingot's re-export on the same input; the difference goes into the JSON.
 #
@@ -36,6 +37,6 @@ build/python-venv/bin/python -m pip install -q --disable-pip-version-check --no-
 work=build/onnx-models
 rm -rf "$work" && mkdir -p "$work" bench/results
 "$venv/bin/python" bench/onnx_export.py --out "$work" --reps "$reps" $torch_compile
-build/python-venv/bin/python bench/onnx_models.py --dir "$work" --reps "$reps"
+build/python-venv/bin/python bench/onnx_models.py --dir "$work" --reps "$reps" --ort-python "$venv/bin/python"
 "$venv/bin/python" bench/onnx_roundtrip.py --dir "$work"
 cp "$work/onnx_models.json" bench/results/onnx_models.json
