@@ -30,6 +30,15 @@ from machine import cpu_model, measured_utc, timed  # noqa: E402
 from vision_torch import build  # noqa: E402
 
 
+def ort_session(ort, path):
+    """ONNX Runtime's session on `path` as this benchmark times it (here and, alternating with
+    ingot, in bench/onnx_models.py): THREADS intra-op threads, one inter-op thread, the CPU."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = THREADS
+    so.inter_op_num_threads = 1
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
 def transformer_block(torch):
     """A pre-norm transformer encoder block written out as exporters see Hugging Face models:
     one QKV projection, reshapes and permutes taken from x.shape (Shape/Gather arithmetic in
@@ -166,10 +175,7 @@ def main():
             torch.onnx.export(model, (torch.from_numpy(x),), path, input_names=["input"], output_names=["output"],
                               opset_version=17, dynamo=False)
             want_torch = model(torch.from_numpy(x)).numpy()
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = THREADS
-        so.inter_op_num_threads = 1
-        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        sess = ort_session(ort, path)
         got = sess.run(None, {"input": x})[0]
         np.savez(os.path.join(args.out, f"{key}.npz"), input=x, ort=got, torch=want_torch)
         row = {"model": name, "batch": batch, "shape": list(x.shape),

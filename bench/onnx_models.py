@@ -55,16 +55,14 @@ def compile_seconds(path, cache_dir):
 
 
 # ONNX Runtime's loop on one model, run by the benchmark environment's interpreter: prints
-# machine.timed's JSON. The session as bench/onnx_export.py makes it (2 intra-op threads).
+# machine.timed's JSON. The session is bench/onnx_export.py's (ort_session).
 _ORT_LOOP = """
 import json, sys
 import numpy as np, onnxruntime as ort
 sys.path.insert(0, sys.argv[4])
 from machine import timed
-so = ort.SessionOptions()
-so.intra_op_num_threads = 2
-so.inter_op_num_threads = 1
-sess = ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
+from onnx_export import ort_session
+sess = ort_session(ort, sys.argv[1])
 x = np.load(sys.argv[2])["input"]
 print(json.dumps(timed(lambda: sess.run(None, {"input": x}), int(sys.argv[3]))))
 """
@@ -74,6 +72,12 @@ def ort_loop(python, path, npz, reps):
     out = subprocess.run([python, "-c", _ORT_LOOP, path, npz, str(reps), os.path.dirname(os.path.abspath(__file__))],
                          check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def over_rounds(rounds, key, reps):
+    """One runtime's medians over the alternating rounds: their median, least and most."""
+    ms = sorted(r[key] for r in rounds)
+    return {"ms": ms[len(ms) // 2], "min_ms": ms[0], "max_ms": ms[-1], "reps": reps, "rounds": len(ms)}
 
 
 def ratio(peer, ingot_ms):
@@ -118,12 +122,8 @@ def main():
                 row["rounds"] = rounds
                 ratios = sorted(r["onnxruntime_ms"] / r["ingot_ms"] for r in rounds)
                 row["ratio_onnxruntime_over_ingot_range"] = [ratios[0], ratios[-1]]
-                med = lambda k: sorted(r[k] for r in rounds)[len(rounds) // 2]  # noqa: E731
-                row["ingot"] = {"ms": med("ingot_ms"), "min_ms": min(r["ingot_ms"] for r in rounds),
-                                "max_ms": max(r["ingot_ms"] for r in rounds), "reps": args.reps, "rounds": args.rounds}
-                row["onnxruntime"] = {"ms": med("onnxruntime_ms"), "min_ms": min(r["onnxruntime_ms"] for r in rounds),
-                                      "max_ms": max(r["onnxruntime_ms"] for r in rounds), "reps": args.reps,
-                                      "rounds": args.rounds}
+                row["ingot"] = over_rounds(rounds, "ingot_ms", args.reps)
+                row["onnxruntime"] = over_rounds(rounds, "onnxruntime_ms", args.reps)
                 row["onnxruntime_ms"] = row["onnxruntime"]["ms"]
             else:
                 row["ingot"] = timed(run, args.reps)
