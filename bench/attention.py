@@ -38,7 +38,7 @@ import onnx  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import machine, measured_utc, timed, write_json  # noqa: E402
+from machine import machine, measured_utc, ort_session, timed, write_json  # noqa: E402
 
 import ingot as ml  # noqa: E402
 
@@ -116,9 +116,7 @@ def main():
         model = written_out(shape, causal)
         sides = {"ingot fused": ingot_side(model, True), "ingot unfused": ingot_side(model, False)}
         if ort is not None:
-            so = ort.SessionOptions()
-            so.intra_op_num_threads, so.inter_op_num_threads = THREADS, 1
-            sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+            sess = ort_session(ort, model, THREADS)
             sides["ONNX Runtime"] = lambda f, sess=sess: sess.run(["o"], f)[0]
         if torch is not None:
             tq, tk, tv = (torch.from_numpy(feed[k]) for k in "qkv")

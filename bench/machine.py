@@ -42,6 +42,21 @@ def machine(threads):
     return {"cpu": cpu_model(), "hardware_threads": os.cpu_count(), "threads_used": threads}
 
 
+def ort_session(ort, model, threads, spinning=True):
+    """ONNX Runtime's CPU session on `model` (a path or a serialized ModelProto) as every benchmark
+    here runs it: `threads` intra-op threads, one inter-op thread, ONNX Runtime's default graph
+    optimizations (all of them). spinning=False turns its workers' busy-wait after a run off
+    (session.intra_op.allow_spinning 0: the coexistence rows of bench/transformer_layers.py).
+    `ort` is the imported onnxruntime, passed in because it is optional and this file imports the
+    standard library only."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    if not spinning:
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
 def write_json(path, obj):
     """Writes a result file atomically (a reader never sees half of one)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)

@@ -26,17 +26,8 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import cpu_model, measured_utc, timed  # noqa: E402
+from machine import cpu_model, measured_utc, ort_session, timed  # noqa: E402
 from vision_torch import build  # noqa: E402
-
-
-def ort_session(ort, path):
-    """ONNX Runtime's session on `path` as this benchmark times it (here and, alternating with
-    ingot, in bench/onnx_models.py): THREADS intra-op threads, one inter-op thread, the CPU."""
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = THREADS
-    so.inter_op_num_threads = 1
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
 
 def transformer_block(torch):
@@ -175,7 +166,7 @@ def main():
             torch.onnx.export(model, (torch.from_numpy(x),), path, input_names=["input"], output_names=["output"],
                               opset_version=17, dynamo=False)
             want_torch = model(torch.from_numpy(x)).numpy()
-        sess = ort_session(ort, path)
+        sess = ort_session(ort, path, THREADS)
         got = sess.run(None, {"input": x})[0]
         np.savez(os.path.join(args.out, f"{key}.npz"), input=x, ort=got, torch=want_torch)
         row = {"model": name, "batch": batch, "shape": list(x.shape),

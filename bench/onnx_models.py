@@ -55,21 +55,21 @@ def compile_seconds(path, cache_dir):
 
 
 # ONNX Runtime's loop on one model, run by the benchmark environment's interpreter: prints
-# machine.timed's JSON. The session is bench/onnx_export.py's (ort_session).
+# machine.timed's JSON. The session is machine.ort_session's, as in bench/onnx_export.py.
 _ORT_LOOP = """
 import json, sys
 import numpy as np, onnxruntime as ort
 sys.path.insert(0, sys.argv[4])
-from machine import timed
-from onnx_export import ort_session
-sess = ort_session(ort, sys.argv[1])
+from machine import ort_session, timed
+sess = ort_session(ort, sys.argv[1], int(sys.argv[5]))
 x = np.load(sys.argv[2])["input"]
 print(json.dumps(timed(lambda: sess.run(None, {"input": x}), int(sys.argv[3]))))
 """
 
 
 def ort_loop(python, path, npz, reps):
-    out = subprocess.run([python, "-c", _ORT_LOOP, path, npz, str(reps), os.path.dirname(os.path.abspath(__file__))],
+    out = subprocess.run([python, "-c", _ORT_LOOP, path, npz, str(reps), os.path.dirname(os.path.abspath(__file__)),
+                          str(THREADS)],
                          check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 

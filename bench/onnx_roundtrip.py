@@ -9,16 +9,18 @@ to <dir>/onnx_models.json as roundtrip_err_under_onnxruntime.
 import argparse
 import json
 import os
+import sys
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import ort_session  # noqa: E402
+
 
 def run(path, x):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 2
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    sess = ort_session(ort, path, 2)
     return sess.run(None, {sess.get_inputs()[0].name: x})[0]
 
 

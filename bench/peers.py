@@ -35,7 +35,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import numpy as np  # noqa: E402  (numpy is required; the peers are optional)
 
-from machine import cpu_model, measured_utc  # noqa: E402
+from machine import cpu_model, measured_utc, ort_session  # noqa: E402
 
 
 def workloads(quick):
@@ -200,11 +200,7 @@ def ort_fns(d):
             [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
         model.ir_version = min(model.ir_version, 9)
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = THREADS
-        so.inter_op_num_threads = 1
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        return ort_session(ort, model.SerializeToString(), THREADS)
 
     N = helper.make_node
     gelu = session(

@@ -51,7 +51,7 @@ import numpy as np  # noqa: E402
 import ingot as ml  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import cpu_model, measured_utc, timed, write_json  # noqa: E402
+from machine import cpu_model, measured_utc, ort_session, timed, write_json  # noqa: E402
 from vision import gemm_peak_gflops  # noqa: E402
 
 LAYERS = [("BERT-base layer", "bert", 1, 128), ("BERT-base layer", "bert", 8, 128), ("BERT-base layer", "bert", 1, 512),
@@ -244,14 +244,10 @@ def layer_runners(kind, b, s, p, x, mods):
                 path = os.path.join(tempfile.mkdtemp(), f"{kind}.onnx")
                 torch.onnx.export(module, (tx,), path, input_names=["input"], output_names=["output"], opset_version=17,
                                   dynamo=False)
-                so = ort.SessionOptions()
-                so.intra_op_num_threads = THREADS
-                so.inter_op_num_threads = 1
-                sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+                sess = ort_session(ort, path, THREADS)
                 runners["ONNX Runtime"] = lambda: sess.run(None, {"input": x})[0]
                 # For the coexistence rows: the same session with its workers' busy-wait off.
-                so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-                quiet = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+                quiet = ort_session(ort, path, THREADS, spinning=False)
                 runners[ORT_QUIET] = lambda: quiet.run(None, {"input": x})[0]
             except Exception as e:  # noqa: BLE001
                 traceback.print_exc()

@@ -28,7 +28,7 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import cpu_model, measured_utc, timed  # noqa: E402
+from machine import cpu_model, measured_utc, ort_session, timed  # noqa: E402
 
 
 def build(name, torch, torchvision):
@@ -115,10 +115,7 @@ def main():
                     path = os.path.join(args.out, f"{name}_b{batch}.onnx")
                     torch.onnx.export(model, (xt,), path, input_names=["input"], output_names=["logits"],
                                       opset_version=17, dynamo=False)
-                    so = ort.SessionOptions()
-                    so.intra_op_num_threads = THREADS
-                    so.inter_op_num_threads = 1
-                    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+                    sess = ort_session(ort, path, THREADS)
                     got = sess.run(None, {"input": x})[0]
                     row["onnxruntime"] = timed(lambda: sess.run(None, {"input": x}), args.reps)
                     row["onnxruntime"]["max_rel_err_vs_eager"] = float(
