@@ -1,0 +1,268 @@
+// A packed SGEMM of our own against oneDNN's dnnl_sgemm: the prototype README.md's "GEMM
+// epilogues, measured and not fused" reports (2026-11-27). Not part of the library or the build:
+// it records what was measured, so the next attempt starts from it.
+//
+//   g++ -O3 -march=native -fopenmp bench/sgemm_prototype.cpp -o /tmp/sgemm_prototype -ldnnl
+//   OMP_NUM_THREADS=2 /tmp/sgemm_prototype [threads] [t]     (t: B stored transposed, [N, K])
+//
+// BLIS-style: a 12 x 32 register tile on AVX-512 (6 x 16 on AVX2), B packed per thread into
+// blocks of kc x nb sized for half of L2, A read in place (packed only for a partial row panel or
+// a transposed A), tiles of the output handed out to the threads dynamically. Prints each
+// product's median time for both and the largest difference (relative to the largest |C|).
+
+#include <immintrin.h>
+#include <omp.h>
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+
+#if defined(__AVX512F__)
+constexpr int IG_MR = 12, IG_NR = 32;
+#else
+constexpr int IG_MR = 6, IG_NR = 16;
+#endif
+constexpr int64_t kKc = 384;           // K per packed block (split evenly)
+constexpr int64_t kL2Bytes = 1 << 20;  // a tile's packed B block: about half of L2
+
+// c[MR x NR] (=|+=) ap (MR x kc, k-major) * bp (kc x NR, k-major).
+static inline void ig_micro(int64_t kc, const float* __restrict ap, int64_t ask, int64_t asr, const float* __restrict bp, float* __restrict c,
+                            int64_t ldc, bool acc, int mr, int nr) {
+#if defined(__AVX512F__)
+  __m512 c0[IG_MR], c1[IG_MR];
+#pragma GCC unroll 16
+  for (int r = 0; r < IG_MR; ++r) c0[r] = c1[r] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < IG_MR; ++r) {
+      const __m512 a = _mm512_set1_ps(ap[r * asr]);
+      c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
+      c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
+    }
+    ap += ask;
+    bp += IG_NR;
+  }
+  if (mr == IG_MR && nr == IG_NR) {
+#pragma GCC unroll 16
+    for (int r = 0; r < IG_MR; ++r) {
+      float* cr = c + r * ldc;
+      if (acc) {
+        _mm512_storeu_ps(cr, _mm512_add_ps(_mm512_loadu_ps(cr), c0[r]));
+        _mm512_storeu_ps(cr + 16, _mm512_add_ps(_mm512_loadu_ps(cr + 16), c1[r]));
+      } else {
+        _mm512_storeu_ps(cr, c0[r]);
+        _mm512_storeu_ps(cr + 16, c1[r]);
+      }
+    }
+    return;
+  }
+  const __mmask16 m0 = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
+  const __mmask16 m1 = nr >= 32 ? 0xffff : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
+  for (int r = 0; r < mr; ++r) {
+    float* cr = c + r * ldc;
+    __m512 v0 = c0[r], v1 = c1[r];
+    if (acc) {
+      v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, cr), v0);
+      v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, cr + 16), v1);
+    }
+    _mm512_mask_storeu_ps(cr, m0, v0);
+    _mm512_mask_storeu_ps(cr + 16, m1, v1);
+  }
+#else
+  __m256 c0[IG_MR], c1[IG_MR];
+  for (int r = 0; r < IG_MR; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8);
+#pragma GCC unroll 16
+    for (int r = 0; r < IG_MR; ++r) {
+      const __m256 a = _mm256_broadcast_ss(ap + r);
+      c0[r] = _mm256_fmadd_ps(a, b0, c0[r]);
+      c1[r] = _mm256_fmadd_ps(a, b1, c1[r]);
+    }
+    ap += IG_MR;
+    bp += IG_NR;
+  }
+  alignas(32) float t[IG_NR];
+  for (int r = 0; r < mr; ++r) {
+    float* cr = c + r * ldc;
+    if (nr == IG_NR) {
+      if (acc) {
+        _mm256_storeu_ps(cr, _mm256_add_ps(_mm256_loadu_ps(cr), c0[r]));
+        _mm256_storeu_ps(cr + 8, _mm256_add_ps(_mm256_loadu_ps(cr + 8), c1[r]));
+      } else {
+        _mm256_storeu_ps(cr, c0[r]);
+        _mm256_storeu_ps(cr + 8, c1[r]);
+      }
+    } else {
+      _mm256_store_ps(t, c0[r]);
+      _mm256_store_ps(t + 8, c1[r]);
+      for (int j = 0; j < nr; ++j) cr[j] = acc ? cr[j] + t[j] : t[j];
+    }
+  }
+#endif
+}
+
+struct IgNoEpi {
+  void operator()(int64_t, int64_t, int64_t, int64_t, float*, int64_t) const {}
+};
+
+// Per-thread packing buffers, grown as needed and kept between calls.
+static inline float* ig_thread_buffer(size_t floats) {
+  static thread_local float* buf = nullptr;
+  static thread_local size_t cap = 0;
+  if (floats > cap) {
+    std::free(buf);
+    cap = (floats + 1023) / 1024 * 1024;
+    buf = static_cast<float*>(std::aligned_alloc(64, cap * sizeof(float)));
+  }
+  return buf;
+}
+
+// C[M,N] = op(A) op(B) then epi(i0, j0, rows, cols, C + i0*ldc + j0, ldc) on each finished
+// block while it is in cache.
+template <class Epi>
+void ig_sgemm(int threads, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+              const float* B, int64_t ldb, float* C, int64_t ldc, const Epi& epi) {
+  const int64_t nk = std::max<int64_t>(1, (K + kKc - 1) / kKc);
+  const int64_t kc_max = (K + nk - 1) / nk;
+  // Tiles: at least 4 per thread (handed out dynamically), each B block (kc x nb) within L2,
+  // splitting so that the packing (A once per column tile, B once per row tile) is least.
+  const int64_t nb_l2 = std::max<int64_t>(IG_NR, (kL2Bytes / 4 / kc_max) / IG_NR * IG_NR);
+  const int64_t want = 4 * threads, row_panels = (M + IG_MR - 1) / IG_MR;
+  int64_t tiles_m = 1, tiles_n = 1, best = -1;
+  for (int64_t tm = 1; tm <= std::min<int64_t>(row_panels, 4 * want); ++tm) {
+    const int64_t tn = std::max<int64_t>((N + nb_l2 - 1) / nb_l2, (want + tm - 1) / tm);
+    const int64_t cost = M * tn + N * tm;
+    if (best < 0 || cost < best) { best = cost; tiles_m = tm; tiles_n = tn; }
+  }
+  const int64_t nb = ((N + tiles_n - 1) / tiles_n + IG_NR - 1) / IG_NR * IG_NR;
+  tiles_n = (N + nb - 1) / nb;
+  const int64_t mb = ((M + tiles_m - 1) / tiles_m + IG_MR - 1) / IG_MR * IG_MR;
+  tiles_m = (M + mb - 1) / mb;
+  const int64_t tiles = tiles_m * tiles_n;
+#pragma omp parallel num_threads(threads)
+  {
+    float* bpack = ig_thread_buffer(size_t(kc_max) * nb + size_t(IG_MR) * kc_max + 64);
+    float* apack = bpack + size_t(kc_max) * nb;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t tn = t / tiles_m, tm = t % tiles_m;
+      const int64_t i0 = tm * mb, i1 = std::min(M, i0 + mb), j0 = tn * nb, j1 = std::min(N, j0 + nb);
+      const int64_t ncols = j1 - j0;
+      for (int64_t p = 0; p < nk; ++p) {
+        const int64_t k0 = p * kc_max, kc = std::min(K, k0 + kc_max) - k0;
+        // Pack B[k0:k0+kc, j0:j1] into panels of IG_NR columns (zero-padded).
+        for (int64_t jp = 0; jp < ncols; jp += IG_NR) {
+          float* dst = bpack + jp * kc;
+          const int64_t w = std::min<int64_t>(IG_NR, ncols - jp);
+          if (!tb) {
+            for (int64_t k = 0; k < kc; ++k) {
+              const float* src = B + (k0 + k) * ldb + j0 + jp;
+              float* d = dst + k * IG_NR;
+              if (w == IG_NR) {
+#pragma GCC unroll 4
+                for (int j = 0; j < IG_NR; ++j) d[j] = src[j];
+              } else {
+                for (int j = 0; j < w; ++j) d[j] = src[j];
+                for (int j = int(w); j < IG_NR; ++j) d[j] = 0.f;
+              }
+            }
+          } else {
+            for (int j = 0; j < IG_NR; ++j) {
+              if (j < w) {
+                const float* src = B + (j0 + jp + j) * ldb + k0;
+                for (int64_t k = 0; k < kc; ++k) dst[k * IG_NR + j] = src[k];
+              } else {
+                for (int64_t k = 0; k < kc; ++k) dst[k * IG_NR + j] = 0.f;
+              }
+            }
+          }
+        }
+        for (int64_t i = i0; i < i1; i += IG_MR) {
+          const int mr = int(std::min<int64_t>(IG_MR, i1 - i));
+          const float* ap = apack;
+          int64_t ask = IG_MR, asr = 1;
+          if (!ta && mr == IG_MR) {  // read in place, row by row
+            ap = A + i * lda + k0;
+            ask = 1;
+            asr = lda;
+          } else if (!ta) {  // pack A[i:i+mr, k0:k0+kc] k-major (zero rows past mr)
+            for (int r = 0; r < IG_MR; ++r) {
+              if (r < mr) {
+                const float* src = A + (i + r) * lda + k0;
+                for (int64_t k = 0; k < kc; ++k) apack[k * IG_MR + r] = src[k];
+              } else {
+                for (int64_t k = 0; k < kc; ++k) apack[k * IG_MR + r] = 0.f;
+              }
+            }
+          } else {
+            for (int64_t k = 0; k < kc; ++k) {
+              const float* src = A + (k0 + k) * lda + i;
+              for (int r = 0; r < IG_MR; ++r) apack[k * IG_MR + r] = r < mr ? src[r] : 0.f;
+            }
+          }
+          for (int64_t jp = 0; jp < ncols; jp += IG_NR) {
+            const int nr = int(std::min<int64_t>(IG_NR, ncols - jp));
+            ig_micro(kc, ap, ask, asr, bpack + jp * kc, C + i * ldc + j0 + jp, ldc, p > 0, mr, nr);
+          }
+          if (p == nk - 1) epi(i, j0, mr, ncols, C + i * ldc + j0, ldc);
+        }
+      }
+    }
+  }
+}
+
+#include <dnnl.h>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+static double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+template <class F>
+static double median_ms(F f, int n = 7) {
+  f();
+  std::vector<double> t;
+  for (int i = 0; i < n; ++i) {
+    const double a = now_ms();
+    f();
+    t.push_back(now_ms() - a);
+  }
+  std::sort(t.begin(), t.end());
+  return t[size_t(n) / 2];
+}
+
+int main(int argc, char** argv) {
+  const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+  const bool tb = argc > 2 && argv[2][0] == 't';
+  struct Shape { int M, K, N; };
+  for (const Shape sh : std::vector<Shape>{{128, 768, 3072}, {128, 3072, 768}, {128, 768, 768}, {128, 768, 2304},
+                                           {1024, 768, 3072}, {1024, 3072, 768}, {4096, 768, 3072}, {77, 300, 130}}) {
+    const int M = sh.M, K = sh.K, N = sh.N, ldb = tb ? K : N;
+    std::vector<float> A(size_t(M) * K), B(size_t(K) * N), C(size_t(M) * N), D(size_t(M) * N);
+    for (size_t i = 0; i < A.size(); ++i) A[i] = 0.01f * float((i * 7919) % 1013) - 0.05f;
+    for (size_t i = 0; i < B.size(); ++i) B[i] = 0.01f * float((i * 104729) % 1111) - 0.05f;
+    auto library = [&] { dnnl_sgemm('N', tb ? 'T' : 'N', M, N, K, 1.f, A.data(), K, B.data(), ldb, 0.f, D.data(), N); };
+    auto own = [&] { ig_sgemm(threads, false, tb, M, N, K, A.data(), K, B.data(), ldb, C.data(), N, IgNoEpi{}); };
+    library();
+    own();
+    double err = 0, big = 0;
+    for (size_t i = 0; i < C.size(); ++i) {
+      err = std::max(err, double(std::fabs(C[i] - D[i])));
+      big = std::max(big, double(std::fabs(D[i])));
+    }
+    double tl[5], to[5];
+    for (int r = 0; r < 5; ++r) {  // alternating, as the VM's speed drifts
+      tl[r] = median_ms(library);
+      to[r] = median_ms(own);
+    }
+    std::sort(tl, tl + 5);
+    std::sort(to, to + 5);
+    const double mflop = 2.0 * M * N * K / 1e6;
+    std::printf("%5d x %5d x %5d%s: dnnl_sgemm %8.3f ms (%4.0f GFLOP/s)  own %8.3f ms (%4.0f)  own/dnnl %.2f  diff %.1e\n",
+                M, K, N, tb ? " (B^T)" : "", tl[2], mflop / tl[2], to[2], mflop / to[2], to[2] / tl[2], err / big);
+    std::fflush(stdout);
+  }
+}
