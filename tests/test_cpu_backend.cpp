@@ -715,3 +715,44 @@ TEST(CpuBackend, ReductionPrologueFusesIntoOnePass) {
   EXPECT_EQ(count(src, "prologue fused"), 3) << src;
   EXPECT_EQ(count(src, "ig_reduce_fn<"), 3 + 1);  // + the prelude's ig_reduce wrapper
 }
+
+// A layer_norm / rms_norm whose input only its elementwise producers compute (a post-norm
+// transformer's bias and residual adds after the matmul) takes them as a prologue (the fusion
+// plan's take_norm_prologues), and the CPU backend computes each row in a thread's buffer and
+// normalizes it there: the sum is never written out. Checked against the reference under the
+// real fusion plan, with a symbolic batch of 3, 1 and 0 rows.
+TEST(CpuBackend, NormPrologueComputesEachRowInPlace) {
+  Graph g = make_graph({{"x", {"N", 5, 16}}, {"w", {16, 24}}, {"b", {24}}, {"r", {"N", 5, 24}}, {"gamma", {24}},
+                        {"beta", {24}}, {"c", {5, 24}}, {"d", {"N", 5, 1}}, {"z", {"N", 5, 24}, DType::Float64}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         // fused: layer_norm(x @ w + b + r), the bias a row operand
+                         ValueId h = g.add_op("add", {g.add_op("add", {g.add_op("matmul", {in[0], in[1]}), in[2]}), in[3]});
+                         g.set_output("post_norm", g.add_op("layer_norm", {h, in[4], in[5]}, {{"axis", int64_t{-1}}}));
+                         // fused: rms_norm over the last two axes of r * 0.5 + c, c of the normalized dims
+                         ValueId s = g.add_op("add", {g.add_op("mul", {in[3], scalar(g, 0.5)}), in[6]});
+                         g.set_output("rms", g.add_op("rms_norm", {s, in[6]}, {{"axis", int64_t{1}}, {"eps", 1e-3}}));
+                         // fused: float64, no weight or bias
+                         g.set_output("f64", g.add_op("layer_norm", {g.add_op("tanh", {in[8]})}));
+                         // not fused: d broadcasts along the rows (one value per row)
+                         g.set_output("per_row", g.add_op("layer_norm", {g.add_op("sub", {in[3], in[7]})}));
+                         // not fused: the sum is read again after the norm (pre-norm's residual stream)
+                         ValueId t = g.add_op("add", {in[3], in[3]});
+                         g.set_output("stream", g.add_op("add", {t, g.add_op("layer_norm", {t})}));
+                       });
+  const FusionPlan plan = plan_fusion(g);
+  const std::string groups = plan.str(g);
+  EXPECT_NE(groups.find("[row-kernel]: add add layer_norm"), std::string::npos) << groups;
+  EXPECT_NE(groups.find("[row-kernel]: mul add rms_norm"), std::string::npos) << groups;
+  EXPECT_NE(groups.find("[row-kernel]: tanh layer_norm"), std::string::npos) << groups;
+  auto inputs = [](int64_t n, uint64_t seed) {
+    return std::vector<Tensor>{random_tensor({n, 5, 16}, seed),     random_tensor({16, 24}, seed + 1),
+                               random_tensor({24}, seed + 2),        random_tensor({n, 5, 24}, seed + 3),
+                               random_tensor({24}, seed + 4),        random_tensor({24}, seed + 5),
+                               random_tensor({5, 24}, seed + 6),     random_tensor({n, 5, 1}, seed + 7),
+                               random_tensor({n, 5, 24}, seed + 8, -2, 2, DType::Float64)};
+  };
+  const std::string src =
+      check(g, {inputs(3, 160), inputs(1, 161), inputs(0, 162)}, [](const Graph& g) { return plan_fusion(g); }, 1e-5, 1e-5);
+  EXPECT_EQ(count(src, "[row-kernel, prologue fused]"), 3) << src;
+  EXPECT_EQ(count(src, "ig_trailing_norm_rows<"), 3) << src;
+}

@@ -69,6 +69,31 @@ TEST(FusionPlan, SoftmaxIsARowKernelWithEpilogue) {
   EXPECT_EQ(plan.str(g), "group 0 [row-kernel]: softmax mul\n");
 }
 
+// A layer_norm / rms_norm takes the elementwise nodes that compute its input and nothing else as
+// its prologue, out of the matmul's epilogue (post-norm transformer) or a whole elementwise group,
+// but not a value read again after it (pre-norm's residual stream) nor its own weight.
+TEST(FusionPlan, NormTakesTheElementwiseNodesComputingItsInput) {
+  Graph g;
+  ValueId x = g.add_input("x"), w = g.add_input("w"), b = g.add_input("b"), gamma = g.add_input("gamma");
+  ValueId h = g.add_op("add", {g.add_op("add", {g.add_op("matmul", {x, w}), b}), x});
+  ValueId post = g.add_op("layer_norm", {h, gamma});
+  g.set_output("post", g.add_op("relu", {post}));
+  ValueId t = g.add_op("mul", {x, x});
+  g.set_output("pre", g.add_op("add", {t, g.add_op("layer_norm", {t})}));
+  ValueId sq = g.add_op("exp", {gamma});
+  g.set_output("weight", g.add_op("rms_norm", {g.add_op("neg", {x}), sq}));
+  annotate(g, {{x, {4, 8}}, {w, {8, 8}}, {b, {8}}, {gamma, {8}}});
+  FusionPlan plan = plan_fusion(g);
+  expect_valid_plan(g, plan);
+  EXPECT_EQ(plan.str(g),
+            "group 0 [dense]: matmul\n"
+            "group 1 [row-kernel]: add add layer_norm relu\n"
+            "group 2 [elementwise]: mul\n"
+            "group 3 [row-kernel]: layer_norm add\n"
+            "group 4 [elementwise]: exp\n"
+            "group 5 [row-kernel]: neg rms_norm\n");
+}
+
 TEST(FusionPlan, ElementwiseProducersFuseIntoReduction) {
   Graph g;
   ValueId x = g.add_input("x");

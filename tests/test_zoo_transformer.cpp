@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "compiler/fusion_plan.h"
 #include "ingot/ingot.h"
 #include "op_test_util.h"
 
@@ -267,5 +268,35 @@ TEST(ZooTransformer, CpuBackendMatchesTheReferenceOnOutputsAndGradients) {
   for (const auto& [name, g] : want.gradients) {
     SCOPED_TRACE(name);
     expect_close(got.gradients.at(name), g.to_vector<double>(), 1e-4);
+  }
+}
+
+// Forward only (inference), the post-norm layer's residual and bias adds become its layer_norms'
+// prologues (FusionPlan: take_norm_prologues) and the pre-norm layer's stay materialized (the
+// residual stream is read again): the CPU backend's outputs still equal the reference's.
+TEST(ZooTransformer, InferenceFusesThePostNormResidualIntoTheNorm) {
+  const int64_t S = 7, E = 16;
+  TransformerEncoderLayerOptions bert;
+  bert.d_model = E;
+  bert.num_heads = 4;
+  bert.ffn_dim = 32;
+  TransformerEncoderLayerOptions gpt = bert;
+  gpt.norm_first = gpt.causal = true;
+  Model m;
+  m += TransformerEncoderLayer(bert);
+  m += TransformerEncoderLayer(gpt)({{"output", IOKey("y").expose()}});
+  CompileOptions o;
+  o.shapes = {{"input", {"N", S, E}}};
+  o.inference = true;
+  const PhysicalModel ref = compile(m, ReferenceBackend(), o), cpu = compile(m, CpuBackend(), o);
+  const std::string groups = plan_fusion(cpu.graph()).str(cpu.graph());
+  size_t taken = 0;
+  for (size_t p = groups.find("add add layer_norm"); p != std::string::npos; p = groups.find("add add layer_norm", p + 1))
+    ++taken;
+  EXPECT_EQ(taken, 2u) << groups;  // norm1 and norm2 of the post-norm layer
+  const TensorMap params = random_params(ref);
+  for (int64_t batch : {3, 1}) {
+    const TensorMap inputs = {{"input", random_tensor({batch, S, E}, 9 + static_cast<uint64_t>(batch), -1, 1)}};
+    expect_close(cpu.evaluate(params, inputs).at("y"), ref.evaluate(params, inputs).at("y").to_vector<double>(), 1e-4);
   }
 }

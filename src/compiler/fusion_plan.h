@@ -14,7 +14,8 @@ namespace ingot {
 enum class GroupKind {
   Elementwise,  // a chain/DAG of elementwise ops (with broadcasting): one loop nest
   Reduction,    // elementwise producers feeding one reduction: one loop nest reducing
-  RowKernel,    // softmax / log_softmax / layer_norm / batch_norm (+ elementwise epilogue)
+  RowKernel,    // softmax / log_softmax / layer_norm / batch_norm (+ elementwise epilogue; a
+                // layer_norm / rms_norm also an elementwise prologue computing its input)
   Dense,        // one matmul / conv2d plus an elementwise epilogue (bias, activation, residual)
   Injective,    // a data-movement op (reshape, transpose, slice, concat, gather, ...)
   Opaque,       // anything else, run on its own

@@ -262,6 +262,7 @@ void Generator::emit_dnnl_conv(const Segment& seg, const ConvEpilogue& epi, std:
 // prologue a lambda of the flat index (all its operands share the reduction input's shape).
 void Generator::emit_fused_reduction(const Segment& seg, std::ostream& call) {
   const Node& n = g_.node(seg.nodes.back());
+  if (n.op == "layer_norm" || n.op == "rms_norm") return emit_fused_norm(seg, call);
   const ValueId x = n.inputs[0], y = n.outputs[0];
   const std::vector<Mono> xd = dims(x);
   const int rank = static_cast<int>(xd.size());
@@ -311,6 +312,65 @@ void Generator::emit_fused_reduction(const Segment& seg, std::ostream& call) {
   kernels_ << k.str();
   call << "  if (" << name << "(ctx";
   for (ValueId v : reads) call << ", " << stored_ptr(v);
+  call << ", " << ptr(y) << ") != 0) return 1;\n";
+}
+
+// A layer_norm / rms_norm whose input rows its elementwise prologue computes (a transformer's
+// residual add and bias): the prologue is a lambda filling one row in a thread's buffer, which
+// ig_trailing_norm_rows then normalizes. An operand of x's shape is read at row * len + i, one
+// of the normalized dims' (prologue_fuses) at i.
+void Generator::emit_fused_norm(const Segment& seg, std::ostream& call) {
+  const Node& n = g_.node(seg.nodes.back());
+  const ValueId x = n.inputs[0], y = n.outputs[0];
+  const std::vector<Mono> xd = dims(x);
+  const int rank = static_cast<int>(xd.size());
+  const int axis = norm_axis(n.attrs.get_int("axis", -1), rank);
+  std::set<ValueId> inside;
+  for (NodeId id : seg.nodes) inside.insert(g_.node(id).outputs[0]);
+  std::vector<ValueId> reads;
+  for (size_t i = 0; i + 1 < seg.nodes.size(); ++i)
+    for (ValueId v : g_.node(seg.nodes[i]).inputs)
+      if (!inside.count(v) && !is_scalar_constant(g_.value(v)) && std::find(reads.begin(), reads.end(), v) == reads.end())
+        reads.push_back(v);
+  const std::string tx = ctype(g_.value(x).dtype);
+  const std::string name = kernel_name(seg.nodes, true);
+  std::ostringstream k;
+  k << "// group " << seg.group << " [row-kernel, prologue fused]: " << describe(seg.nodes) << "\n";
+  k << "static int " << name << "(const ig_ctx* ctx";
+  for (size_t i = 0; i < reads.size(); ++i) k << ", const " << storage_type(g_.value(reads[i]).dtype) << "* __restrict p" << i;
+  for (size_t i = 1; i < n.inputs.size(); ++i)
+    k << ", const " << ctype(g_.value(n.inputs[i]).dtype) << "* __restrict x" << i;
+  k << ", " << tx << "* __restrict y) {\n" << dims_prologue();
+  k << "  const int64_t rows = " << str(product(xd, 0, static_cast<size_t>(axis)))
+    << ", len = " << str(product(xd, static_cast<size_t>(axis))) << ";\n";
+  std::map<ValueId, std::string> names;
+  k << "  auto load_row = [=](int64_t r, " << tx << "* __restrict row) {\n"
+    << "    const int64_t base = r * len;\n    (void)base;\n"
+    << "    #pragma omp simd\n    for (int64_t i = 0; i < len; ++i) {\n";
+  for (size_t i = 0; i < reads.size(); ++i) {
+    names[reads[i]] = "a" + std::to_string(i);
+    const DType dt = g_.value(reads[i]).dtype;
+    const bool full = g_.value(reads[i]).shape == g_.value(x).shape;
+    k << "      const " << ctype(dt) << " a" << i << " = " << loaded(dt, "p" + std::to_string(i), full ? "base + i" : "i")
+      << ";\n";
+  }
+  for (size_t i = 0; i + 1 < seg.nodes.size(); ++i) {
+    const Node& p = g_.node(seg.nodes[i]);
+    names[p.outputs[0]] = "t" + std::to_string(p.outputs[0]);
+    k << "      const " << ctype(g_.value(p.outputs[0]).dtype) << " t" << p.outputs[0] << " = " << expr(p, names)
+      << ";  // " << p.op << "\n";
+  }
+  k << "      row[i] = t" << x << ";\n    }\n  };\n";
+  const std::string w = n.inputs.size() > 1 ? "x1" : "static_cast<const float*>(nullptr)";
+  const std::string b = n.inputs.size() > 2 ? "x2" : "static_cast<const float*>(nullptr)";
+  char eps[64];
+  std::snprintf(eps, sizeof eps, "%a", n.attrs.get_float("eps", 1e-5));
+  k << "  return ig_trailing_norm_rows<" << (n.op == "layer_norm" ? "true" : "false") << ">(ctx, load_row, " << w
+    << ", " << b << ", y, rows, len, " << eps << ");\n}\n\n";
+  kernels_ << k.str();
+  call << "  if (" << name << "(ctx";
+  for (ValueId v : reads) call << ", " << stored_ptr(v);
+  for (size_t i = 1; i < n.inputs.size(); ++i) call << ", " << stored_ptr(n.inputs[i]);
   call << ", " << ptr(y) << ") != 0) return 1;\n";
 }
 

@@ -202,7 +202,8 @@ inline bool keeps_element_order(const std::string& op) {
 
 // ---- the generator -----------------------------------------------------------------------------
 struct Segment {
-  // Reduce: a native reduction (last node) with its elementwise prologue computed inside it.
+  // Reduce: a native reduction or layer_norm / rms_norm (last node) with its elementwise prologue
+  // computed inside it (prologue_fuses).
   // Control: an if / while / scan around its subgraphs' generated code (codegen_control.h).
   // Folded: a slice its elementwise readers read in place (fold_slices), or a reshape whose
   // result is its source's memory (fold_reshapes): nothing is emitted.
@@ -261,7 +262,7 @@ class Generator {
   // -- segments
   void build_segments();
   void check_layouts() const;
-  bool prologue_fuses(const std::vector<NodeId>& run, const Node& red) const;
+  bool prologue_fuses(const std::vector<NodeId>& run, const Node& anchor) const;
   void plan_buffers();
 
   // -- oneDNN conv2d: float32 convs with static sizes whose padding covers the output exactly;
@@ -304,6 +305,7 @@ class Generator {
   void emit_attention(const Node& n, std::ostream& k);
   void emit_dnnl_conv(const Segment& seg, const ConvEpilogue& epi, std::ostream& call);
   void emit_fused_reduction(const Segment& seg, std::ostream& call);
+  void emit_fused_norm(const Segment& seg, std::ostream& call);
   void emit_matmul(const Node& n, std::ostream& k);
   void emit_fallback(const Segment& seg, std::ostream& call);
   void emit_control_segment(const Segment& seg, std::ostream& e);

@@ -243,20 +243,32 @@ void Generator::check_layouts() const {
                 layout_name(layout(v)), "; please report this with the graph (CompileOptions::dump_graph)");
 }
 
-// Whether elementwise nodes `run` can be computed inside reduction `red` (one pass, no buffer
-// for the reduction's input): `red` is sum/mean/max/min reading the run's last value, no value
-// of the run is read elsewhere or is a graph output, and every other operand is an NCHW buffer
-// of the reduction input's shape or a scalar constant (so one flat index addresses all).
-bool Generator::prologue_fuses(const std::vector<NodeId>& run, const Node& red) const {
+// Whether elementwise nodes `run` can be computed inside `anchor` (one pass, no buffer for its
+// input), the run's last value being the anchor's input x and no value of the run read
+// elsewhere or a graph output:
+//   - a sum/mean/max/min over contiguous axes, every other operand an NCHW buffer of x's shape
+//     or a scalar constant (so one flat index addresses all);
+//   - a layer_norm / rms_norm of float32 or float64 (its rows computed by the run, then
+//     normalized: emit_fused_norm), every node NCHW, every other operand an NCHW buffer of x's
+//     shape, or of the normalized dims' (broadcast over the rows: a bias), or a scalar constant.
+bool Generator::prologue_fuses(const std::vector<NodeId>& run, const Node& anchor) const {
   static const std::set<std::string> kReductions = {"sum", "mean", "max", "min"};
-  if (run.empty() || !kReductions.count(red.op)) return false;
-  if (!contiguous_reduction(red, static_cast<int>(g_.value(red.inputs[0]).shape.size()))) return false;
-  const ValueId x = red.inputs[0];
+  const bool norm = anchor.op == "layer_norm" || anchor.op == "rms_norm";
+  if (run.empty() || !(norm || kReductions.count(anchor.op))) return false;
+  const ValueId x = anchor.inputs[0];
+  const SymShape& xs = g_.value(x).shape;
+  const int rank = static_cast<int>(xs.size());
+  if (norm) {
+    const DType dt = g_.value(x).dtype;
+    if ((dt != DType::Float32 && dt != DType::Float64) || layout(x) != Layout::Nchw) return false;
+  } else if (!contiguous_reduction(anchor, rank)) {
+    return false;
+  }
   if (g_.node(run.back()).outputs[0] != x) return false;
   std::set<ValueId> inside;
   for (NodeId n : run) inside.insert(g_.node(n).outputs[0]);
   std::set<NodeId> members(run.begin(), run.end());
-  members.insert(red.id);
+  members.insert(anchor.id);
   for (const Node& n : g_.nodes()) {
     if (members.count(n.id)) continue;
     for (ValueId v : n.inputs)
@@ -264,11 +276,27 @@ bool Generator::prologue_fuses(const std::vector<NodeId>& run, const Node& red) 
   }
   for (const auto& [name, v] : g_.outputs())
     if (inside.count(v)) return false;
-  for (NodeId n : run)
-    for (ValueId v : g_.node(n).inputs)
-      if (!inside.count(v) && !is_scalar_constant(g_.value(v)) &&
-          (g_.value(v).shape != g_.value(x).shape || layout(v) != Layout::Nchw))
-        return false;
+  for (size_t i = 1; i < anchor.inputs.size(); ++i)  // a norm's weight and bias
+    if (inside.count(anchor.inputs[i])) return false;
+  // A norm's row operand: the normalized dims of x, broadcast over the leading ones.
+  const int axis = norm ? norm_axis(anchor.attrs.get_int("axis", -1), rank) : 0;
+  auto row_operand = [&](const SymShape& vs) {
+    const int r = static_cast<int>(vs.size());
+    if (r > rank) return false;
+    for (int j = 0; j < rank; ++j) {
+      const SymDim d = j >= rank - r ? vs[static_cast<size_t>(j - (rank - r))] : SymDim(1);
+      if (j < axis ? !(d.known() && d.value == 1) : !(d == xs[static_cast<size_t>(j)])) return false;
+    }
+    return true;
+  };
+  for (NodeId n : run) {
+    if (norm && layout(g_.node(n).outputs[0]) != Layout::Nchw) return false;
+    for (ValueId v : g_.node(n).inputs) {
+      if (inside.count(v) || is_scalar_constant(g_.value(v))) continue;
+      if (layout(v) != Layout::Nchw) return false;
+      if (g_.value(v).shape != xs && !(norm && row_operand(g_.value(v).shape))) return false;
+    }
+  }
   return true;
 }
 

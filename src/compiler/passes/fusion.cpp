@@ -21,6 +21,9 @@
 // elementwise regions), unless a path through a third group connects them: see
 // merge_elementwise_regions.
 //
+// Last, a layer_norm / rms_norm takes the elementwise nodes that only compute its input as its
+// prologue (a post-norm transformer's bias and residual adds): see take_norm_prologues.
+//
 // Backends get the plan with fusion_plan_for(graph, options) (compiler/passes/passes.h): fusion
 // on (optimizations["fusion"], default from medium up) -> plan_fusion, off -> unfused_plan. The
 // reference backend runs node by node and does not consume it.
@@ -172,6 +175,54 @@ std::vector<Building> merge_elementwise_regions(const Graph& g, const std::vecto
   return ordered;
 }
 
+// Third step: a layer_norm / rms_norm takes the elementwise nodes that compute its input and
+// nothing else (a transformer's bias and residual adds, which the walk gave to the matmul
+// before it as an epilogue) as its prologue: the row kernel computes them per row, so their
+// result is never written out. The nodes taken are those of the producer's group whose every
+// result is read only by the taken nodes or, for the input itself, by the norm alone; none may be
+// a graph output, and each has the norm input's shape. A group left empty is dropped; the
+// order stays valid, as the taken nodes only move later, to the norm.
+void take_norm_prologues(const Graph& g, const std::vector<std::vector<NodeId>>& readers,
+                         const std::vector<bool>& is_output, std::vector<Building>& groups) {
+  std::vector<int> group_of(g.nodes().size(), -1);
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    for (NodeId n : groups[gi].nodes) group_of[static_cast<size_t>(n)] = static_cast<int>(gi);
+  for (size_t ri = 0; ri < groups.size(); ++ri) {
+    Building& row = groups[ri];
+    if (row.kind != GroupKind::RowKernel || row.nodes.empty() || row.nodes.front() != row.anchor) continue;
+    const Node& norm = g.node(row.anchor);
+    if (norm.op != "layer_norm" && norm.op != "rms_norm") continue;
+    const ValueId x = norm.inputs[0];
+    const NodeId p = g.value(x).producer;
+    if (p < 0 || group_of[static_cast<size_t>(p)] < 0 || group_of[static_cast<size_t>(p)] == static_cast<int>(ri))
+      continue;
+    Building& from = groups[static_cast<size_t>(group_of[static_cast<size_t>(p)])];
+    std::set<NodeId> taken;
+    auto takeable = [&](NodeId n) {
+      const Node& node = g.node(n);
+      if (n == from.anchor || get_op(node.op).fusion != FusionClass::Elementwise || node.outputs.size() != 1) return false;
+      const ValueId v = node.outputs[0];
+      if (is_output[static_cast<size_t>(v)] || g.value(v).shape != g.value(x).shape) return false;
+      for (NodeId r : readers[static_cast<size_t>(v)])
+        if (!taken.count(r) && !(v == x && r == norm.id)) return false;
+      for (size_t i = 1; i < norm.inputs.size(); ++i)
+        if (norm.inputs[i] == v) return false;
+      return true;
+    };
+    // Backwards through the group (its nodes are in topological order), so readers come first.
+    for (auto it = from.nodes.rbegin(); it != from.nodes.rend(); ++it)
+      if (*it == p ? takeable(*it) : !taken.empty() && takeable(*it)) taken.insert(*it);
+    if (!taken.count(p)) continue;
+    std::vector<NodeId> prologue, rest;
+    for (NodeId n : from.nodes) (taken.count(n) ? prologue : rest).push_back(n);
+    from.nodes = std::move(rest);
+    for (NodeId n : prologue) group_of[static_cast<size_t>(n)] = static_cast<int>(ri);
+    row.nodes.insert(row.nodes.begin(), prologue.begin(), prologue.end());
+  }
+  groups.erase(std::remove_if(groups.begin(), groups.end(), [](const Building& b) { return b.nodes.empty(); }),
+               groups.end());
+}
+
 }  // namespace
 
 FusionPlan plan_fusion(const Graph& g) {
@@ -253,8 +304,10 @@ FusionPlan plan_fusion(const Graph& g) {
     groups.push_back(std::move(grp));
   }
 
+  std::vector<Building> ordered = merge_elementwise_regions(g, readers, groups, group_of);
+  take_norm_prologues(g, readers, is_output, ordered);
   FusionPlan plan;
-  for (Building& b : merge_elementwise_regions(g, readers, groups, group_of)) {
+  for (Building& b : ordered) {
     FusionGroup fg;
     fg.kind = b.kind;
     fg.anchor = b.anchor;
