@@ -154,6 +154,34 @@ void dense_stack(Drawer& d, ModelCase& c, Model& m, std::ostringstream& desc) {
   desc << "Linear(" << k << ")";
 }
 
+// Transformer encoder layers on [B, S, D]: post-norm (whose norms take the residual and bias
+// adds as prologues) and pre-norm, LayerNorm or RMSNorm, causal or not, grouped-query heads,
+// each activation; then a Linear head over the last axis.
+void transformer_stack(Drawer& d, ModelCase& c, Model& m, std::ostringstream& desc) {
+  const int64_t dm = d.pick({8, 12, 16});
+  c.input_shape = {d.pick({1, 2, 3}), d.pick({1, 5, 9}), dm};
+  const int blocks = 1 + static_cast<int>(d.rng() % 3);
+  for (int b = 0; b < blocks; ++b) {
+    TransformerEncoderLayerOptions o;
+    o.d_model = dm;
+    o.num_heads = dm % 4 == 0 ? d.pick({1, 2, 4}) : d.pick({1, 2});
+    if (o.num_heads > 1 && d.one_in(3)) o.num_kv_heads = o.num_heads / 2;
+    o.ffn_dim = d.pick({8, 17, 32});
+    o.causal = d.one_in(2);
+    o.norm_first = d.one_in(2);
+    o.rms_norm = d.one_in(3);
+    o.activation = d.one_in(3) ? "relu" : (d.one_in(2) ? "gelu" : "gelu_tanh");
+    m += TransformerEncoderLayer(o);
+    desc << "TransformerEncoderLayer(d " << dm << ", heads " << o.num_heads << "/"
+         << o.num_kv_heads.value_or(o.num_heads) << ", ffn " << o.ffn_dim << (o.causal ? ", causal" : "")
+         << (o.norm_first ? ", pre-norm" : ", post-norm") << (o.rms_norm ? ", rms" : "") << ", " << o.activation
+         << ") ";
+  }
+  const int64_t k = d.pick({3, 10});
+  m += Linear(k);
+  desc << "Linear(" << k << ")";
+}
+
 Tensor uniform(const Shape& s, std::mt19937_64& rng, double lo, double hi) {
   Tensor t(DType::Float64, s);
   std::uniform_real_distribution<double> u(lo, hi);
@@ -174,7 +202,9 @@ ModelCase random_model(uint64_t seed) {
   ModelCase c;
   c.seed = seed;
   std::ostringstream desc;
-  if (d.one_in(3)) dense_stack(d, c, c.model, desc);
+  const uint64_t family = d.rng() % 6;  // a third dense stacks, a sixth transformers, the rest CNNs
+  if (family < 2) dense_stack(d, c, c.model, desc);
+  else if (family == 2) transformer_stack(d, c, c.model, desc);
   else conv_stack(d, c, c.model, desc);
   c.description = desc.str();
   c.input = uniform(concrete(c.input_shape), d.rng, -1.0, 1.0);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "cpu_test_util.h"
 #include "ir/op_registry.h"
@@ -396,24 +397,20 @@ TEST(ProgramFuzz, FiniteDifferencesCatchAWrongGradientRule) {
   EXPECT_NE(f->str().find("finite differences"), std::string::npos) << f->str();
 }
 
-// The logical-model front door: a convolutional and a dense composition of zoo blocks, compiled
-// as users compile them, agree with the reference backend forward, under forced layout targets,
-// with special values and in training with every parameter's gradient; and a planted bug in a
-// residual block's add is caught there too.
+// The logical-model front door: a convolutional, a dense and a transformer composition of zoo
+// blocks (by input rank: 4, 2, 3), compiled as users compile them, agree with the reference
+// backend forward, under forced layout targets (the CNN), with special values and in training
+// with every parameter's gradient; and a planted bug in a residual block's add is caught there too.
 TEST(ProgramFuzz, ModelFrontDoorSmokeBudget) {
-  int conv = 0, dense = 0;
-  std::vector<fuzz::ModelCase> cases;
-  for (uint64_t seed = 1; seed < 60 && (conv == 0 || dense == 0); ++seed) {
+  std::map<size_t, fuzz::ModelCase> cases;  // by input rank
+  for (uint64_t seed = 1; seed < 100 && cases.size() < 3; ++seed) {
     fuzz::ModelCase c = fuzz::random_model(seed);
-    const bool is_conv = c.input_shape.size() == 4;
-    if ((is_conv && conv > 0) || (!is_conv && dense > 0)) continue;
-    ++(is_conv ? conv : dense);
-    cases.push_back(std::move(c));
+    cases.emplace(c.input_shape.size(), std::move(c));
   }
-  ASSERT_EQ(cases.size(), 2u);
-  for (const fuzz::ModelCase& c : cases)
+  ASSERT_EQ(cases.size(), 3u);
+  for (const auto& [rank, c] : cases)
     for (const std::string name : {"level medium", "layout_target nhwc", "layout_target nchw16c", "special values", "gradients"}) {
-      if (c.input_shape.size() == 2 && name.rfind("layout", 0) == 0) continue;
+      if (rank != 4 && name.rfind("layout", 0) == 0) continue;
       const std::optional<fuzz::Finding> f = fuzz::check_model(c, fuzz::variation_named(name), cpu_test::cpu_options());
       EXPECT_FALSE(f.has_value()) << f->str();
     }
