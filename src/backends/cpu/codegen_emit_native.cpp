@@ -4,6 +4,19 @@
 namespace ingot::cpu::codegen_detail {
 
 // -- native anchors (reductions, row kernels, dense, reshape)
+
+namespace {
+
+// The arguments a layer_norm / rms_norm kernel call ends with: weight (x1) and bias (x2) or null,
+// y, rows, len and eps.
+std::string norm_call_tail(const Node& n) {
+  char eps[64];
+  std::snprintf(eps, sizeof eps, "%a", n.attrs.get_float("eps", 1e-5));
+  return std::string(n.inputs.size() > 1 ? "x1" : "static_cast<const float*>(nullptr)") + ", " +
+         (n.inputs.size() > 2 ? "x2" : "static_cast<const float*>(nullptr)") + ", y, rows, len, " + eps;
+}
+
+}  // namespace
 void Generator::emit_native(const Segment& seg, std::ostream& call) {
   const Node& n = g_.node(seg.nodes[0]);
   const ValueId x = n.inputs[0], y = n.outputs[0];
@@ -111,12 +124,7 @@ void Generator::emit_native(const Segment& seg, std::ostream& call) {
     const int a = norm_axis(n.attrs.get_int("axis", -1), rank);
     k << "  const int64_t len = " << str(product(xd, static_cast<size_t>(a))) << ", total = "
       << str(product(xd)) << ";\n  const int64_t rows = len == 0 ? 0 : total / len;\n";
-    std::string w = n.inputs.size() > 1 ? "x1" : "static_cast<const float*>(nullptr)";
-    std::string bb = n.inputs.size() > 2 ? "x2" : "static_cast<const float*>(nullptr)";
-    char eps[64];
-    std::snprintf(eps, sizeof eps, "%a", n.attrs.get_float("eps", 1e-5));
-    k << "  ig_trailing_norm<" << (op == "layer_norm" ? "true" : "false") << ">(x0, " << w << ", " << bb
-      << ", y, rows, len, " << eps << ");\n";
+    k << "  ig_trailing_norm<" << (op == "layer_norm" ? "true" : "false") << ">(x0, " << norm_call_tail(n) << ");\n";
   } else if (op == "batch_norm") {
     char eps[64];
     std::snprintf(eps, sizeof eps, "%a", n.attrs.get_float("eps", 1e-5));
@@ -258,6 +266,38 @@ void Generator::emit_dnnl_conv(const Segment& seg, const ConvEpilogue& epi, std:
   call << ", " << ptr(y) << ") != 0) return 1;\n";
 }
 
+// The buffers a fused prologue (every node of `seg` but the last, its anchor) reads, in order.
+std::vector<ValueId> Generator::prologue_reads(const Segment& seg) const {
+  std::set<ValueId> inside;
+  for (NodeId id : seg.nodes) inside.insert(g_.node(id).outputs[0]);
+  std::vector<ValueId> reads;
+  for (size_t i = 0; i + 1 < seg.nodes.size(); ++i)
+    for (ValueId v : g_.node(seg.nodes[i]).inputs)
+      if (!inside.count(v) && !is_scalar_constant(g_.value(v)) && std::find(reads.begin(), reads.end(), v) == reads.end())
+        reads.push_back(v);
+  return reads;
+}
+
+// A fused prologue's statements: read i (parameter p<i>) loaded at `index(i)` into a<i>, then
+// each prologue node's value t<value id>, the last being the anchor's input.
+std::string Generator::prologue_body(const Segment& seg, const std::vector<ValueId>& reads,
+                                     const std::function<std::string(size_t)>& index, const std::string& indent) const {
+  std::ostringstream b;
+  std::map<ValueId, std::string> names;
+  for (size_t i = 0; i < reads.size(); ++i) {
+    names[reads[i]] = "a" + std::to_string(i);
+    const DType dt = g_.value(reads[i]).dtype;
+    b << indent << "const " << ctype(dt) << " a" << i << " = " << loaded(dt, "p" + std::to_string(i), index(i)) << ";\n";
+  }
+  for (size_t i = 0; i + 1 < seg.nodes.size(); ++i) {
+    const Node& p = g_.node(seg.nodes[i]);
+    names[p.outputs[0]] = "t" + std::to_string(p.outputs[0]);
+    b << indent << "const " << ctype(g_.value(p.outputs[0]).dtype) << " t" << p.outputs[0] << " = " << expr(p, names)
+      << ";  // " << p.op << "\n";
+  }
+  return b.str();
+}
+
 // A reduction whose input is computed in place by its elementwise prologue: one pass, the
 // prologue a lambda of the flat index (all its operands share the reduction input's shape).
 void Generator::emit_fused_reduction(const Segment& seg, std::ostream& call) {
@@ -266,13 +306,7 @@ void Generator::emit_fused_reduction(const Segment& seg, std::ostream& call) {
   const ValueId x = n.inputs[0], y = n.outputs[0];
   const std::vector<Mono> xd = dims(x);
   const int rank = static_cast<int>(xd.size());
-  std::set<ValueId> inside;
-  for (NodeId id : seg.nodes) inside.insert(g_.node(id).outputs[0]);
-  std::vector<ValueId> reads;
-  for (NodeId id : seg.nodes)
-    for (ValueId v : g_.node(id).inputs)
-      if (!inside.count(v) && !is_scalar_constant(g_.value(v)) && std::find(reads.begin(), reads.end(), v) == reads.end())
-        reads.push_back(v);
+  const std::vector<ValueId> reads = prologue_reads(seg);
   const std::string tx = ctype(g_.value(x).dtype), ty = ctype(g_.value(y).dtype);
   const std::string name = kernel_name(seg.nodes, true);
   std::ostringstream k;
@@ -294,20 +328,9 @@ void Generator::emit_fused_reduction(const Segment& seg, std::ostream& call) {
   if (kind >= 2)
     k << "  if (n == 0 && outer * inner > 0) return ig_fail(ctx, \"" << n.op
       << ": cannot reduce over a zero-size dimension (no identity)\");\n";
-  std::map<ValueId, std::string> names;
-  k << "  auto load = [=](int64_t i) {\n";
-  for (size_t i = 0; i < reads.size(); ++i) {
-    names[reads[i]] = "a" + std::to_string(i);
-    const DType dt = g_.value(reads[i]).dtype;
-    k << "    const " << ctype(dt) << " a" << i << " = " << loaded(dt, "p" + std::to_string(i), "i") << ";\n";
-  }
-  for (size_t i = 0; i + 1 < seg.nodes.size(); ++i) {
-    const Node& p = g_.node(seg.nodes[i]);
-    names[p.outputs[0]] = "t" + std::to_string(p.outputs[0]);
-    k << "    const " << ctype(g_.value(p.outputs[0]).dtype) << " t" << p.outputs[0] << " = " << expr(p, names)
-      << ";  // " << p.op << "\n";
-  }
-  k << "    return t" << x << ";\n  };\n";
+  k << "  auto load = [=](int64_t i) {\n"
+    << prologue_body(seg, reads, [](size_t) { return std::string("i"); }, "    ")
+    << "    return t" << x << ";\n  };\n";
   k << "  ig_reduce_fn<" << kind << ", " << tx << ", " << ty << ">(load, y, outer, n, inner);\n  return 0;\n}\n\n";
   kernels_ << k.str();
   call << "  if (" << name << "(ctx";
@@ -325,13 +348,7 @@ void Generator::emit_fused_norm(const Segment& seg, std::ostream& call) {
   const std::vector<Mono> xd = dims(x);
   const int rank = static_cast<int>(xd.size());
   const int axis = norm_axis(n.attrs.get_int("axis", -1), rank);
-  std::set<ValueId> inside;
-  for (NodeId id : seg.nodes) inside.insert(g_.node(id).outputs[0]);
-  std::vector<ValueId> reads;
-  for (size_t i = 0; i + 1 < seg.nodes.size(); ++i)
-    for (ValueId v : g_.node(seg.nodes[i]).inputs)
-      if (!inside.count(v) && !is_scalar_constant(g_.value(v)) && std::find(reads.begin(), reads.end(), v) == reads.end())
-        reads.push_back(v);
+  const std::vector<ValueId> reads = prologue_reads(seg);
   const std::string tx = ctype(g_.value(x).dtype);
   const std::string name = kernel_name(seg.nodes, true);
   std::ostringstream k;
@@ -343,30 +360,13 @@ void Generator::emit_fused_norm(const Segment& seg, std::ostream& call) {
   k << ", " << tx << "* __restrict y) {\n" << dims_prologue();
   k << "  const int64_t rows = " << str(product(xd, 0, static_cast<size_t>(axis)))
     << ", len = " << str(product(xd, static_cast<size_t>(axis))) << ";\n";
-  std::map<ValueId, std::string> names;
+  auto index = [&](size_t i) { return std::string(g_.value(reads[i]).shape == g_.value(x).shape ? "base + i" : "i"); };
   k << "  auto load_row = [=](int64_t r, " << tx << "* __restrict row) {\n"
     << "    const int64_t base = r * len;\n    (void)base;\n"
-    << "    #pragma omp simd\n    for (int64_t i = 0; i < len; ++i) {\n";
-  for (size_t i = 0; i < reads.size(); ++i) {
-    names[reads[i]] = "a" + std::to_string(i);
-    const DType dt = g_.value(reads[i]).dtype;
-    const bool full = g_.value(reads[i]).shape == g_.value(x).shape;
-    k << "      const " << ctype(dt) << " a" << i << " = " << loaded(dt, "p" + std::to_string(i), full ? "base + i" : "i")
-      << ";\n";
-  }
-  for (size_t i = 0; i + 1 < seg.nodes.size(); ++i) {
-    const Node& p = g_.node(seg.nodes[i]);
-    names[p.outputs[0]] = "t" + std::to_string(p.outputs[0]);
-    k << "      const " << ctype(g_.value(p.outputs[0]).dtype) << " t" << p.outputs[0] << " = " << expr(p, names)
-      << ";  // " << p.op << "\n";
-  }
-  k << "      row[i] = t" << x << ";\n    }\n  };\n";
-  const std::string w = n.inputs.size() > 1 ? "x1" : "static_cast<const float*>(nullptr)";
-  const std::string b = n.inputs.size() > 2 ? "x2" : "static_cast<const float*>(nullptr)";
-  char eps[64];
-  std::snprintf(eps, sizeof eps, "%a", n.attrs.get_float("eps", 1e-5));
-  k << "  return ig_trailing_norm_rows<" << (n.op == "layer_norm" ? "true" : "false") << ">(ctx, load_row, " << w
-    << ", " << b << ", y, rows, len, " << eps << ");\n}\n\n";
+    << "    #pragma omp simd\n    for (int64_t i = 0; i < len; ++i) {\n"
+    << prologue_body(seg, reads, index, "      ") << "      row[i] = t" << x << ";\n    }\n  };\n";
+  k << "  return ig_trailing_norm_rows<" << (n.op == "layer_norm" ? "true" : "false") << ">(ctx, load_row, "
+    << norm_call_tail(n) << ");\n}\n\n";
   kernels_ << k.str();
   call << "  if (" << name << "(ctx";
   for (ValueId v : reads) call << ", " << stored_ptr(v);

@@ -11,6 +11,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -304,6 +305,9 @@ class Generator {
   void emit_native(const Segment& seg, std::ostream& call);
   void emit_attention(const Node& n, std::ostream& k);
   void emit_dnnl_conv(const Segment& seg, const ConvEpilogue& epi, std::ostream& call);
+  std::vector<ValueId> prologue_reads(const Segment& seg) const;
+  std::string prologue_body(const Segment& seg, const std::vector<ValueId>& reads,
+                            const std::function<std::string(size_t)>& index, const std::string& indent) const;
   void emit_fused_reduction(const Segment& seg, std::ostream& call);
   void emit_fused_norm(const Segment& seg, std::ostream& call);
   void emit_matmul(const Node& n, std::ostream& k);

@@ -209,9 +209,10 @@ void take_norm_prologues(const Graph& g, const std::vector<std::vector<NodeId>>&
         if (norm.inputs[i] == v) return false;
       return true;
     };
-    // Backwards through the group (its nodes are in topological order), so readers come first.
-    for (auto it = from.nodes.rbegin(); it != from.nodes.rend(); ++it)
-      if (*it == p ? takeable(*it) : !taken.empty() && takeable(*it)) taken.insert(*it);
+    // From p backwards (the group's nodes are in topological order, so a node's readers in it
+    // are decided before the node; the nodes after p do not lead to x).
+    for (auto it = std::find(from.nodes.rbegin(), from.nodes.rend(), p); it != from.nodes.rend(); ++it)
+      if (takeable(*it)) taken.insert(*it);
     if (!taken.count(p)) continue;
     std::vector<NodeId> prologue, rest;
     for (NodeId n : from.nodes) (taken.count(n) ? prologue : rest).push_back(n);
