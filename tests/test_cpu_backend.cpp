@@ -720,7 +720,7 @@ TEST(CpuBackend, ReductionPrologueFusesIntoOnePass) {
 // transformer's bias and residual adds after the matmul) takes them as a prologue (the fusion
 // plan's take_norm_prologues), and the CPU backend computes each row in a thread's buffer and
 // normalizes it there: the sum is never written out. Checked against the reference under the
-// real fusion plan, with a symbolic batch of 3, 1 and 0 rows.
+// real fusion plan and every layout target, with a symbolic batch of 3, 1 and 0 rows.
 TEST(CpuBackend, NormPrologueComputesEachRowInPlace) {
   Graph g = make_graph({{"x", {"N", 5, 16}}, {"w", {16, 24}}, {"b", {24}}, {"r", {"N", 5, 24}}, {"gamma", {24}},
                         {"beta", {24}}, {"c", {5, 24}}, {"d", {"N", 5, 1}}, {"z", {"N", 5, 24}, DType::Float64}},
@@ -751,8 +751,11 @@ TEST(CpuBackend, NormPrologueComputesEachRowInPlace) {
                                random_tensor({5, 24}, seed + 6),     random_tensor({n, 5, 1}, seed + 7),
                                random_tensor({n, 5, 24}, seed + 8, -2, 2, DType::Float64)};
   };
-  const std::string src =
-      check(g, {inputs(3, 160), inputs(1, 161), inputs(0, 162)}, [](const Graph& g) { return plan_fusion(g); }, 1e-5, 1e-5);
-  EXPECT_EQ(count(src, "[row-kernel, prologue fused]"), 3) << src;
-  EXPECT_EQ(count(src, "ig_trailing_norm_rows<"), 3) << src;
+  // Under every layout target (a transformer's values stay NCHW, so the fusion is the same).
+  for (Layout layout : all_layout_targets()) {
+    const std::string src = check(g, {inputs(3, 160), inputs(1, 161), inputs(0, 162)},
+                                  [](const Graph& g) { return plan_fusion(g); }, 1e-5, 1e-5, layout);
+    EXPECT_EQ(count(src, "[row-kernel, prologue fused]"), 3) << src;
+    EXPECT_EQ(count(src, "ig_trailing_norm_rows<"), 3) << src;
+  }
 }
