@@ -1,5 +1,5 @@
 // ONNX operators the importer writes with several catalogue ops (padding, windows with ONNX's
-// asymmetric pads and ceil_mode, 1-D windows, LRN, the losses, Hardmax, Trilu, Tile, ArgMax's
+// asymmetric pads and ceil_mode, 1-D windows, LRN, the losses, Hardmax, Trilu, Tile, ScatterND, ArgMax's
 // select_last_index, the recurrent layers, Shape of an intermediate value): values against loops
 // in double on both backends, and gradients through them against central finite differences.
 #include <gtest/gtest.h>
@@ -594,4 +594,56 @@ TEST(OnnxImportOps, EinsumAgainstBruteForce) {
   refused("ijk->i", {{2, 3}}, "has rank 2 but 'ijk' names 3 axes");
   refused("ii->i", {{2, 3}}, "stands for axes of sizes 2 and 3");
   refused("ij,jk->ik", {{2, 3}, {4, 5}}, "letter 'j' has sizes 3 and 4");
+}
+
+// ScatterND: tuples of two indices (one negative) replacing rows of a [3, 4, 2] tensor, tuples of
+// one index adding whole [4, 2] slices (a repeated tuple adds twice), as update tensors given at
+// run time; both against the ONNX definition's loop. Refused with a clear error: a reduction
+// other than none/add, updates of the wrong shape.
+TEST(OnnxImportOps, ScatterNDReplacesOrAddsTheSlicesItsTuplesName) {
+  const Shape ds = {3, 4, 2};
+  const Tensor data = ingot::testing::random_tensor(ds, 41, -1, 1, DType::Float64);
+  const Tensor pairs = Tensor::from_vector<int64_t>({0, 1, 2, -1, 1, 0}, {3, 2});
+  const Tensor rows = Tensor::from_vector<int64_t>({2, 0, 2}, {3, 1});
+  const Tensor u2 = ingot::testing::random_tensor({3, 2}, 42, -1, 1, DType::Float64);
+  const Tensor u1 = ingot::testing::random_tensor({3, 4, 2}, 43, -1, 1, DType::Float64);
+  OnnxModel o(16);
+  o.input("x", DType::Float64, {int64_t{3}, int64_t{4}, int64_t{2}});
+  o.input("u2", DType::Float64, {int64_t{3}, int64_t{2}});
+  o.input("u1", DType::Float64, {int64_t{3}, int64_t{4}, int64_t{2}});
+  o.initializer("pairs", pairs);
+  o.initializer("rows", rows);
+  o.node("ScatterND", {"x", "pairs", "u2"}, {"replaced"});
+  attr(o.node("ScatterND", {"x", "rows", "u1"}, {"added"}), "reduction", std::string("add"));
+  o.output("replaced");
+  o.output("added");
+  const Model m = ingot::onnx::load_bytes(o.bytes());
+  const std::vector<double> x = values(data), a = values(u2), b = values(u1);
+  std::vector<double> replaced = x, added = x;
+  const int64_t p[3][2] = {{0, 1}, {2, 3}, {1, 0}};  // -1 counts from the end of the axis of 4
+  for (int64_t t = 0; t < 3; ++t)
+    for (int64_t k = 0; k < 2; ++k) replaced[static_cast<size_t>((p[t][0] * 4 + p[t][1]) * 2 + k)] = a[static_cast<size_t>(t * 2 + k)];
+  const int64_t r[3] = {2, 0, 2};
+  for (int64_t t = 0; t < 3; ++t)
+    for (int64_t j = 0; j < 8; ++j) added[static_cast<size_t>(r[t] * 8 + j)] += b[static_cast<size_t>(t * 8 + j)];
+  const TensorMap in = {{"x", data}, {"u2", u2}, {"u1", u1}};
+  expect_both_backends(m, in, "replaced", replaced, 1e-12);
+  expect_both_backends(m, in, "added", added, 1e-12);
+
+  auto refused = [&](const std::string& reduction, const Shape& update_shape, const std::string& why) {
+    OnnxModel bad(18);
+    bad.input("x", DType::Float32, {int64_t{3}, int64_t{4}, int64_t{2}});
+    bad.input("u", DType::Float32, std::vector<DimSpec>(update_shape.begin(), update_shape.end()));
+    bad.initializer("pairs", pairs);
+    attr(bad.node("ScatterND", {"x", "pairs", "u"}, {"y"}), "reduction", reduction);
+    bad.output("y");
+    try {
+      (void)ingot::onnx::load_bytes(bad.bytes());
+      ADD_FAILURE() << reduction << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  refused("max", {3, 2}, "reduction 'max' is not supported (none and add are)");
+  refused("none", {3, 4}, "updates of shape [3, 4], expected [3, 2]");
 }

@@ -184,15 +184,25 @@ Outcome run_real_model(const fs::path& model, const Backend& backend) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::cerr << "usage: ingot_onnx_conformance <node test folder | light model folder> [--backend reference|cpu] [--filter TEXT] "
-                 "[--list FILE] [--report FILE]\n";
-    return 2;
+  const char* usage = "usage: ingot_onnx_conformance <node test folder | light model folder> [--backend reference|cpu] "
+                      "[--filter TEXT] [--list FILE] [--report FILE]\n";
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::cerr << usage;
+    return argc < 2 ? 2 : 0;
   }
   const fs::path root = argv[1];
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) {
+    std::cerr << "ingot_onnx_conformance: " << root.string() << " is not a folder\n" << usage;
+    return 2;
+  }
   std::string backend_name = "reference", filter, list, report;
-  for (int i = 2; i + 1 < argc; i += 2) {
+  for (int i = 2; i < argc; i += 2) {
     const std::string a = argv[i];
+    if (i + 1 == argc) {
+      std::cerr << "option " << a << " needs a value\n" << usage;
+      return 2;
+    }
     if (a == "--backend") backend_name = argv[i + 1];
     else if (a == "--filter") filter = argv[i + 1];
     else if (a == "--list") list = argv[i + 1];
@@ -212,6 +222,10 @@ int main(int argc, char** argv) {
   std::set<std::string> only;
   if (!list.empty()) {
     std::ifstream in(list);
+    if (!in) {
+      std::cerr << "ingot_onnx_conformance: cannot read the list " << list << "\n";
+      return 2;
+    }
     for (std::string line; std::getline(in, line);) {
       line = line.substr(0, line.find('#'));
       line.erase(std::remove_if(line.begin(), line.end(), ::isspace), line.end());
@@ -231,7 +245,13 @@ int main(int argc, char** argv) {
   std::sort(tests.begin(), tests.end());
   std::map<std::string, int> counts;
   std::ofstream out;
-  if (!report.empty()) out.open(report);
+  if (!report.empty()) {
+    out.open(report);
+    if (!out) {
+      std::cerr << "ingot_onnx_conformance: cannot write the report " << report << "\n";
+      return 2;
+    }
+  }
   for (const fs::path& t : tests) {
     const std::string name = real_models ? t.stem().string() : t.filename().string();
     if (!filter.empty() && name.find(filter) == std::string::npos) continue;

@@ -327,25 +327,29 @@ Outs eye_like(NodeContext& c) {
   return {c.op("identity", {eye.astype(dt)})};
 }
 
-// GatherND: each index tuple (the last axis of `indices`, k values) picks a slice of `data`
-// past its first batch_dims dims: the tuples become flat indices into data seen as
-// [batch * d_b * ... * d_(b+k-1), rest...] (negative components count from the end), one gather.
-Outs gather_nd(NodeContext& c) {
-  const std::optional<Shape> ds = c.static_shape(0), is = c.static_shape(1);
-  if (!ds || !is || is->empty()) c.fail("GatherND needs the sizes of data and indices while importing");
-  const int64_t b = c.attr_int("batch_dims", 0), k = is->back();
-  const auto dr = static_cast<int64_t>(ds->size()), ir = static_cast<int64_t>(is->size());
-  if (b < 0 || b >= ir || b + k > dr) c.fail("batch_dims " + std::to_string(b) + " and tuples of " + std::to_string(k) + " do not fit data of rank " + std::to_string(dr));
+// The index tuples of GatherND / ScatterND (the last axis of `indices`, k values, past the
+// first `b` batch dims) as flat indices into data seen as [batch * d_b * ... * d_(b+k-1), rest...]
+// (negative components count from the end): `flat` has the indices' shape less its last axis.
+struct FlatTuples {
+  Connection flat;
+  std::vector<int64_t> flat_data_shape;
+};
+
+FlatTuples flat_tuples(NodeContext& c, const Shape& ds, const Shape& is, int64_t b, const std::string& op) {
+  const int64_t k = is.back();
+  const auto dr = static_cast<int64_t>(ds.size()), ir = static_cast<int64_t>(is.size());
+  if (b < 0 || b >= ir || b + k > dr)
+    c.fail(op + ": batch_dims " + std::to_string(b) + " and tuples of " + std::to_string(k) + " do not fit data of rank " + std::to_string(dr));
   int64_t batch = 1, span = 1;
-  for (int64_t a = 0; a < b; ++a) batch *= (*ds)[static_cast<size_t>(a)];
+  for (int64_t a = 0; a < b; ++a) batch *= ds[static_cast<size_t>(a)];
   std::vector<int64_t> dims(static_cast<size_t>(k)), strides(static_cast<size_t>(k));
   for (int64_t j = k - 1; j >= 0; --j) {
-    dims[static_cast<size_t>(j)] = (*ds)[static_cast<size_t>(b + j)];
+    dims[static_cast<size_t>(j)] = ds[static_cast<size_t>(b + j)];
     strides[static_cast<size_t>(j)] = span;
     span *= dims[static_cast<size_t>(j)];
   }
   std::vector<int64_t> flat_shape = {batch * span};
-  for (int64_t a = b + k; a < dr; ++a) flat_shape.push_back((*ds)[static_cast<size_t>(a)]);
+  for (int64_t a = b + k; a < dr; ++a) flat_shape.push_back(ds[static_cast<size_t>(a)]);
   const Shape tuple_shape = {k};
   const Connection idx = c.op("cast", {c.in(1)}, {{"dtype", std::string("int64")}});
   const Connection wrapped = c.op("where", {c.op("less", {idx, Tensor::scalar<int64_t>(0)}),
@@ -355,11 +359,48 @@ Outs gather_nd(NodeContext& c) {
   if (b > 0) {  // + the batch's linear index times the span, broadcast over the tuples' other dims
     Shape bshape(static_cast<size_t>(ir - 1), 1);
     std::vector<int64_t> base(static_cast<size_t>(batch));
-    for (int64_t a = 0; a < b; ++a) bshape[static_cast<size_t>(a)] = (*is)[static_cast<size_t>(a)];
+    for (int64_t a = 0; a < b; ++a) bshape[static_cast<size_t>(a)] = is[static_cast<size_t>(a)];
     for (int64_t i = 0; i < batch; ++i) base[static_cast<size_t>(i)] = i * span;
     flat = c.op("add", {flat, Tensor::from_vector<int64_t>(base, bshape)});
   }
-  return {c.op("gather", {c.in(0).reshape(flat_shape), flat}, {{"axis", int64_t{0}}})};
+  return {flat, flat_shape};
+}
+
+// GatherND: each index tuple picks a slice of `data` past its first batch_dims dims: one gather
+// of the flat indices from data seen as [batch * d_b * ... * d_(b+k-1), rest...].
+Outs gather_nd(NodeContext& c) {
+  const std::optional<Shape> ds = c.static_shape(0), is = c.static_shape(1);
+  if (!ds || !is || is->empty()) c.fail("GatherND needs the sizes of data and indices while importing");
+  const FlatTuples t = flat_tuples(c, *ds, *is, c.attr_int("batch_dims", 0), "GatherND");
+  return {c.op("gather", {c.in(0).reshape(t.flat_data_shape), t.flat}, {{"axis", int64_t{0}}})};
+}
+
+// ScatterND: a copy of `data` with the slice each index tuple names replaced by (reduction
+// `none`) or increased by (`add`) the matching slice of `updates` (shaped indices[:-1] +
+// data[k:]): an index_add of the updates' rows into data seen as [d_0 * ... * d_(k-1), rest...].
+// As with ScatterElements, `none` leaves repeated tuples undefined in ONNX; here they add up.
+Outs scatter_nd(NodeContext& c) {
+  const std::optional<Shape> ds = c.static_shape(0), is = c.static_shape(1), us = c.static_shape(2);
+  if (!ds || !is || !us || is->empty()) c.fail("ScatterND needs the sizes of data, indices and updates while importing");
+  const std::string reduction = c.attr_string("reduction", "none");
+  if (reduction != "none" && reduction != "add") c.fail("reduction '" + reduction + "' is not supported (none and add are)");
+  const FlatTuples t = flat_tuples(c, *ds, *is, 0, "ScatterND");
+  Shape want_updates(is->begin(), is->end() - 1);
+  want_updates.insert(want_updates.end(), ds->begin() + is->back(), ds->end());
+  if (*us != want_updates) c.fail("updates of shape " + to_string(*us) + ", expected " + to_string(want_updates));
+  int64_t tuples = 1;
+  for (size_t a = 0; a + 1 < is->size(); ++a) tuples *= (*is)[a];
+  std::vector<int64_t> rows_shape = {tuples};
+  rows_shape.insert(rows_shape.end(), t.flat_data_shape.begin() + 1, t.flat_data_shape.end());
+  const Connection data = c.in(0).reshape(t.flat_data_shape), index = t.flat.reshape({tuples});
+  const Connection rows = c.in(2).reshape(rows_shape);
+  const Attrs axis0 = {{"axis", int64_t{0}}};
+  const Connection scattered = c.op("index_add", {data, index, rows}, axis0);
+  const std::vector<int64_t> out_shape(ds->begin(), ds->end());
+  if (reduction == "add") return {c.op("add", {data, scattered}).reshape(out_shape)};
+  const Connection ones = c.op("add", {c.op("zeros_like", {rows}), 1.0});
+  const Connection hit = c.op("greater", {c.op("index_add", {data, index, ones}, axis0), 0.0});
+  return {c.op("where", {hit, scattered, data}).reshape(out_shape)};
 }
 
 // ReverseSequence: along time_axis, the first sequence_lens[b] elements of each batch entry b
@@ -393,6 +434,7 @@ void register_shape_conversions() {
   register_conversion("DepthToSpace", depth_to_space);
   register_conversion("EyeLike", eye_like);
   register_conversion("GatherND", gather_nd);
+  register_conversion("ScatterND", scatter_nd);
   register_conversion("ReverseSequence", reverse_sequence);
   register_conversion("OneHot", one_hot);
   register_conversion("Trilu", trilu);
