@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Tests of the benchmark tooling (run by ctest as `bench_tools`): bench_graph_opt's JSON in quick
-mode, and make_table.py's tables, summary.json and target verdicts on small fixtures. No timing is
+mode, make_table.py's tables, summary.json and target verdicts on small fixtures, and
+onnx_architectures.py's tables. No timing is
 asserted: the figures only have to be present and well-formed.
 
   BENCH_GRAPH_OPT=build/release/bench_graph_opt python3 bench/test_bench_tools.py
@@ -16,6 +17,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import make_table  # noqa: E402
+import onnx_architectures  # noqa: E402
 
 MODELS = ("mlp", "cnn", "transformer block")
 
@@ -190,6 +192,21 @@ class MakeTable(unittest.TestCase):
         self.assertLess(text.index("my note"), text.index("## After"))
         self.assertEqual(text.count("my note"), 1)
         self.assertTrue(text.endswith("## After\n\nkept\n"))
+
+
+class OnnxArchitecturesTables(unittest.TestCase):
+
+    def test_tables_give_the_worst_cpu_variant_and_each_rounds_range(self):
+        errors = {"reference": 1e-7, "cpu": 2e-7, "nhwc": 5e-7, "level none": 3e-7}
+        checked = {"models": [{"model": "m", "input_shape": [2, 3, 64, 64], "errors": errors},
+                              {"model": "bad", "input_shape": [2, 3, 64, 64], "import_error": "no conversion for X"}]}
+        lines = onnx_architectures.table(checked).splitlines()
+        self.assertEqual(lines[2], "| m | 2x3x64x64 | 1.0e-07 | 5.0e-07 (nhwc) |")
+        self.assertIn("not imported: no conversion for X", lines[3])
+        rounds = [{"ingot_ms": 10.0, "onnxruntime_ms": 12.0}, {"ingot_ms": 8.0, "onnxruntime_ms": 12.0}]
+        timed = {"models": [{"model": "m", "input_shape": [1, 3, 224, 224], "error": 1e-7, "rounds": rounds}]}
+        self.assertEqual(onnx_architectures.timed_table(timed).splitlines()[2],
+                         "| m | 1x3x224x224 | 8.0-10.0 | 12.0-12.0 | 1.20-1.50× | 1.0e-07 |")
 
 
 if __name__ == "__main__":

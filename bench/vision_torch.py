@@ -31,9 +31,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from machine import cpu_model, measured_utc, ort_session, timed  # noqa: E402
 
 
-def build(name, torch, torchvision):
-    torch.manual_seed(0)
-    model = getattr(torchvision.models, name)(weights=None, num_classes=1000)
+def randomize_batch_norms(model, torch):
+    """Every BatchNorm2d's statistics and affine terms drawn away from their identity defaults
+    (mean 0, variance 1, weight 1, bias 0), which would hide a mistake in folding them."""
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, torch.nn.BatchNorm2d):
@@ -41,6 +41,12 @@ def build(name, torch, torchvision):
                 m.running_var.uniform_(0.5, 2.0)
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.5, 0.5)
+
+
+def build(name, torch, torchvision):
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)(weights=None, num_classes=1000)
+    randomize_batch_norms(model, torch)
     return model.eval()
 
 

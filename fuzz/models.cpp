@@ -22,6 +22,20 @@ int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p) { return in + 2 
 // norm in training; ingot's reference returns NaN), and over two, ties decide relu's gradients.
 bool fits(int64_t n, int64_t oh, int64_t ow) { return oh > 0 && ow > 0 && n * oh * ow >= 4; }
 
+// DenseNet's layer: batch norm, relu and a 3x3 conv of `growth` channels, its output joined to
+// the layer's input along the channels (so concats of conv outputs, of pools and of earlier
+// concats run in whatever layout the plan gives them).
+Model dense_layer(int64_t growth) {
+  Model m;
+  Connection x = m.input("input");
+  Connection y = m.add(BatchNorm2d(), {{"input", x}}).at("output");
+  y = m.add(Relu(), {{"input", y}}).at("output");
+  y = m.add(Conv2d(growth, 3, 1, 1), {{"input", y}}).at("output");
+  m.set_cout(m.add(Model::primitive("concat", {"a", "b"}, {"output"}, {{"axis", int64_t{1}}}), {{"a", x}, {"b", y}})
+                 .at("output"));
+  return m;
+}
+
 void conv_stack(Drawer& d, ModelCase& c, Model& m, std::ostringstream& desc) {
   const int64_t n = d.pick({1, 2, 3}), c0 = d.pick({3, 4, 8, 16}), h0 = 6 + static_cast<int64_t>(d.rng() % 15),
                 w0 = 6 + static_cast<int64_t>(d.rng() % 15);
@@ -29,7 +43,7 @@ void conv_stack(Drawer& d, ModelCase& c, Model& m, std::ostringstream& desc) {
   int64_t ch = c0, h = h0, w = w0;
   const int blocks = 2 + static_cast<int>(d.rng() % 5);
   for (int b = 0; b < blocks; ++b) {
-    switch (d.rng() % 11) {
+    switch (d.rng() % 12) {
       case 0:
       case 1: {  // Conv2d: kernel, stride, padding, bias, groups (depthwise included)
         Conv2dOptions o;
@@ -88,6 +102,13 @@ void conv_stack(Drawer& d, ModelCase& c, Model& m, std::ostringstream& desc) {
         m += Bottleneck(planes, s, down, groups);
         desc << "Bottleneck(" << planes << ", s" << s << ", g" << groups << (down ? ", downsample" : "") << ") ";
         ch = 4 * planes, h = window_out(h, 3, s, 1), w = window_out(w, 3, s, 1);
+        break;
+      }
+      case 11: {
+        const int64_t growth = d.pick({4, 8, 16});
+        m += dense_layer(growth);
+        desc << "DenseLayer(+" << growth << ") ";
+        ch += growth;
         break;
       }
       default: {  // MobileNetV2's inverted residual (a residual when stride 1 and same channels)

@@ -1,7 +1,7 @@
-// max_pool2d as a native kernel of the CPU backend (ig_max_pool2d) against the reference kernel:
-// NCHW, and channels-last after a convolution under every layout target (the pool keeps its
-// input's layout, so a ResNet stem stays blocked); padding, strides, odd sizes, NaN, integer
-// and float64 inputs, a symbolic batch.
+// max_pool2d and avg_pool2d as native kernels of the CPU backend against the reference kernels:
+// NCHW, and channels-last after a convolution under every layout target (a pool keeps its input's
+// layout, so a ResNet stem stays blocked; so does a channel concat, so DenseNet's blocks do);
+// padding, strides, odd sizes, NaN, integer and float64 inputs, a symbolic batch.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -93,4 +93,79 @@ TEST(CpuPooling, WindowsOfAnEmptyInputAreAllPadding) {
                        });
   check(g, {{random_tensor({2, 3, 4, 0}, 1), random_tensor({1, 2, 0, 3}, 2), random_tensor({1, 2, 3, 0}, 3).astype(DType::Int32)}},
         plan_fusion);
+}
+
+// DenseNet's pattern: a stem (conv, max pool), then layers whose outputs join their input along
+// the channels (batch norm, relu and conv read each concatenation), then a transition (1x1 conv,
+// 2x2 average pool) and one more layer. The concats and the pools keep the convolutions' layout
+// under every target whose blocks divide each input's channels (growth 16: whole 8- and
+// 16-channel blocks), so no activation crosses layouts; with growth 8, blocks of 8 and NHWC keep
+// them, and under 16-channel blocks they go back to NCHW (with the transition conv the pools
+// read: a pool reads its input in its own layout). A symbolic batch, and avg_pool2d's
+// count_include_pad 0 over padding.
+TEST(CpuPooling, ChannelConcatsAndAveragePoolsKeepTheLayout) {
+  for (const int64_t growth : {16, 8}) {
+    const int64_t c2 = 16 + 2 * growth;
+    Graph g = make_graph({{"x", {"N", 3, 19, 19}}, {"w0", {16, 3, 3, 3}}, {"w1", {growth, 16, 3, 3}},
+                          {"w2", {growth, 16 + growth, 3, 3}}, {"wt", {16, c2, 1, 1}}, {"w3", {growth, 16, 3, 3}},
+                          {"w4", {16, 16 + growth, 1, 1}}, {"w5", {16, 16, 1, 1}}, {"s", {c2}}, {"m", {c2}}, {"v", {c2}}},
+                         [&](Graph& g, std::vector<ValueId>& in) {
+                           const Attrs same{{"padding", V{1, 1}}};
+                           auto join = [&](ValueId a, ValueId b, int64_t axis) { return g.add_op("concat", {a, b}, {{"axis", axis}}); };
+                           ValueId stem = g.add_op("relu", {g.add_op("conv2d", {in[0], in[1]}, {{"stride", V{2, 2}}, {"padding", V{1, 1}}})});
+                           ValueId x0 = g.add_op("max_pool2d", {stem}, {{"kernel", V{3, 3}}, {"stride", V{2, 2}}, {"padding", V{1, 1}}});
+                           ValueId c1 = join(x0, g.add_op("conv2d", {g.add_op("relu", {x0}), in[2]}, same), 1);
+                           ValueId c2v = join(c1, g.add_op("conv2d", {g.add_op("relu", {c1}), in[3]}, same), -3);
+                           ValueId bn = g.add_op("batch_norm", {c2v, in[8], in[8], in[9], in[10]});  // weight = bias = s
+                           ValueId t = g.add_op("conv2d", {g.add_op("relu", {bn}), in[4]});
+                           ValueId p = g.add_op("avg_pool2d", {t}, {{"kernel", V{2, 2}}, {"stride", V{2, 2}}});
+                           ValueId q = g.add_op("avg_pool2d", {t}, {{"kernel", V{3, 3}}, {"stride", V{1, 1}}, {"padding", V{1, 1}}, {"count_include_pad", int64_t{0}}});
+                           g.set_output("y", g.add_op("conv2d", {join(p, g.add_op("conv2d", {p, in[5]}, same), 1), in[6]}));
+                           g.set_output("z", g.add_op("conv2d", {q, in[7]}));
+                         });
+    auto inputs = [&](int64_t n, uint64_t seed) {
+      return std::vector<Tensor>{random_tensor({n, 3, 19, 19}, seed), random_tensor({16, 3, 3, 3}, seed + 1, -0.4, 0.4),
+                                 random_tensor({growth, 16, 3, 3}, seed + 2, -0.2, 0.2), random_tensor({growth, 16 + growth, 3, 3}, seed + 3, -0.2, 0.2),
+                                 random_tensor({16, c2, 1, 1}, seed + 4, -0.3, 0.3), random_tensor({growth, 16, 3, 3}, seed + 5, -0.2, 0.2),
+                                 random_tensor({16, 16 + growth, 1, 1}, seed + 6, -0.3, 0.3), random_tensor({16, 16, 1, 1}, seed + 7, -0.3, 0.3),
+                                 random_tensor({c2}, seed + 8, 0.5, 1.5), random_tensor({c2}, seed + 9),
+                                 random_tensor({c2}, seed + 10, 0.5, 1.5)};
+    };
+    for (const Layout target : all_layout_targets()) {
+      SCOPED_TRACE("growth " + std::to_string(growth) + ", layout target " + std::string(layout_name(target)));
+      check(g, {inputs(2, 90), inputs(1, 100)}, plan_fusion, 1e-4, 1e-4, target);
+      if (target == Layout::Nchw) continue;
+      const LayoutPlan plan = plan_layouts(g, cpu::cpu_layout_target(true, target));
+      const int block = layout_channel_block(target);
+      const Layout want = block == 0 || growth % block == 0 ? target : Layout::Nchw;
+      int checked = 0;
+      for (const Node& n : g.nodes()) {
+        if (n.op != "concat" && n.op != "avg_pool2d" && n.op != "max_pool2d") continue;
+        EXPECT_EQ(plan.at(n.outputs[0]), want) << n.op << " (node " << n.id << ")\n" << plan.str(g);
+        ++checked;
+      }
+      EXPECT_EQ(checked, 6) << "three concats, two average pools, a max pool";
+    }
+  }
+}
+
+// NCHW rows wide enough for the vector loop over the columns whose windows lie inside the row
+// (64 columns at a time, then the rest, then the clipped edges): strides 1 and 2, padding 0 and
+// 1, NaNs and runs of equal values, float32, float64 and int32, against the reference.
+TEST(CpuPooling, WideNchwRowsMatchReference) {
+  Graph g = make_graph({{"x", {"N", 2, 5, 150}}, {"xd", {1, 3, 4, 131}, DType::Float64}, {"xi", {1, 2, 3, 140}, DType::Int32}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         g.set_output("s1p1", g.add_op("max_pool2d", {in[0]}, {{"kernel", V{3, 3}}, {"stride", V{1, 1}}, {"padding", V{1, 1}}}));
+                         g.set_output("s2p1", g.add_op("max_pool2d", {in[0]}, {{"kernel", V{3, 3}}, {"stride", V{2, 2}}, {"padding", V{1, 1}}}));
+                         g.set_output("d", g.add_op("max_pool2d", {in[1]}, {{"kernel", V{2, 3}}, {"stride", V{1, 2}}}));
+                         g.set_output("i", g.add_op("max_pool2d", {in[2]}, {{"kernel", V{3, 2}}, {"stride", V{2, 1}}, {"padding", V{1, 1}}}));
+                       });
+  auto inputs = [&](int64_t n, uint64_t seed) {
+    Tensor x = random_tensor({n, 2, 5, 150}, seed, -2, 2);
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::round(x.data<float>()[i] * 2) / 2;  // ties
+    if (n > 0) x.data<float>()[77] = x.data<float>()[400] = x.data<float>()[1499] = NAN;
+    return std::vector<Tensor>{x, random_tensor({1, 3, 4, 131}, seed + 1, -1, 1).astype(DType::Float64),
+                               random_tensor({1, 2, 3, 140}, seed + 2, -100, 100).astype(DType::Int32)};
+  };
+  check(g, {inputs(2, 110), inputs(1, 120)}, plan_fusion);
 }

@@ -62,7 +62,7 @@ struct LayoutTarget {
     return backend;
   }
   // Whether the backend runs node `n` with its own layout-aware code: conv2d on its
-  // convolution library, batch_norm, max_pool2d, global_avg_pool2d, elementwise loops. Nodes it runs any
+  // convolution library, batch_norm, the pools, channel concats, elementwise loops. Nodes it runs any
   // other way (reference-kernel callbacks, say) read and write NCHW.
   std::function<bool(const Graph&, const Node&)> handles_layouts = [](const Graph&, const Node&) { return true; };
 };
@@ -77,12 +77,13 @@ bool conv_geometry_fits(const Graph& g, const Node& conv, ValueId x, ValueId w, 
 
 // The decisions (src/compiler/passes/layout.cpp). A value is stored channels-last (blocked when
 // C is a multiple of the target's block, else Nhwc) when it is rank 4 and
-//   - its producer is a conv2d that conv_runs_channels_last, a batch_norm or max_pool2d whose
-//     input is in that layout, or an elementwise node whose full-shape rank-4 inputs are all in
-//     that layout (the loop is layout-blind);
-//   - every reader handles it: a channels-last conv2d (as x), a batch_norm or max_pool2d whose
-//     output shares the layout, global_avg_pool2d, elementwise nodes (other operands broadcast
-//     by strides);
+//   - its producer is a conv2d that conv_runs_channels_last, a batch_norm, max_pool2d or
+//     avg_pool2d whose input is in that layout, a concat along the channels whose inputs are all
+//     in that layout (for a blocked one, each input's channels whole blocks), or an elementwise
+//     node whose full-shape rank-4 inputs are all in that layout (the loop is layout-blind);
+//   - every reader handles it: a channels-last conv2d (as x), a batch_norm, pool or channel
+//     concat whose output shares the layout, global_avg_pool2d, elementwise nodes (other
+//     operands broadcast by strides);
 //   - it is not a graph output.
 // Without any channels-last conv2d every value stays NCHW.
 LayoutPlan plan_layouts(const Graph& g, const LayoutTarget& target = {});

@@ -129,10 +129,10 @@ void Generator::emit_native(const Segment& seg, std::ostream& call) {
     char eps[64];
     std::snprintf(eps, sizeof eps, "%a", n.attrs.get_float("eps", 1e-5));
     if (const int64_t block = layout_channel_block(layout(y)); block > 0)  // [N, C / block, H * W, block]
-      k << "  ig_batch_norm_cl(x0, x1, x2, x3, x4, y, " << str(xd[0]) << ", " << xd[1].c / block << ", "
+      k << "  ig_batch_norm_cl<" << block << ">(x0, x1, x2, x3, x4, y, " << str(xd[0]) << ", " << xd[1].c / block << ", "
         << str(xd[2] * xd[3]) << ", " << block << ", " << eps << ");\n";
     else if (layout(y) == Layout::Nhwc)  // [N * H * W, 1, 1, C]
-      k << "  ig_batch_norm_cl(x0, x1, x2, x3, x4, y, " << str(xd[0] * xd[2] * xd[3]) << ", 1, 1, " << str(xd[1])
+      k << "  ig_batch_norm_cl<0>(x0, x1, x2, x3, x4, y, " << str(xd[0] * xd[2] * xd[3]) << ", 1, 1, " << str(xd[1])
         << ", " << eps << ");\n";
     else
       k << "  ig_batch_norm(x0, x1, x2, x3, x4, y, " << str(xd[0]) << ", " << str(xd[1]) << ", "
@@ -144,26 +144,34 @@ void Generator::emit_native(const Segment& seg, std::ostream& call) {
     k << "  ig_max_pool2d_grad(x0, x1, y, " << str(xd[0] * xd[1]) << ", " << str(xd[2]) << ", " << str(xd[3]) << ", "
       << str(yd[2]) << ", " << str(yd[3]) << ", " << kernel[0] << ", " << kernel[1] << ", " << stride[0] << ", "
       << stride[1] << ", " << pad[0] << ", " << pad[1] << ");\n";
-  } else if (op == "avg_pool2d" || op == "avg_pool2d_grad") {  // (x) -> y, or (dy, like x) -> dx
-    const bool grad = op == "avg_pool2d_grad";
-    const std::vector<Mono> xs = grad ? dims(n.inputs[1]) : xd, ys = grad ? xd : dims(y);
+  } else if (op == "avg_pool2d_grad") {  // (dy, like x) -> dx, NCHW
+    const std::vector<Mono> xs = dims(n.inputs[1]), ys = xd;
     const std::vector<int64_t> kernel = n.attrs.get_ints("kernel"), stride = n.attrs.get_ints("stride", kernel),
                                pad = n.attrs.get_ints("padding", {0, 0});
-    k << "  " << (grad ? "return ig_avg_pool2d_grad(ctx, " : "ig_avg_pool2d(") << "x0, y, " << str(xs[0] * xs[1]) << ", "
-      << str(xs[2]) << ", " << str(xs[3]) << ", " << str(ys[2]) << ", " << str(ys[3]) << ", " << kernel[0] << ", "
-      << kernel[1] << ", " << stride[0] << ", " << stride[1] << ", " << pad[0] << ", " << pad[1] << ", "
-      << n.attrs.get_int("count_include_pad", 1) << ");\n";
-  } else if (op == "max_pool2d") {
-    // [outer, H, W, lanes] in the buffers' layout (ig_max_pool2d); y shares x's (check_layouts)
+    k << "  return ig_avg_pool2d_grad(ctx, x0, y, " << str(xs[0] * xs[1]) << ", " << str(xs[2]) << ", " << str(xs[3])
+      << ", " << str(ys[2]) << ", " << str(ys[3]) << ", " << kernel[0] << ", " << kernel[1] << ", " << stride[0] << ", "
+      << stride[1] << ", " << pad[0] << ", " << pad[1] << ", " << n.attrs.get_int("count_include_pad", 1) << ");\n";
+  } else if (op == "max_pool2d" || op == "avg_pool2d") {
+    // [outer, H, W, lanes] in the buffers' layout; y shares x's (check_layouts)
     const std::vector<Mono> yd = dims(y);
     const int64_t block = layout_channel_block(layout(x));
     const Mono outer = layout(x) == Layout::Nhwc ? xd[0] : block ? xd[0] * Mono{xd[1].c / block, {}} : xd[0] * xd[1];
     const Mono lanes = layout(x) == Layout::Nhwc ? xd[1] : block ? Mono{block, {}} : kOne;
     const std::vector<int64_t> kernel = n.attrs.get_ints("kernel"), stride = n.attrs.get_ints("stride", kernel),
                                pad = n.attrs.get_ints("padding", {0, 0});
-    k << "  ig_max_pool2d(x0, y, " << str(outer) << ", " << str(xd[2]) << ", " << str(xd[3]) << ", " << str(lanes)
+    k << "  ig_" << op << "(x0, y, " << str(outer) << ", " << str(xd[2]) << ", " << str(xd[3]) << ", " << str(lanes)
       << ", " << str(yd[2]) << ", " << str(yd[3]) << ", " << kernel[0] << ", " << kernel[1] << ", " << stride[0]
-      << ", " << stride[1] << ", " << pad[0] << ", " << pad[1] << ");\n";
+      << ", " << stride[1] << ", " << pad[0] << ", " << pad[1];
+    if (op == "avg_pool2d") k << ", " << n.attrs.get_int("count_include_pad", 1);
+    k << ");\n";
+  } else if (op == "concat" && layout(y) != Layout::Nchw) {
+    // Along the channels (check_layouts): in NHWC the last axis of [N, H, W, C]; blocked, axis 1
+    // of [N, C/b, H, W, b], each input's channels being whole blocks.
+    Node physical = n;
+    physical.attrs.set("axis", int64_t{layout(y) == Layout::Nhwc ? 3 : 1});
+    std::vector<std::vector<std::string>> in_dims;
+    for (ValueId v : n.inputs) in_dims.push_back(stored_dim_strings(v));
+    k << movement_body(physical, in_dims, stored_dim_strings(y), ty);
   } else if (movement_native(g_, n)) {
     std::vector<std::vector<std::string>> in_dims;
     for (ValueId v : n.inputs) in_dims.push_back(dim_strings(v));

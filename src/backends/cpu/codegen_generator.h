@@ -241,6 +241,16 @@ class Generator {
     for (const Mono& m : dims(v)) r.push_back(str(m));
     return r;
   }
+  // A rank-4 value's dims in the order its layout stores them: [N, H, W, C] for Nhwc, [N, C/b, H,
+  // W, b] for blocks of b channels (C known), the logical dims for Nchw.
+  std::vector<std::string> stored_dim_strings(ValueId v) {
+    const std::vector<std::string> d = dim_strings(v);
+    const Layout l = layout(v);
+    if (l == Layout::Nchw) return d;
+    if (l == Layout::Nhwc) return {d[0], d[2], d[3], d[1]};
+    const int64_t b = layout_channel_block(l);
+    return {d[0], std::to_string(dims(v)[1].c / b), d[2], d[3], std::to_string(b)};
+  }
   void index_leaves_and_symbols();
   // -- transposes folded into gemm
   void fold_transposes();

@@ -194,8 +194,9 @@ void Generator::build_segments() {
 // kernel addresses, or the result is silently wrong. Elementwise loops address each operand
 // in its own layout (loop_nest); a oneDNN conv reads x in any layout, its weights, bias and
 // per-channel post-op operands plain, and full post-op operands in the layout of the result
-// (DnnlConv reorders them into the primitive's); batch_norm and max_pool2d read x in y's layout and
-// global_avg_pool2d any layout into a plain y; every other kernel (reductions, fused
+// (DnnlConv reorders them into the primitive's); batch_norm and the pools read x in y's layout, a
+// concat along the channels its inputs in its own (whole channel blocks), and global_avg_pool2d
+// any layout into a plain y; every other kernel (reductions, fused
 // prologues, row kernels, gemm, copies, reference callbacks) and every graph output is NCHW.
 // The layout plan guarantees this; here it is checked, so a planning bug is an internal error
 // at lowering, never a wrong number.
@@ -226,9 +227,20 @@ void Generator::check_layouts() const {
     }
     if (seg.kind == Segment::Native && seg.nodes.size() == 1) {
       const Node& n = g_.node(seg.nodes[0]);
-      if (n.op == "batch_norm" || n.op == "max_pool2d") {
+      if (n.op == "batch_norm" || n.op == "max_pool2d" || n.op == "avg_pool2d") {
         require(n.inputs[0], layout(n.outputs[0]), n, "input");
         for (size_t i = 1; i < n.inputs.size(); ++i) require(n.inputs[i], Layout::Nchw, n, "statistic");
+        continue;
+      }
+      if (n.op == "concat" && layout(n.outputs[0]) != Layout::Nchw) {  // along the channels (concat_dims)
+        const int block = layout_channel_block(layout(n.outputs[0]));
+        for (ValueId v : n.inputs) {
+          require(stored(v), layout(n.outputs[0]), n, "input");
+          const SymShape& s = g_.value(v).shape;
+          INGOT_CHECK(s.size() == 4 && s[1].known() && (block == 0 || s[1].value % block == 0),
+                      "CpuBackend internal error: concat (node ", n.id, ") input v", v, " of shape ", to_string(s),
+                      " is not whole ", block, "-channel blocks; please report this with the graph");
+        }
         continue;
       }
       if (n.op == "global_avg_pool2d") {

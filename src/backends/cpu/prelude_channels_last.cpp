@@ -8,11 +8,13 @@ const char* const kChannelsLastPrelude = R"IGPRELUDE(
 // ---- channels-last variants, for buffers the layout plan stores NHWC or channel-blocked ----
 // batch_norm of a buffer viewed as [outer, blocks, pixels, block] with channel = b * block + lane
 // (NHWC: [N * H * W, 1, 1, C]; blocked: [N, C / block, H * W, block]); the arithmetic of
-// ig_batch_norm.
-template <class T, class P1, class P2, class P3, class P4>
+// ig_batch_norm. B: the block as a compile-time constant (8, 16: the lane loop unrolls into
+// vector instructions), 0 when it is only known at run time (NHWC's C).
+template <int B, class T, class P1, class P2, class P3, class P4>
 void ig_batch_norm_cl(const T* __restrict x, const P1* w, const P2* b, const P3* mean, const P4* var,
-                      T* __restrict y, int64_t outer, int64_t blocks, int64_t pixels, int64_t block, double eps) {
+                      T* __restrict y, int64_t outer, int64_t blocks, int64_t pixels, int64_t runtime_block, double eps) {
   using C = ig_c<T>;
+  const int64_t block = B > 0 ? B : runtime_block;
   const int64_t channels = blocks * block;
   C* sc = static_cast<C*>(std::malloc(sizeof(C) * size_t(channels > 0 ? 2 * channels : 1)));
   if (sc == nullptr) throw std::bad_alloc();
@@ -96,12 +98,36 @@ template <class T>
 void ig_max_pool2d(const T* __restrict x, T* __restrict y, int64_t outer, int64_t H, int64_t W, int64_t lanes,
                    int64_t Ho, int64_t Wo, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
   using C = ig_c<T>;
+  // NCHW (lanes 1): the output columns whose windows lie inside the row, [a, b), in vector
+  // loops over 64 columns at a time (window element by element, in the same row-major order);
+  // the columns at the edges below.
+  const int64_t a = lanes == 1 ? std::min<int64_t>(Wo, (pw + sw - 1) / sw) : Wo;
+  const int64_t b = lanes == 1 && W + pw - kw >= 0 ? std::max<int64_t>(a, std::min<int64_t>(Wo, (W + pw - kw) / sw + 1)) : a;
   #pragma omp parallel for collapse(2) if(ig_big(outer * Ho * Wo * lanes * kh * kw))
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t oh = 0; oh < Ho; ++oh) {
       const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0), h1 = std::min<int64_t>(oh * sh - ph + kh, H);
       const T* xo = x + o * H * W * lanes;
+      for (int64_t c0 = a; c0 < b; c0 += 64) {
+        const int64_t n = std::min<int64_t>(64, b - c0);
+        C m[64];
+        for (int64_t l = 0; l < n; ++l)
+          m[l] = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity() : std::numeric_limits<C>::lowest();
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t j = 0; j < kw; ++j) {
+            const T* xr = xo + h * W + c0 * sw - pw + j;
+            #pragma omp simd
+            for (int64_t l = 0; l < n; ++l) {
+              const C v = static_cast<C>(xr[l * sw]);
+              m[l] = (v > m[l] || v != v) ? v : m[l];
+            }
+          }
+        T* yr = y + (o * Ho + oh) * Wo + c0;
+        for (int64_t l = 0; l < n; ++l) yr[l] = static_cast<T>(m[l]);
+      }
       for (int64_t ow = 0; ow < Wo; ++ow) {
+        if (ow == a && b > a) ow = b;  // done above
+        if (ow >= Wo) break;
         const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0), w1 = std::min<int64_t>(ow * sw - pw + kw, W);
         T* yp = y + ((o * Ho + oh) * Wo + ow) * lanes;
         if (h0 >= h1 || w0 >= w1) {

@@ -23,36 +23,56 @@ inline void ig_slice_range(int64_t start, int64_t end, int64_t step, int64_t d, 
 // The view [start:end:step] per axis of a contiguous tensor of shape full[rank] (rank <= 16).
 // kMode 0 (slice, concat_part): y, contiguous in the view's shape, = the view of x. 1
 // (slice_scatter): y, of shape full, is zeros with x (the view's shape) written into the view.
-// 2 (concat, one input): x written into the view of y, the rest of y left as it is. Rows of the
-// innermost axis are the work units; a step-1 row is one memcpy.
+// 2 (concat, one input): x written into the view of y, the rest of y left as it is. An axis of
+// step 1 whose inner axes the view takes whole merges with them (a channel concat of [N, C, H,
+// W] or of channel blocks copies C_i * H * W elements per image at once); rows of the innermost
+// merged axis, in chunks of 32K elements, are the work units, a step-1 chunk one memcpy.
 template <class T, int kMode>
 void ig_slice_copy(const T* __restrict x, T* __restrict y, int rank, const int64_t* full, const int64_t* start,
                    const int64_t* end, const int64_t* step) {
-  int64_t shape[16], stride[16], base = 0, whole = 1, n = 1;
+  int64_t F[16], first[16], len[16], st[16], whole = 1;  // merged axes, innermost first
+  int m = 0;
   for (int a = rank; a-- > 0;) {
-    int64_t first = 0;
-    ig_slice_range(start[a], end[a], step[a], full[a], &first, &shape[a]);
-    base += first * whole;
-    stride[a] = whole * step[a];
+    int64_t f0 = 0, l0 = 0;
+    ig_slice_range(start[a], end[a], step[a], full[a], &f0, &l0);
     whole *= full[a];
-    n *= shape[a];
+    if (m > 0 && step[a] == 1 && st[m - 1] == 1 && first[m - 1] == 0 && len[m - 1] == F[m - 1]) {
+      first[m - 1] = f0 * F[m - 1];
+      len[m - 1] = l0 * F[m - 1];
+      F[m - 1] *= full[a];
+    } else {
+      F[m] = full[a], first[m] = f0, len[m] = l0, st[m] = step[a];
+      ++m;
+    }
+  }
+  int64_t shape[16], stride[16], base = 0, span = 1, n = 1;  // outermost first
+  for (int j = 0; j < m; ++j) {
+    const int a = m - 1 - j;
+    shape[a] = len[j];
+    stride[a] = span * st[j];
+    base += first[j] * span;
+    span *= F[j];
+    n *= len[j];
   }
   constexpr bool kScatter = kMode != 0;
   if (kMode == 1) std::memset(static_cast<void*>(y), 0, static_cast<size_t>(whole) * sizeof(T));
   if (n == 0) return;
-  const int64_t inner = rank > 0 ? shape[rank - 1] : 1, rows = n / inner, is = rank > 0 ? stride[rank - 1] : 1;
-  #pragma omp parallel for if(ig_big(n) && rows > 1)
-  for (int64_t r = 0; r < rows; ++r) {
+  const int64_t inner = m > 0 ? shape[m - 1] : 1, rows = n / inner, is = m > 0 ? stride[m - 1] : 1;
+  const int64_t chunk = 32768, chunks = (inner + chunk - 1) / chunk;
+  #pragma omp parallel for if(ig_big(n) && rows * chunks > 1)
+  for (int64_t u = 0; u < rows * chunks; ++u) {
+    const int64_t r = u / chunks, k0 = u % chunks * chunk, k1 = k0 + chunk < inner ? k0 + chunk : inner;
     int64_t rest = r, off = base;
-    for (int a = rank - 1; a-- > 0;) {
+    for (int a = m - 1; a-- > 0;) {
       off += rest % shape[a] * stride[a];
       rest /= shape[a];
     }
     if (is == 1) {
-      if (kScatter) std::memcpy(static_cast<void*>(y + off), x + r * inner, static_cast<size_t>(inner) * sizeof(T));
-      else std::memcpy(static_cast<void*>(y + r * inner), x + off, static_cast<size_t>(inner) * sizeof(T));
+      const size_t bytes = static_cast<size_t>(k1 - k0) * sizeof(T);
+      if (kScatter) std::memcpy(static_cast<void*>(y + off + k0), x + r * inner + k0, bytes);
+      else std::memcpy(static_cast<void*>(y + r * inner + k0), x + off + k0, bytes);
     } else {
-      for (int64_t k = 0; k < inner; ++k) {
+      for (int64_t k = k0; k < k1; ++k) {
         if (kScatter) y[off + k * is] = x[r * inner + k];
         else y[r * inner + k] = x[off + k * is];
       }

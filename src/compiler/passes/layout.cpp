@@ -4,7 +4,7 @@
 // with the layout the compile asks for (CompileOptions::layout_target; auto: this machine's).
 //
 // The plan starts from every channels-last conv2d's output and carries the layout forward
-// through batch_norm, max_pool2d and elementwise nodes whose full-shape inputs agree; then, to a fixpoint, a
+// through batch_norm, the pools, channel concats and elementwise nodes whose inputs agree; then, to a fixpoint, a
 // value goes back to NCHW when it is a graph output, when a reader cannot read the layout, or
 // when its batch_norm / elementwise producer has a full-shape input in another layout.
 #include <sstream>
@@ -19,13 +19,38 @@ namespace {
 bool rank4(const Value& v) { return v.shape.size() == 4; }
 
 // Nodes whose output is stored as their input 0 (the activation; the rest per-channel
-// parameters): batch_norm, and max_pool2d, which keeps the channels.
-bool follows_input0(const Node& n) { return n.op == "batch_norm" || n.op == "max_pool2d"; }
+// parameters): batch_norm, and the windows max_pool2d and avg_pool2d, which keep the channels.
+bool follows_input0(const Node& n) { return n.op == "batch_norm" || n.op == "max_pool2d" || n.op == "avg_pool2d"; }
 
-// The layout a node's output takes: input 0's for follows_input0, else the one all its rank-4
-// inputs of the output's shape share (elementwise nodes); Nchw when they differ or there are none.
+// A concat of rank-4 values along the channels with every channel count known (DenseNet's
+// blocks, Inception's branches): in any layout it copies each input into a run of the output's
+// channels, so its inputs and output can share one.
+bool channel_concat(const Graph& g, const Node& n) {
+  if (n.op != "concat" || n.outputs.size() != 1 || !rank4(g.value(n.outputs[0]))) return false;
+  const int64_t axis = n.attrs.get_int("axis", 0);
+  if (axis != 1 && axis != -3) return false;
+  for (ValueId v : n.inputs)
+    if (!rank4(g.value(v)) || !g.value(v).shape[1].known()) return false;
+  return true;
+}
+
+// A channel concat's layout: the one all its inputs share, if a blocked one divides each input's
+// channels into whole blocks (the output's blocks are then the inputs' blocks one after another);
+// Nchw otherwise.
+Layout concat_layout(const Graph& g, const Node& n, const std::vector<Layout>& of) {
+  const Layout l = of[static_cast<size_t>(n.inputs[0])];
+  const int block = layout_channel_block(l);
+  for (ValueId v : n.inputs)
+    if (of[static_cast<size_t>(v)] != l || (block > 0 && g.value(v).shape[1].value % block != 0)) return Layout::Nchw;
+  return l;
+}
+
+// The layout a node's output takes: input 0's for follows_input0, concat_layout for a channel
+// concat, else the one all its rank-4 inputs of the output's shape share (elementwise nodes);
+// Nchw when they differ or there are none.
 Layout carried_layout(const Graph& g, const Node& n, const std::vector<Layout>& of) {
   if (follows_input0(n)) return of[static_cast<size_t>(n.inputs[0])];
+  if (channel_concat(g, n)) return concat_layout(g, n, of);
   const Value& y = g.value(n.outputs[0]);
   Layout l = Layout::Nchw;
   bool first = true;
@@ -41,7 +66,7 @@ Layout carried_layout(const Graph& g, const Node& n, const std::vector<Layout>& 
 
 bool carries_layout(const Graph& g, const Node& n) {
   if (n.outputs.size() != 1 || !rank4(g.value(n.outputs[0]))) return false;
-  return follows_input0(n) || get_op(n.op).fusion == FusionClass::Elementwise;
+  return follows_input0(n) || channel_concat(g, n) || get_op(n.op).fusion == FusionClass::Elementwise;
 }
 
 // Whether channel blocks speed conv `n` up beyond what channels-last gives: a dense 3x3 stride-1
@@ -105,6 +130,7 @@ LayoutPlan plan_layouts(const Graph& g, const LayoutTarget& target) {
       return conv_runs_channels_last(g, r);
     }
     if (follows_input0(r)) return r.inputs[0] == v && of[static_cast<size_t>(r.outputs[0])] == l;
+    if (channel_concat(g, r)) return of[static_cast<size_t>(r.outputs[0])] == l;
     if (r.op == "global_avg_pool2d") return true;
     return get_op(r.op).fusion == FusionClass::Elementwise && r.outputs.size() == 1 && rank4(g.value(r.outputs[0]));
   };
