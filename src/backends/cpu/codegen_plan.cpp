@@ -232,7 +232,7 @@ void Generator::check_layouts() const {
         for (size_t i = 1; i < n.inputs.size(); ++i) require(n.inputs[i], Layout::Nchw, n, "statistic");
         continue;
       }
-      if (n.op == "concat" && layout(n.outputs[0]) != Layout::Nchw) {  // along the channels (concat_dims)
+      if (n.op == "concat" && layout(n.outputs[0]) != Layout::Nchw) {  // along the channels (the plan's channel_concat)
         const int block = layout_channel_block(layout(n.outputs[0]));
         for (ValueId v : n.inputs) {
           require(stored(v), layout(n.outputs[0]), n, "input");

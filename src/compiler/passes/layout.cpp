@@ -26,7 +26,7 @@ bool follows_input0(const Node& n) { return n.op == "batch_norm" || n.op == "max
 // blocks, Inception's branches): in any layout it copies each input into a run of the output's
 // channels, so its inputs and output can share one.
 bool channel_concat(const Graph& g, const Node& n) {
-  if (n.op != "concat" || n.outputs.size() != 1 || !rank4(g.value(n.outputs[0]))) return false;
+  if (n.op != "concat" || n.inputs.empty() || n.outputs.size() != 1 || !rank4(g.value(n.outputs[0]))) return false;
   const int64_t axis = n.attrs.get_int("axis", 0);
   if (axis != 1 && axis != -3) return false;
   for (ValueId v : n.inputs)
