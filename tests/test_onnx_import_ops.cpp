@@ -52,6 +52,16 @@ void expect_input_gradients(const Model& m, const TensorMap& inputs, const std::
   ingot::testing::check_model_gradients(pm, params, rest, seeds, 1e-6, 1e-5, 40);
 }
 
+// Loading `bytes` fails with an error that contains `why`; `what` names the case.
+void expect_refused(const std::string& bytes, const std::string& why, const std::string& what) {
+  try {
+    (void)ingot::onnx::load_bytes(bytes);
+    ADD_FAILURE() << what << " was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+  }
+}
+
 // X[c][y][x] of an [1, C, H, W] tensor in double.
 struct Image {
   std::vector<double> v;
@@ -582,12 +592,7 @@ TEST(OnnxImportOps, EinsumAgainstBruteForce) {
     }
     attr(o.node("Einsum", names, {"y"}), "equation", equation);
     o.output("y");
-    try {
-      (void)ingot::onnx::load_bytes(o.bytes());
-      ADD_FAILURE() << equation << " was accepted";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
-    }
+    expect_refused(o.bytes(), why, equation);
   };
   refused("ij,jk->ik", {{2, 3}}, "the equation has 2 operands, the node 1");
   refused("ij->ik", {{2, 3}}, "output letter 'k' is in no operand");
@@ -637,12 +642,7 @@ TEST(OnnxImportOps, ScatterNDReplacesOrAddsTheSlicesItsTuplesName) {
     bad.initializer("pairs", pairs);
     attr(bad.node("ScatterND", {"x", "pairs", "u"}, {"y"}), "reduction", reduction);
     bad.output("y");
-    try {
-      (void)ingot::onnx::load_bytes(bad.bytes());
-      ADD_FAILURE() << reduction << " was accepted";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
-    }
+    expect_refused(bad.bytes(), why, reduction);
   };
   refused("max", {3, 2}, "reduction 'max' is not supported (none and add are)");
   refused("none", {3, 4}, "updates of shape [3, 4], expected [3, 2]");

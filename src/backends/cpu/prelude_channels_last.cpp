@@ -98,6 +98,7 @@ template <class T>
 void ig_max_pool2d(const T* __restrict x, T* __restrict y, int64_t outer, int64_t H, int64_t W, int64_t lanes,
                    int64_t Ho, int64_t Wo, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
   using C = ig_c<T>;
+  const C none = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity() : std::numeric_limits<C>::lowest();
   // NCHW (lanes 1): the output columns whose windows lie inside the row, [a, b), in vector
   // loops over 64 columns at a time (window element by element, in the same row-major order);
   // the columns at the edges below.
@@ -111,8 +112,7 @@ void ig_max_pool2d(const T* __restrict x, T* __restrict y, int64_t outer, int64_
       for (int64_t c0 = a; c0 < b; c0 += 64) {
         const int64_t n = std::min<int64_t>(64, b - c0);
         C m[64];
-        for (int64_t l = 0; l < n; ++l)
-          m[l] = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity() : std::numeric_limits<C>::lowest();
+        for (int64_t l = 0; l < n; ++l) m[l] = none;
         for (int64_t h = h0; h < h1; ++h)
           for (int64_t j = 0; j < kw; ++j) {
             const T* xr = xo + h * W + c0 * sw - pw + j;
@@ -126,13 +126,11 @@ void ig_max_pool2d(const T* __restrict x, T* __restrict y, int64_t outer, int64_
         for (int64_t l = 0; l < n; ++l) yr[l] = static_cast<T>(m[l]);
       }
       for (int64_t ow = 0; ow < Wo; ++ow) {
-        if (ow == a && b > a) ow = b;  // done above
+        if (ow == a) ow = b;  // [a, b) done above
         if (ow >= Wo) break;
         const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0), w1 = std::min<int64_t>(ow * sw - pw + kw, W);
         T* yp = y + ((o * Ho + oh) * Wo + ow) * lanes;
         if (h0 >= h1 || w0 >= w1) {
-          const C none = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
-                                                              : std::numeric_limits<C>::lowest();
           for (int64_t l = 0; l < lanes; ++l) yp[l] = static_cast<T>(none);
           continue;
         }
