@@ -149,23 +149,71 @@ TEST(CpuPooling, ChannelConcatsAndAveragePoolsKeepTheLayout) {
   }
 }
 
-// NCHW rows wide enough for the vector loop over the columns whose windows lie inside the row
-// (64 columns at a time, then the rest, then the clipped edges): strides 1 and 2, padding 0 and
-// 1, NaNs and runs of equal values, float32, float64 and int32, against the reference.
+// NCHW planes (ig_max_pool2d_rows: tasks of 8 output rows, the input rows copied into a buffer
+// padded with -inf, 16 output columns at a time): rows of 150 columns and of 1 to 3, planes of
+// one row block and of several (a last block of fewer rows), strides 1, 2 (compiled in) and 3,
+// padding 0 and 1, ceil_mode, NaNs and runs of equal values, float32, float64 and int32, against
+// the reference.
 TEST(CpuPooling, WideNchwRowsMatchReference) {
-  Graph g = make_graph({{"x", {"N", 2, 5, 150}}, {"xd", {1, 3, 4, 131}, DType::Float64}, {"xi", {1, 2, 3, 140}, DType::Int32}},
+  Graph g = make_graph({{"x", {"N", 2, 5, 150}}, {"xd", {1, 3, 4, 131}, DType::Float64}, {"xi", {1, 2, 3, 140}, DType::Int32},
+                        {"tall", {"N", 3, 37, 3}}},
                        [&](Graph& g, std::vector<ValueId>& in) {
                          g.set_output("s1p1", g.add_op("max_pool2d", {in[0]}, {{"kernel", V{3, 3}}, {"stride", V{1, 1}}, {"padding", V{1, 1}}}));
                          g.set_output("s2p1", g.add_op("max_pool2d", {in[0]}, {{"kernel", V{3, 3}}, {"stride", V{2, 2}}, {"padding", V{1, 1}}}));
+                         g.set_output("s3c", g.add_op("max_pool2d", {in[0]}, {{"kernel", V{3, 3}}, {"stride", V{3, 3}}, {"ceil_mode", int64_t{1}}}));
                          g.set_output("d", g.add_op("max_pool2d", {in[1]}, {{"kernel", V{2, 3}}, {"stride", V{1, 2}}}));
                          g.set_output("i", g.add_op("max_pool2d", {in[2]}, {{"kernel", V{3, 2}}, {"stride", V{2, 1}}, {"padding", V{1, 1}}}));
+                         g.set_output("t1", g.add_op("max_pool2d", {in[3]}, {{"kernel", V{3, 3}}, {"stride", V{1, 1}}, {"padding", V{1, 1}}}));
+                         g.set_output("t2c", g.add_op("max_pool2d", {in[3]}, {{"kernel", V{2, 2}}, {"stride", V{2, 2}}, {"ceil_mode", int64_t{1}}}));
+                         g.set_output("t1x2", g.add_op("max_pool2d", {in[3]}, {{"kernel", V{1, 2}}, {"stride", V{1, 1}}}));
                        });
   auto inputs = [&](int64_t n, uint64_t seed) {
     Tensor x = random_tensor({n, 2, 5, 150}, seed, -2, 2);
     for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::round(x.data<float>()[i] * 2) / 2;  // ties
     if (n > 0) x.data<float>()[77] = x.data<float>()[400] = x.data<float>()[1499] = NAN;
+    Tensor tall = random_tensor({n, 3, 37, 3}, seed + 3, -2, 2);
+    if (n > 0) tall.data<float>()[3 * 30 + 2] = NAN;
     return std::vector<Tensor>{x, random_tensor({1, 3, 4, 131}, seed + 1, -1, 1).astype(DType::Float64),
-                               random_tensor({1, 2, 3, 140}, seed + 2, -100, 100).astype(DType::Int32)};
+                               random_tensor({1, 2, 3, 140}, seed + 2, -100, 100).astype(DType::Int32), tall};
   };
-  check(g, {inputs(2, 110), inputs(1, 120)}, plan_fusion);
+  check(g, {inputs(2, 110), inputs(1, 120), inputs(0, 130)}, plan_fusion);
+}
+
+// ceil_mode (GoogLeNet's pools, which its ONNX file carries as ceil_mode = 1): a last window past
+// the padded end. A max pool in ceil_mode between convolutions keeps their layout under every
+// target (ONNX import once wrote it as a -inf concat along H and W, which sent the network back
+// to NCHW), on sizes where the ceil and floor rules differ and where they agree; its gradient,
+// native, where the last window holds one row or column of the input.
+TEST(CpuPooling, CeilModeKeepsTheLayoutAndMatchesReference) {
+  Graph g = make_graph({{"x", {"N", 3, 18, 17}}, {"w", {16, 3, 3, 3}}, {"w2", {16, 16, 1, 1}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         const Attrs s2{{"kernel", V{3, 3}}, {"stride", V{2, 2}}, {"ceil_mode", int64_t{1}}};
+                         const Attrs s1{{"kernel", V{3, 3}}, {"stride", V{1, 1}}, {"padding", V{1, 1}}, {"ceil_mode", int64_t{1}}};
+                         ValueId c = g.add_op("relu", {g.add_op("conv2d", {in[0], in[1]}, {{"padding", V{1, 1}}})});
+                         ValueId p = g.add_op("max_pool2d", {c}, s2);  // 18 x 17 -> 9 x 8 (floor: 8 x 8)
+                         ValueId q = g.add_op("max_pool2d", {p}, s1);
+                         ValueId r = g.add_op("max_pool2d", {q}, s2);  // 9 x 8 -> 4 x 4 (floor: 4 x 3)
+                         g.set_output("y", g.add_op("relu", {g.add_op("conv2d", {r, in[2]})}));
+                       });
+  auto inputs = [&](int64_t n, uint64_t seed) {
+    return std::vector<Tensor>{random_tensor({n, 3, 18, 17}, seed), random_tensor({16, 3, 3, 3}, seed + 1),
+                               random_tensor({16, 16, 1, 1}, seed + 2)};
+  };
+  for (const Layout target : all_layout_targets()) {
+    SCOPED_TRACE(layout_name(target));
+    check(g, {inputs(2, 140), inputs(1, 150)}, plan_fusion, 1e-4, 1e-4, target);
+    if (target == Layout::Nchw) continue;
+    const LayoutPlan plan = plan_layouts(g, cpu::cpu_layout_target(true, target));
+    for (const Node& n : g.nodes()) {
+      if (n.op != "max_pool2d") continue;
+      EXPECT_EQ(plan.at(n.outputs[0]), target) << "each pool stays in the convolutions' layout";
+    }
+  }
+  Graph grad = make_graph({{"x", {2, 3, 8, 7}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    const Attrs a{{"kernel", V{3, 3}}, {"stride", V{2, 3}}, {"padding", V{1, 0}}, {"ceil_mode", int64_t{1}}};
+    const ValueId y = g.add_op("max_pool2d", {in[0]}, a);  // 8 x 7 -> 5 x 3 (floor: 4 x 2)
+    g.set_output("dx", g.add_op("max_pool2d_grad", {in[0], g.add_op("sin", {y})}, a));
+  });
+  const std::string src = check(grad, {{random_tensor({2, 3, 8, 7}, 160, -2, 2)}}, plan_fusion, 1e-6, 1e-6);
+  EXPECT_EQ(count(src, "host->run_node"), 0) << src;
 }

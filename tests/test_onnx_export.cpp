@@ -104,7 +104,7 @@ TEST(OnnxExport, ResidualCnnRoundTrips) {
   m += BatchNorm2d();
   m += Relu();
   m += BasicBlock(8);
-  m += MaxPool2d(2);
+  m += MaxPool2d(3, 2, 0, true);  // 12 -> 6 (ceil_mode; floor: 5)
   m += Bottleneck(4, 2, true);
   m += GlobalAvgPool2d();
   m += Linear(3)({{"output", IOKey("y").expose()}});

@@ -121,6 +121,42 @@ TEST(OnnxImportOps, AsymmetricPadsAndCeilModePooling) {
   expect_input_gradients(m, {{"x", x}}, {"MaxPool0", "AveragePool0", "AveragePool1"});
 }
 
+// GoogLeNet's pools: MaxPool with ceil_mode and symmetric pads is one max_pool2d in ceil_mode (so
+// the CPU backend's layout plan keeps it in the convolutions' layout), not a -inf concat along H
+// and W; each window of the ONNX definition, computed directly, and the gradient.
+TEST(OnnxImportOps, CeilModeMaxPoolIsOneOp) {
+  const Tensor x = ingot::testing::random_tensor({1, 2, 8, 7}, 4, -1, 1, DType::Float64);
+  const Image X{values(x), 8, 7};
+  OnnxModel o(17);
+  o.input("x", DType::Float64, {int64_t{1}, int64_t{2}, int64_t{8}, int64_t{7}});
+  auto& n = o.node("MaxPool", {"x"}, {"y"});
+  attr(n, "kernel_shape", std::vector<int64_t>{3, 3});
+  attr(n, "strides", std::vector<int64_t>{2, 2});
+  attr(n, "pads", std::vector<int64_t>{1, 0, 1, 0});
+  attr(n, "ceil_mode", int64_t{1});
+  o.output("y");
+  const Model m = ingot::onnx::load_bytes(o.bytes());
+  PhysicalModel pm = compile(m, ReferenceBackend());
+  std::vector<std::string> ops;
+  for (const Node& node : pm.graph().nodes()) ops.push_back(node.op);
+  EXPECT_EQ(ops, std::vector<std::string>{"max_pool2d"});
+  // H: floor (8 + 2 - 3) / 2 + 1 = 4, ceil 5 (the last window holds row 7); W: (7 - 3) / 2 + 1 = 3.
+  std::vector<double> want;
+  for (int64_t c = 0; c < 2; ++c)
+    for (int64_t oy = 0; oy < 5; ++oy)
+      for (int64_t ox = 0; ox < 3; ++ox) {
+        double mx = -1e300;
+        for (int64_t ky = 0; ky < 3; ++ky)
+          for (int64_t kx = 0; kx < 3; ++kx) {
+            const int64_t iy = oy * 2 - 1 + ky, ix = ox * 2 + kx;
+            if (iy >= 0 && iy < 8 && ix < 7) mx = std::max(mx, X.at(c, iy, ix));
+          }
+        want.push_back(mx);
+      }
+  expect_both_backends(m, {{"x", x}}, "y", want);
+  expect_input_gradients(m, {{"x", x}}, {"y"});
+}
+
 // Pad in each mode, over two axes at once, with a crop (negative pad) in constant mode.
 TEST(OnnxImportOps, PadModes) {
   const Tensor x = ingot::testing::random_tensor({3, 4}, 5, -1, 1, DType::Float64);

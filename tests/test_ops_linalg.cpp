@@ -396,6 +396,52 @@ TEST(PoolOps, MaxPoolValues) {
   EXPECT_TRUE(std::isnan(run_op("max_pool2d", {nan}, {{"kernel", int64_t{2}}}).item()));
 }
 
+// ceil_mode: PyTorch's and ONNX's rule, one more window where the floor rule stops short unless
+// it would start in the end padding; its values are those of the input padded with -inf far
+// enough for the floor rule to reach that window.
+TEST(PoolOps, CeilModeAddsTheWindowTheFloorRuleDrops) {
+  auto ceil = [](std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p) {
+    Attrs a = pool_attrs(std::move(k), std::move(s), std::move(p));
+    a.set("ceil_mode", int64_t{1});
+    return a;
+  };
+  // 8: floor (8 - 3) / 2 + 1 = 3, ceil 4; 7: (7 - 3) / 2 is whole, 3 either way.
+  EXPECT_EQ(infer_op_shape("max_pool2d", {{"N", 3, 8, 7}}, ceil({3, 3}, {2, 2}, {0, 0})), "[N, 3, 4, 3]");
+  // 5, kernel 2, stride 2, padding 1: the fourth window would start at row 5, in the end padding.
+  EXPECT_EQ(infer_op_shape("max_pool2d", {{1, 1, 5, 6}}, ceil({2, 2}, {2, 2}, {1, 1})), "[1, 1, 3, 4]");
+  EXPECT_EQ(infer_op_shape("max_pool2d", {{1, 1, 8, 8}}, ceil({3, 3}, {1, 1}, {1, 1})), "[1, 1, 8, 8]");
+  expect_error([&] { infer_op_shape("avg_pool2d", {{1, 1, 8, 8}}, ceil({3, 3}, {2, 2}, {0, 0})); },
+               "ceil_mode = 1 is max_pool2d's only");
+  Attrs two = pool_attrs({2, 2}, {2, 2}, {0, 0});
+  two.set("ceil_mode", int64_t{2});
+  expect_error([&] { infer_op_shape("max_pool2d", {{1, 1, 8, 8}}, two); }, "ceil_mode must be 0 or 1");
+
+  const Tensor x = random_tensor({2, 3, 8, 7}, 9, -2, 2);
+  for (auto [k, s, p] : std::vector<std::array<std::vector<int64_t>, 3>>{
+           {{{3, 3}, {2, 2}, {0, 0}}}, {{{2, 3}, {2, 3}, {1, 1}}}, {{{3, 2}, {3, 2}, {1, 0}}}}) {
+    const Tensor y = run_op("max_pool2d", {x}, ceil(k, s, p));
+    // The input with -inf below and to the right, as many rows and columns as the last window needs.
+    const int64_t hp = (y.dim(2) - 1) * s[0] + k[0] - p[0], wp = (y.dim(3) - 1) * s[1] + k[1] - p[1];
+    Tensor padded = Tensor::full(DType::Float32, {2, 3, std::max<int64_t>(hp, 8), std::max<int64_t>(wp, 7)},
+                                 -std::numeric_limits<double>::infinity());
+    for (int64_t i = 0; i < 6; ++i)
+      for (int64_t h = 0; h < 8; ++h)
+        for (int64_t w = 0; w < 7; ++w)
+          padded.data<float>()[(i * padded.dim(2) + h) * padded.dim(3) + w] = x.data<float>()[(i * 8 + h) * 7 + w];
+    const Tensor want = run_op("max_pool2d", {padded}, pool_attrs(k, s, p));
+    ASSERT_EQ(y.shape(), want.shape());
+    expect_close(y, want, 0, 0);
+    // The gradient reaches the element each window picked, the extra windows' too.
+    const Tensor dy = random_tensor(y.shape(), 10);
+    const Tensor dx = run_op("max_pool2d_grad", {x, dy}, ceil(k, s, p));
+    const Tensor dpad = run_op("max_pool2d_grad", {padded, dy}, pool_attrs(k, s, p));
+    for (int64_t i = 0; i < 6; ++i)
+      for (int64_t h = 0; h < 8; ++h)
+        for (int64_t w = 0; w < 7; ++w)
+          EXPECT_EQ(dx.data<float>()[(i * 8 + h) * 7 + w], dpad.data<float>()[(i * padded.dim(2) + h) * padded.dim(3) + w]);
+  }
+}
+
 TEST(PoolOps, AvgPoolValues) {
   Tensor x = random_tensor({2, 2, 7, 8}, 6);
   for (int include : {0, 1}) {

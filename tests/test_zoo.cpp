@@ -94,10 +94,15 @@ Values conv2d_ref(const Tensor& x, const Tensor& w, const Values& bias, int64_t 
 }
 
 // Square-window pooling in double; average pools count the padding (count_include_pad).
-Values pool_ref(const Tensor& x, int64_t k, int64_t stride, int64_t pad, bool max) {
+// ceil: PyTorch's ceil_mode, a last window past the padded end that starts inside the input.
+Values pool_ref(const Tensor& x, int64_t k, int64_t stride, int64_t pad, bool max, bool ceil = false) {
   const Shape xs = x.shape();
   const Values xv = x.to_vector<double>();
-  const int64_t ho = (xs[2] + 2 * pad - k) / stride + 1, wo = (xs[3] + 2 * pad - k) / stride + 1;
+  auto count = [&](int64_t n) {
+    const int64_t floor = (n + 2 * pad - k) / stride + 1;
+    return ceil && (n + 2 * pad - k) % stride != 0 && floor * stride < n + pad ? floor + 1 : floor;
+  };
+  const int64_t ho = count(xs[2]), wo = count(xs[3]);
   Values y;
   for (int64_t n = 0; n < xs[0]; ++n)
     for (int64_t c = 0; c < xs[1]; ++c)
@@ -484,10 +489,13 @@ TEST(Zoo, PoolsMatchNaiveLoops) {
     int64_t k, stride, pad;
     bool max;
     std::string shape;
+    bool ceil = false;
   };
   const std::vector<Case> cases = {
       {"max k2", MaxPool2d(2), 2, 2, 0, true, "[2, 3, 3, 3]"},
       {"max k3 s2 p1", MaxPool2d(3, 2, 1), 3, 2, 1, true, "[2, 3, 4, 4]"},
+      {"max k2 ceil", MaxPool2d(2, 2, 0, true), 2, 2, 0, true, "[2, 3, 4, 4]", true},
+      {"max k3 s2 ceil", MaxPool2d(3, 2, 0, true), 3, 2, 0, true, "[2, 3, 3, 3]", true},
       {"avg k2", AvgPool2d(2), 2, 2, 0, false, "[2, 3, 3, 3]"},
       {"avg k3 s1 p1", AvgPool2d(3, 1, 1), 3, 1, 1, false, "[2, 3, 7, 7]"},
   };
@@ -497,7 +505,7 @@ TEST(Zoo, PoolsMatchNaiveLoops) {
     EXPECT_EQ(shape_of(pm, "output"), c.shape);
     EXPECT_TRUE(pm.parameter_names().empty());
     expect_values(pm.evaluate({}, {{"input", x}}).at("output"),
-                  pool_ref(x, c.k, c.stride, c.pad, c.max));
+                  pool_ref(x, c.k, c.stride, c.pad, c.max, c.ceil));
   }
   EXPECT_TRUE(Contains(error_of([] { MaxPool2d(0); }), "kernel_size must be positive"));
 }

@@ -158,7 +158,10 @@ Array scaled_dot_product_attention(const Array& q, const Array& k, const Array& 
 Array matmul(const Array& a, const Array& b);
 Array conv2d(const Array& x, const Array& w, std::vector<int64_t> stride = {1, 1},
              std::vector<int64_t> padding = {0, 0});
-Array max_pool2d(const Array& x, std::vector<int64_t> kernel);
+// stride {} = the kernel; ceil_mode: a last window past the padded end where the floor rule
+// stops short (PyTorch's ceil_mode=True)
+Array max_pool2d(const Array& x, std::vector<int64_t> kernel, std::vector<int64_t> stride = {},
+                 std::vector<int64_t> padding = {0, 0}, bool ceil_mode = false);
 
 // ---- movement
 Array reshape(const Array& x, std::vector<int64_t> shape);  // -1 inferred

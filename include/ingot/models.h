@@ -82,7 +82,9 @@ Model LogSoftmax(int64_t axis = -1);
 // Inference: identity.
 Model Dropout(double p = 0.5, uint64_t seed = 0);
 
-Model MaxPool2d(int64_t kernel_size, std::optional<int64_t> stride = std::nullopt, int64_t padding = 0);
+// ceil_mode: a last window past the padded end where the floor rule stops short (PyTorch's)
+Model MaxPool2d(int64_t kernel_size, std::optional<int64_t> stride = std::nullopt, int64_t padding = 0,
+                bool ceil_mode = false);
 Model AvgPool2d(int64_t kernel_size, std::optional<int64_t> stride = std::nullopt, int64_t padding = 0);
 // [N, C, H, W] -> [N, C]
 Model GlobalAvgPool2d();

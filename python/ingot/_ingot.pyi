@@ -312,8 +312,10 @@ def Dropout(p: float = 0.5, seed: int = 0) -> Model:
     Training: zeroes elements with probability p (seeded); inference: identity.
     """
 
-def MaxPool2d(kernel_size: int, stride: int | None = None, padding: int = 0) -> Model:
-    """Max pooling (stride defaults to kernel_size)."""
+def MaxPool2d(kernel_size: int, stride: int | None = None, padding: int = 0, ceil_mode: bool = False) -> Model:
+    """
+    Max pooling (stride defaults to kernel_size; ceil_mode as in PyTorch: a last window past the padded end where the floor rule stops short).
+    """
 
 def AvgPool2d(kernel_size: int, stride: int | None = None, padding: int = 0) -> Model:
     """Average pooling (stride defaults to kernel_size)."""
@@ -914,8 +916,10 @@ def scaled_dot_product_attention(q: object, k: object, v: object, mask: object |
 def conv2d(x: object, weight: object, stride: object = (1, 1), padding: object = (0, 0)) -> array:
     """2-D convolution, NCHW input and OIHW weight (no bias)."""
 
-def max_pool2d(x: object, kernel_size: object) -> array:
-    """Max pooling over (kh, kw) windows of an NCHW array."""
+def max_pool2d(x: object, kernel_size: object, stride: object | None = None, padding: object = 0, ceil_mode: bool = False) -> array:
+    """
+    Max pooling over (kh, kw) windows of an NCHW array (stride defaults to the window; padding counts as -inf; ceil_mode as in PyTorch: a last window past the padded end where the floor rule stops short).
+    """
 
 def reshape(x: object, shape: object) -> array:
     """The same data in a new shape; one -1 is inferred."""

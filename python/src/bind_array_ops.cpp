@@ -222,9 +222,14 @@ void bind_array_ops(nb::module_& m) {
     return conv2d(operand(x, "x"), operand(weight, "weight"), to_ints(stride, "stride"), to_ints(padding, "padding"));
   }, nb::arg("x"), nb::arg("weight"), nb::arg("stride") = nb::make_tuple(1, 1), nb::arg("padding") = nb::make_tuple(0, 0),
         "2-D convolution, NCHW input and OIHW weight (no bias).");
-  m.def("max_pool2d", [](nb::handle x, nb::handle kernel_size) {
-    return max_pool2d(operand(x, "x"), to_ints(kernel_size, "kernel_size"));
-  }, nb::arg("x"), nb::arg("kernel_size"), "Max pooling over (kh, kw) windows of an NCHW array.");
+  m.def("max_pool2d", [](nb::handle x, nb::handle kernel_size, nb::handle stride, nb::handle padding, bool ceil_mode) {
+    return max_pool2d(operand(x, "x"), to_ints(kernel_size, "kernel_size"),
+                      stride.is_none() ? std::vector<int64_t>{} : to_ints(stride, "stride"), to_ints(padding, "padding"),
+                      ceil_mode);
+  }, nb::arg("x"), nb::arg("kernel_size"), nb::arg("stride").none() = nb::none(), nb::arg("padding") = 0,
+        nb::arg("ceil_mode") = false,
+        "Max pooling over (kh, kw) windows of an NCHW array (stride defaults to the window; padding counts as "
+        "-inf; ceil_mode as in PyTorch: a last window past the padded end where the floor rule stops short).");
 
   m.def("reshape", [](nb::handle x, nb::handle shape) { return reshape(operand(x, "x"), to_ints(shape, "shape")); },
         nb::arg("x"), nb::arg("shape"), "The same data in a new shape; one -1 is inferred.");

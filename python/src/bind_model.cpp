@@ -397,7 +397,9 @@ void bind_model(nb::module_& m) {
   m.def("Dropout", &Dropout, nb::arg("p") = 0.5, nb::arg("seed") = 0,
         "Training: zeroes elements with probability p (seeded); inference: identity.");
   m.def("MaxPool2d", &MaxPool2d, nb::arg("kernel_size"), nb::arg("stride").none() = nb::none(), nb::arg("padding") = 0,
-        "Max pooling (stride defaults to kernel_size).");
+        nb::arg("ceil_mode") = false,
+        "Max pooling (stride defaults to kernel_size; ceil_mode as in PyTorch: a last window past the padded end "
+        "where the floor rule stops short).");
   m.def("AvgPool2d", &AvgPool2d, nb::arg("kernel_size"), nb::arg("stride").none() = nb::none(), nb::arg("padding") = 0,
         "Average pooling (stride defaults to kernel_size).");
   m.def("GlobalAvgPool2d", &GlobalAvgPool2d, "[N, C, H, W] -> [N, C].");

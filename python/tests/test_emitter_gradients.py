@@ -19,6 +19,9 @@ CASES = [
     ("conv2d_weight", "conv2d_weight_grad", "conv2d", {"x": (2, 4, 7, 6), "w": (6, 2, 3, 2)},
      {"stride": [2, 1], "padding": [1, 1], "dilation": [1, 2], "groups": 2}),
     ("max_pool2d", "max_pool2d_grad", "max_pool2d", {"x": (2, 3, 6, 5)}, {"kernel": [3, 2], "stride": [2, 1], "padding": [1, 0]}),
+    # ceil_mode: 6 x 5 -> 4 x 2 (floor: 3 x 2), the last row of windows past the padded end
+    ("max_pool2d_ceil", "max_pool2d_grad", "max_pool2d", {"x": (2, 3, 6, 5)},
+     {"kernel": [3, 3], "stride": [2, 2], "padding": [1, 0], "ceil_mode": 1}),
     ("avg_pool2d", "avg_pool2d_grad", "avg_pool2d", {"x": (2, 3, 6, 5)},
      {"kernel": [3, 3], "stride": [2, 2], "padding": [1, 1], "count_include_pad": 0}),
     ("mean", "broadcast_to_like", "mean", {"x": (3, 4, 5)}, {"axes": [1], "keepdims": 0}),

@@ -261,6 +261,16 @@ def test_conv2d_and_max_pool2d(rng):
     assert_close(ml.conv2d(x, w, stride=2, padding=1), want)
     y = rand(rng, 1, 2, 4, 6)
     assert_close(ml.max_pool2d(y, (2, 2)), y.reshape(1, 2, 2, 2, 3, 2).max(axis=(3, 5)))
+    # stride, padding (-inf) and ceil_mode: 4 x 6, window 3, stride 2, no padding -> 2 x 3 (floor: 1 x 2)
+    z = rand(rng, 1, 2, 4, 6)
+    zp = np.pad(z, ((0, 0), (0, 0), (0, 1), (0, 1)), constant_values=-np.inf)
+    want = np.stack([np.stack([zp[:, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3].max(axis=(2, 3)) for j in range(3)], -1)
+                     for i in range(2)], -2)
+    assert_close(ml.max_pool2d(z, 3, stride=2, ceil_mode=True), want)
+    assert ml.max_pool2d(z, 3, stride=2).shape == (1, 2, 1, 2)
+    zq = np.pad(z, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    want = np.stack([np.stack([zq[:, :, i:i + 3, j:j + 3].max(axis=(2, 3)) for j in range(6)], -1) for i in range(4)], -2)
+    assert_close(ml.max_pool2d(z, (3, 3), stride=1, padding=1), want)
 
 
 def test_movement(rng):

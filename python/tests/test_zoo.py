@@ -90,6 +90,10 @@ CASES = {
     "LogSoftmax": (ml.LogSoftmax, {"input": (3, 5)}, lambda i, p: np.log(_softmax(i["input"]))),
     "MaxPool2d": (lambda: ml.MaxPool2d(kernel_size=2), {"input": (2, 3, 6, 6)},
                   lambda i, p: _pool(i["input"], 2, 2, np.max)),
+    # ceil_mode: 7 x 7 -> 4 x 4 (floor: 3 x 3), the last windows over one row or column
+    "MaxPool2d_ceil": (lambda: ml.MaxPool2d(kernel_size=2, ceil_mode=True), {"input": (2, 3, 7, 7)},
+                       lambda i, p: _pool(np.pad(i["input"], ((0, 0), (0, 0), (0, 1), (0, 1)), constant_values=-np.inf),
+                                          2, 2, np.max)),
     "AvgPool2d": (lambda: ml.AvgPool2d(kernel_size=3, stride=1), {"input": (2, 3, 5, 5)},
                   lambda i, p: _pool(i["input"], 3, 1, np.mean)),
     "GlobalAvgPool2d": (ml.GlobalAvgPool2d, {"input": (2, 3, 4, 5)}, lambda i, p: i["input"].mean((2, 3))),

@@ -51,14 +51,13 @@ Connection reduce(const Connection& x, const std::string& reduction) {
 }
 
 Model pool_block(const std::string& type, const std::string& op, int64_t kernel_size,
-                 std::optional<int64_t> stride, int64_t padding) {
+                 std::optional<int64_t> stride, int64_t padding, bool ceil_mode = false) {
   INGOT_CHECK(kernel_size > 0, type, ": kernel_size must be positive, got ", kernel_size);
   INGOT_CHECK(!stride || *stride > 0, type, ": stride must be positive, got ", stride.value_or(0));
   INGOT_CHECK(padding >= 0, type, ": padding must be non-negative, got ", padding);
-  return unary_block(type, op,
-                     {{"kernel", pair(kernel_size)},
-                      {"stride", pair(stride.value_or(kernel_size))},
-                      {"padding", pair(padding)}});
+  Attrs a = {{"kernel", pair(kernel_size)}, {"stride", pair(stride.value_or(kernel_size))}, {"padding", pair(padding)}};
+  if (ceil_mode) a.set("ceil_mode", int64_t{1});
+  return unary_block(type, op, std::move(a));
 }
 
 // log p[i, target[i]] for log-probabilities logp [N, C] and integer targets [N]: one element
@@ -236,8 +235,8 @@ Model Dropout(double p, uint64_t seed) {
   return m;
 }
 
-Model MaxPool2d(int64_t kernel_size, std::optional<int64_t> stride, int64_t padding) {
-  return pool_block("MaxPool2d", "max_pool2d", kernel_size, stride, padding);
+Model MaxPool2d(int64_t kernel_size, std::optional<int64_t> stride, int64_t padding, bool ceil_mode) {
+  return pool_block("MaxPool2d", "max_pool2d", kernel_size, stride, padding, ceil_mode);
 }
 
 // Padding counts towards the average (count_include_pad = 1), as in PyTorch.

@@ -40,7 +40,8 @@
 //   conv2d(input, weight, [bias]) {stride: [sh, sw] = [1,1], padding: [ph, pw] = [0,0],
 //       dilation: [dh, dw] = [1,1], groups: int = 1}                           (Dense)
 //   max_pool2d avg_pool2d {kernel: [kh, kw], stride: [sh, sw] = kernel, padding: [ph, pw] = 0,
-//       avg only: count_include_pad: 0|1 = 1}                                  (Opaque)
+//       avg only: count_include_pad: 0|1 = 1; max only: ceil_mode: 0|1 = 0, a last window
+//       past the padded end where the floor rule stops short (PyTorch's rule)}     (Opaque)
 //   global_avg_pool2d {keepdims: 0|1 = 0}: [N, C, H, W] -> [N, C] (or [N, C, 1, 1]) (Reduction)
 //   (grad) conv2d_input_grad(dy, weight, like_input), conv2d_weight_grad(input, dy, like_weight)
 //       {conv2d's attrs}: d conv2d / d input and d weight, shaped like the third operand (Opaque)

@@ -359,13 +359,19 @@ Pair pair_attr(const Node& n, const char* key, Pair fallback, int64_t min) {
 
 struct Window {
   Pair kernel{1, 1}, stride{1, 1}, pad{0, 0}, dilation{1, 1};
+  bool ceil = false;  // max_pool2d's ceil_mode
 
   int64_t extent(int i) const { return dilation[i] * (kernel[i] - 1) + 1; }
-  // Output size along spatial axis i (0 = H, 1 = W); fails when the window does not fit.
+  // Output size along spatial axis i (0 = H, 1 = W); fails when the window does not fit. With
+  // ceil_mode the last window may run past the padded end (PyTorch's and ONNX's rule): one more
+  // window where the floor rule stops short, unless it would start in the end padding. Every
+  // window then starts inside the input or its start padding, so it holds an input element.
   int64_t out_size(int64_t in, int i, const std::string& op) const {
     INGOT_CHECK(in + 2 * pad[i] >= extent(i), op, ": kernel extent ", extent(i),
                 " is larger than the padded input ", in + 2 * pad[i], " along ", i ? "W" : "H");
-    return conv_out_size(in, kernel[i], stride[i], pad[i], dilation[i]);
+    const int64_t floor = conv_out_size(in, kernel[i], stride[i], pad[i], dilation[i]);
+    if (!ceil || (in + 2 * pad[i] - extent(i)) % stride[i] == 0) return floor;
+    return floor * stride[i] < in + pad[i] ? floor + 1 : floor;
   }
   bool is_identity(int i) const { return extent(i) == 1 && stride[i] == 1 && pad[i] == 0; }
 };
@@ -401,6 +407,13 @@ Window pool_window(const Node& n) {
   for (int i = 0; i < 2; ++i)
     INGOT_CHECK(2 * w.pad[i] <= w.kernel[i], n.op, ": padding ", w.pad[i],
                 " is more than half the kernel ", w.kernel[i]);
+  const int64_t ceil_mode = n.attrs.get_int("ceil_mode", 0);
+  INGOT_CHECK(ceil_mode == 0 || ceil_mode == 1, n.op, ": ceil_mode must be 0 or 1, got ", ceil_mode);
+  // An average's divisor over a window past the padded end has no one definition (PyTorch and
+  // ONNX differ); ONNX import writes that case out (pads and a count of the elements).
+  INGOT_CHECK(ceil_mode == 0 || n.op == "max_pool2d" || n.op == "max_pool2d_grad", n.op,
+              ": ceil_mode = 1 is max_pool2d's only");
+  w.ceil = ceil_mode == 1;
   return w;
 }
 
@@ -920,6 +933,13 @@ Attrs sample_pool(std::span<const Shape> in, uint64_t seed) {
           {"padding", std::vector<int64_t>{p, p}}};
 }
 
+// max_pool2d's: sample_pool's window, half the time in ceil_mode.
+Attrs sample_max_pool(std::span<const Shape> in, uint64_t seed) {
+  Attrs a = sample_pool(in, seed);
+  if (a.has("kernel") && ops::Draw{seed ^ 0x5bd1e995ULL}.coin()) a.set("ceil_mode", int64_t{1});
+  return a;
+}
+
 }  // namespace
 
 void register_linalg_ops() {
@@ -946,9 +966,10 @@ void register_linalg_ops() {
                     .shape = pool_shape,
                     .dtype = dtype_same_as_input,
                     .eval = max_pool2d_eval,
-                    .doc = "2-D max pooling over [kh, kw] windows, padding counts as -inf",
+                    .doc = "2-D max pooling over [kh, kw] windows, padding counts as -inf; ceil_mode = 1: "
+                           "a last window past the padded end where the floor rule stops short",
                     .vjp = max_pool2d_vjp,
-                    .sample_attrs = sample_pool});
+                    .sample_attrs = sample_max_pool});
   register_op(OpDef{.name = "avg_pool2d",
                     .fusion = FusionClass::Opaque,
                     .shape = pool_shape,

@@ -253,8 +253,11 @@ Array matmul(const Array& a, const Array& b) { return op("matmul", {a, b}); }
 Array conv2d(const Array& x, const Array& w, std::vector<int64_t> stride, std::vector<int64_t> padding) {
   return op("conv2d", {x, w}, {{"stride", std::move(stride)}, {"padding", std::move(padding)}});
 }
-Array max_pool2d(const Array& x, std::vector<int64_t> kernel) {
-  return op("max_pool2d", {x}, {{"kernel", std::move(kernel)}});
+Array max_pool2d(const Array& x, std::vector<int64_t> kernel, std::vector<int64_t> stride, std::vector<int64_t> padding,
+                 bool ceil_mode) {
+  Attrs a = {{"kernel", kernel}, {"stride", stride.empty() ? kernel : std::move(stride)}, {"padding", std::move(padding)}};
+  if (ceil_mode) a.set("ceil_mode", int64_t{1});
+  return op("max_pool2d", {x}, std::move(a));
 }
 
 // ---- movement

@@ -266,19 +266,28 @@ class ArrayOps:
         return out if bias is None else out + xp.reshape(bias, (1, -1, 1, 1))
 
     @staticmethod
-    def _pool_taps(hw, kernel, stride, padding):
-        """(ph, pw) and, per kernel position, the [..., rows, cols] index of the padded input it reads."""
+    def _pool_taps(hw, kernel, stride, padding, ceil_mode=0):
+        """The padding ((top, bottom), (left, right)) and, per kernel position, the [..., rows, cols]
+        index of the padded input it reads. ceil_mode (max_pool2d's): one more window where the
+        floor rule stops short, unless it would start in the end padding; the end padding then
+        reaches it."""
         kh, kw = _pair(kernel, (1, 1))
         sh, sw = _pair(stride, (kh, kw))
         ph, pw = _pair(padding, (0, 0))
-        oh, ow = (hw[0] + 2 * ph - kh) // sh + 1, (hw[1] + 2 * pw - kw) // sw + 1
+
+        def count(n, k, s, p):
+            o = (n + 2 * p - k) // s + 1
+            return o + 1 if ceil_mode and (n + 2 * p - k) % s and o * s < n + p else o
+
+        oh, ow = count(hw[0], kh, sh, ph), count(hw[1], kw, sw, pw)
+        pads = ((ph, max(ph, (oh - 1) * sh + kh - hw[0] - ph)), (pw, max(pw, (ow - 1) * sw + kw - hw[1] - pw)))
         taps = [(Ellipsis, slice(i, i + sh * (oh - 1) + 1, sh), slice(j, j + sw * (ow - 1) + 1, sw))
                 for i in range(kh) for j in range(kw)]
-        return (ph, pw), taps
+        return pads, taps
 
-    def _windows(self, x, kernel, stride, padding, fill):
-        (ph, pw), taps = self._pool_taps(x.shape[2:], kernel, stride, padding)
-        xpad = self.xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
+    def _windows(self, x, kernel, stride, padding, fill, ceil_mode=0):
+        pads, taps = self._pool_taps(x.shape[2:], kernel, stride, padding, ceil_mode)
+        xpad = self.xp.pad(x, ((0, 0), (0, 0)) + pads, constant_values=fill)
         for tap in taps:
             yield xpad[tap]
 
@@ -290,9 +299,9 @@ class ArrayOps:
         except ValueError:
             return -np.inf
 
-    def max_pool2d(self, x, kernel, stride=None, padding=None):
+    def max_pool2d(self, x, kernel, stride=None, padding=None, ceil_mode=0):
         out = None
-        for win in self._windows(x, kernel, stride, padding, self._lowest(x)):
+        for win in self._windows(x, kernel, stride, padding, self._lowest(x), ceil_mode):
             out = win if out is None else self.xp.maximum(out, win)
         return out
 
@@ -442,13 +451,13 @@ class ArrayOps:
         per_tap = [self.xp.einsum("ngchw,ngohw->goc", xg[tap], dyg) for _, _, tap in taps]
         return self.xp.reshape(self.xp.stack(per_tap, axis=-1), tuple(like.shape))
 
-    def max_pool2d_grad(self, x, dy, kernel, stride=None, padding=None):
-        (ph, pw), taps = self._pool_taps(x.shape[2:], kernel, stride, padding)
-        wins = list(self._windows(x, kernel, stride, padding, self._lowest(x)))
+    def max_pool2d_grad(self, x, dy, kernel, stride=None, padding=None, ceil_mode=0):
+        ((ph, ph_end), (pw, pw_end)), taps = self._pool_taps(x.shape[2:], kernel, stride, padding, ceil_mode)
+        wins = list(self._windows(x, kernel, stride, padding, self._lowest(x), ceil_mode))
         best = wins[0]
         for win in wins[1:]:
             best = self.xp.maximum(best, win)
-        dx = self._zeros(tuple(x.shape[:2]) + (x.shape[2] + 2 * ph, x.shape[3] + 2 * pw), dy.dtype)
+        dx = self._zeros(tuple(x.shape[:2]) + (x.shape[2] + ph + ph_end, x.shape[3] + pw + pw_end), dy.dtype)
         taken = self.xp.zeros(best.shape, dtype=bool)
         for tap, win in zip(taps, wins):  # each window's first maximum takes its dy
             first = (win == best) & ~taken
@@ -457,7 +466,7 @@ class ArrayOps:
         return dx[:, :, ph:ph + x.shape[2], pw:pw + x.shape[3]]
 
     def avg_pool2d_grad(self, dy, like, kernel, stride=None, padding=None, count_include_pad=1):
-        (ph, pw), taps = self._pool_taps(like.shape[2:], kernel, stride, padding)
+        ((ph, _), (pw, _)), taps = self._pool_taps(like.shape[2:], kernel, stride, padding)
         if count_include_pad:
             share = dy / len(taps)
         else:

@@ -193,9 +193,9 @@ def conv2d(x, w, bias=None, stride=None, padding=None, dilation=None, groups=1):
     return F.conv2d(x, w, bias, _pair(stride, (1, 1)), _pair(padding, (0, 0)), _pair(dilation, (1, 1)), groups)
 
 
-def max_pool2d(x, kernel, stride=None, padding=None):
+def max_pool2d(x, kernel, stride=None, padding=None, ceil_mode=0):
     k = _pair(kernel, (1, 1))
-    return F.max_pool2d(x, k, _pair(stride, k), _pair(padding, (0, 0)))
+    return F.max_pool2d(x, k, _pair(stride, k), _pair(padding, (0, 0)), ceil_mode=bool(ceil_mode))
 
 
 def avg_pool2d(x, kernel, stride=None, padding=None, count_include_pad=1):
@@ -329,9 +329,9 @@ def conv2d_weight_grad(x, dy, like, stride=None, padding=None, dilation=None, gr
     return _pullback(lambda p: conv2d(x.to(dy.dtype), p, None, stride, padding, dilation, groups), _at_zeros(like, dy), dy)
 
 
-def max_pool2d_grad(x, dy, kernel, stride=None, padding=None):
+def max_pool2d_grad(x, dy, kernel, stride=None, padding=None, ceil_mode=0):
     # torch's max_pool2d backward routes dy to each window's first maximum, as ingot's kernel does.
-    return _pullback(lambda p: max_pool2d(p, kernel, stride, padding), x, dy)
+    return _pullback(lambda p: max_pool2d(p, kernel, stride, padding, ceil_mode), x, dy)
 
 
 def avg_pool2d_grad(dy, like, kernel, stride=None, padding=None, count_include_pad=1):

@@ -163,8 +163,9 @@ Outs conv_transpose(NodeContext& c) {
   return {y};
 }
 
-// MaxPool and AveragePool. ingot's pooling pads symmetrically, by at most half the window; other
-// padding (asymmetric pads, ceil_mode's extra end) is explicit: -inf for max, and for an average
+// MaxPool and AveragePool. ingot's pooling pads symmetrically, by at most half the window, and
+// max_pool2d has ceil_mode (the same rule as ONNX's); other padding (asymmetric pads, an average's
+// ceil_mode extra end) is explicit: -inf for max, and for an average
 // that leaves padding out of its count, the window sums of the input over those of a mask of
 // ones (count_include_pad = 0 counts the input; 1 the input and the ONNX pads, never the
 // ceil_mode extra).
@@ -189,10 +190,11 @@ Outs pool(NodeContext& c, bool max) {
       extra[i] = std::max<int64_t>(0, (out - 1) * strides[i] + kernel[i] - ((*s)[2 + i] + pads[i] + pads[2 + i]));
     }
   }
-  const bool native = symmetric(pads) && extra == std::vector<int64_t>{0, 0} && pads[0] <= kernel[0] / 2 &&
-                      pads[1] <= kernel[1] / 2;
+  const bool fits = symmetric(pads) && pads[0] <= kernel[0] / 2 && pads[1] <= kernel[1] / 2;
+  const bool native = fits && (max || extra == std::vector<int64_t>{0, 0});
   Attrs a = {{"kernel", kernel}, {"stride", strides}, {"padding", std::vector<int64_t>{pads[0], pads[1]}}};
   if (native) {
+    if (max && extra != std::vector<int64_t>{0, 0}) a.set("ceil_mode", int64_t{1});
     if (max) return {from_2d(w, c.op("max_pool2d", {x}, std::move(a)))};
     a.set("count_include_pad", int64_t{count_pad ? 1 : 0});
     return {from_2d(w, c.op("avg_pool2d", {x}, std::move(a)))};

@@ -205,6 +205,7 @@ std::map<std::string, Emitter> make_table() {
         set_attr(n, "strides", stride);
         set_attr(n, "pads", std::vector<int64_t>{pad[0], pad[1], pad[0], pad[1]});
         if (!max) set_attr(n, "count_include_pad", c.node.attrs.get_int("count_include_pad", 1));
+        if (max && c.node.attrs.get_int("ceil_mode", 0) != 0) set_attr(n, "ceil_mode", int64_t{1});
       });
     };
   }
