@@ -15,7 +15,13 @@ struct Drawer {
 };
 
 // Output size of a window op along one axis (floor mode), or 0 when it does not fit.
-int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p) { return in + 2 * p < k ? 0 : (in + 2 * p - k) / s + 1; }
+// ceil: max_pool2d's ceil_mode, one more window where the floor rule stops short of the end
+// unless it would start in the end padding.
+int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p, bool ceil = false) {
+  if (in + 2 * p < k) return 0;
+  const int64_t floor = (in + 2 * p - k) / s + 1;
+  return ceil && (in + 2 * p - k) % s != 0 && floor * s < in + p ? floor + 1 : floor;
+}
 
 // Whether an [n, *, oh, ow] activation leaves a training batch norm more than a few values per
 // channel: over one value its variance is 0 and its gradient 0/0 (PyTorch refuses such a batch
@@ -33,6 +39,18 @@ Model dense_layer(int64_t growth) {
   y = m.add(Conv2d(growth, 3, 1, 1), {{"input", y}}).at("output");
   m.set_cout(m.add(Model::primitive("concat", {"a", "b"}, {"output"}, {{"axis", int64_t{1}}}), {{"a", x}, {"b", y}})
                  .at("output"));
+  return m;
+}
+
+// MobileNetV3's hardswish as ONNX import writes it, x * clip(x * (1/6) + 0.5, 0, 1): the CPU
+// backend folds it into the conv before it as one post-op.
+Model hard_swish() {
+  Model m;
+  const Connection x = m.input("input");
+  auto with = [&](const char* op, const Connection& a, double c) {
+    return m.add(Model::primitive(op, {"a", "b"}, {"output"}), {{"a", a}, {"b", IOKey(c)}}).at("output");
+  };
+  m.set_cout(x * with("maximum", with("minimum", x * (1.0 / 6) + 0.5, 1.0), 0.0));
   return m;
 }
 
@@ -70,18 +88,18 @@ void conv_stack(Drawer& d, ModelCase& c, Model& m, std::ostringstream& desc) {
       case 3: m += Relu(); desc << "Relu "; break;
       case 4: m += Relu6(); desc << "Relu6 "; break;
       case 5: {
-        const bool sig = d.one_in(2);
-        m += sig ? Sigmoid() : Tanh();
-        desc << (sig ? "Sigmoid " : "Tanh ");
+        const int64_t which = d.pick({0, 1, 2});
+        m += which == 0 ? Sigmoid() : which == 1 ? Tanh() : hard_swish();
+        desc << (which == 0 ? "Sigmoid " : which == 1 ? "Tanh " : "HardSwish ");
         break;
       }
-      case 6: {  // a pool: kernel 2 or 3, stride 1 or 2, padding up to half the kernel
+      case 6: {  // a pool: kernel 2 or 3, stride 1 or 2, padding up to half the kernel; max in ceil_mode
         const int64_t k = d.pick({2, 3}), s = d.pick({1, 2}), p = d.one_in(3) ? k / 2 : 0;
-        const int64_t oh = window_out(h, k, s, p), ow = window_out(w, k, s, p);
+        const bool max = d.one_in(2), ceil = max && d.one_in(2);
+        const int64_t oh = window_out(h, k, s, p, ceil), ow = window_out(w, k, s, p, ceil);
         if (!fits(n, oh, ow)) continue;
-        const bool max = d.one_in(2);
-        m += max ? MaxPool2d(k, s, p) : AvgPool2d(k, s, p);
-        desc << (max ? "MaxPool2d(" : "AvgPool2d(") << k << ", s" << s << ", p" << p << ") ";
+        m += max ? MaxPool2d(k, s, p, ceil) : AvgPool2d(k, s, p);
+        desc << (max ? "MaxPool2d(" : "AvgPool2d(") << k << ", s" << s << ", p" << p << (ceil ? ", ceil" : "") << ") ";
         h = oh, w = ow;
         break;
       }

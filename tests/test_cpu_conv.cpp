@@ -142,6 +142,43 @@ TEST(CpuConvLayouts, NchwInputIntoABlockedOutputRunsBlocked) {
   EXPECT_LT(worst, 1e-4);
 }
 
+// MobileNetV3's hardswish, y * clip(y / 6 + 0.5, 0, 1), as ONNX import writes it (and with the
+// clamps the other way round and the product's operands swapped), folds as one post-op, also
+// before a residual add; not where y has a third reader or the constants are not hardswish's.
+// NaN and inf inputs take the exact path, which follows the reference's form.
+TEST(CpuConvPostOps, HardSwishFoldsAsOnePostOp) {
+  Graph g = make_graph({{"x", {"N", 8, 9, 7}}, {"w", {16, 8, 3, 3}}, {"b", {16}}, {"res", {"N", 16, 9, 7}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         const ValueId x = in[0], w = in[1], b = in[2], res = in[3];
+                         auto conv = [&] { return g.add_op("conv2d", {x, w, b}, {{"padding", V{1, 1}}}); };
+                         auto hardswish = [&](ValueId y, double scale, bool min_first, bool y_first) {
+                           ValueId t = g.add_op("add", {g.add_op("mul", {y, scalar(g, scale)}), scalar(g, 0.5)});
+                           t = min_first ? g.add_op("maximum", {g.add_op("minimum", {t, scalar(g, 1.0)}), scalar(g, 0.0)})
+                                         : g.add_op("minimum", {g.add_op("maximum", {t, scalar(g, 0.0)}), scalar(g, 1.0)});
+                           return y_first ? g.add_op("mul", {y, t}) : g.add_op("mul", {t, y});
+                         };
+                         g.set_output("hs", hardswish(conv(), 1.0 / 6, true, true));
+                         g.set_output("hs_res", g.add_op("add", {hardswish(conv(), 1.0 / 6, false, false), res}));
+                         const ValueId c2 = conv();
+                         g.set_output("c2", c2);
+                         g.set_output("hs_read", hardswish(c2, 1.0 / 6, true, true));
+                         g.set_output("fifth", hardswish(conv(), 0.2, true, true));
+                       });
+  std::vector<Tensor> nan = random_inputs(g, 2, 235);
+  nan[0].data<float>()[50] = NAN;
+  nan[0].data<float>()[400] = -INFINITY;
+  for (const Layout target : all_layout_targets())
+    check(g, {random_inputs(g, 2, 230), random_inputs(g, 1, 240), nan}, plan_fusion, 1e-5, 1e-5, target);
+  if (!cpu::dnnl_available()) return;
+  const cpu::GeneratedCode code = generated_with_dnnl(g);
+  ASSERT_EQ(code.dnnl_convs.size(), 4u);
+  EXPECT_EQ(kinds(code.dnnl_convs[0]), (std::vector<Kind>{Kind::HardSwish}));
+  EXPECT_EQ(kinds(code.dnnl_convs[1]), (std::vector<Kind>{Kind::HardSwish, Kind::Add}));
+  EXPECT_TRUE(code.dnnl_convs[2].post_ops.empty());
+  EXPECT_TRUE(code.dnnl_convs[3].post_ops.empty());
+  EXPECT_EQ(count(code.source, "[elementwise]"), 2) << code.source;
+}
+
 TEST(CpuConvPostOps, WhatCannotBeFoldedRunsAfter) {
   Graph g = make_graph({{"x", {"N", 3, 8, 8}}, {"w", {5, 3, 3, 3}}, {"row", {8}}},
                        [&](Graph& g, std::vector<ValueId>& in) {

@@ -423,6 +423,27 @@ TEST(ProgramFuzz, ModelFrontDoorSmokeBudget) {
   EXPECT_TRUE(fuzz::check_model(block, add_becomes_sub(), cpu_test::cpu_options()).has_value()) << block.description;
 }
 
+// The convolutional stacks draw every block kind the CPU backend has a path for (a block left
+// out would leave its folding or layout rule unfuzzed), MobileNetV3's hardswish (a conv post-op)
+// and ceil-mode max pools among them; a model with each agrees with the reference.
+TEST(ProgramFuzz, ConvStacksDrawEveryBlockKind) {
+  const std::vector<std::string> kinds = {"Conv2d(", "BatchNorm2d", "Relu6", "HardSwish", "MaxPool2d(", ", ceil)",
+                                          "AvgPool2d(", "BasicBlock(", "Bottleneck(", "DenseLayer(", "InvertedResidual("};
+  std::map<std::string, fuzz::ModelCase> first;
+  for (uint64_t seed = 1; seed < 2000 && first.size() < kinds.size(); ++seed) {
+    fuzz::ModelCase c = fuzz::random_model(seed);
+    if (c.input_shape.size() != 4) continue;
+    for (const std::string& k : kinds)
+      if (!first.count(k) && c.description.find(k) != std::string::npos) first.emplace(k, c);
+  }
+  for (const std::string& k : kinds) EXPECT_TRUE(first.count(k)) << k << " is never drawn";
+  for (const char* k : {"HardSwish", ", ceil)"}) {
+    if (!first.count(k)) continue;
+    const std::optional<fuzz::Finding> f = fuzz::check_model(first.at(k), fuzz::variation_named("level medium"), cpu_test::cpu_options());
+    EXPECT_FALSE(f.has_value()) << f->str();
+  }
+}
+
 // The special values variation's inputs carry NaN and inf through to the outputs (the reference
 // interpreter's run), so it compares non-finite results, not only finite ones.
 TEST(ProgramFuzz, SpecialValuesReachTheOutputs) {

@@ -111,6 +111,46 @@ std::optional<Step> step_for(const Graph& g, const Node& n, ValueId y) {
   return s;
 }
 
+// MobileNetV3's hardswish as ONNX import writes it from y (HardSwish, or x times a HardSigmoid
+// of alpha 1/6): a = y * (1/6), b = a + 0.5, b clamped to [0, 1] (min then max, or max then
+// min), then y times that. It reads y twice, so the one-step chain below cannot take it: the next
+// five nodes of the group from `i`, y read by the first and the last only, each value between
+// read once, make one HardSwish post-op (oneDNN's eltwise_hardswish, y * clip(y + 3, 0, 6) / 6,
+// within float32 rounding of the reference's form). How many nodes it takes: 5, or 0.
+size_t hardswish_nodes(const Graph& g, const std::vector<NodeId>& after, size_t i, ValueId y,
+                       const std::vector<int>& uses) {
+  if (i + 5 > after.size() || uses[static_cast<size_t>(y)] != 2) return 0;
+  // m = op(v, c) or op(c, v) of a float32 scalar constant c, read by one node: c.
+  auto constant_with = [&](const Node& m, ValueId v) -> std::optional<float> {
+    if (m.inputs.size() != 2 || m.outputs.size() != 1 || uses[static_cast<size_t>(m.outputs[0])] != 1 ||
+        g.value(m.outputs[0]).dtype != DType::Float32 || g.value(m.outputs[0]).shape != g.value(y).shape)
+      return std::nullopt;
+    const ValueId o = m.inputs[0] == v ? m.inputs[1] : m.inputs[1] == v ? m.inputs[0] : ValueId{-1};
+    return o < 0 ? std::nullopt : scalar_constant(g.value(o));
+  };
+  const Node& scale = g.node(after[i]);
+  if (scale.op != "mul" || constant_with(scale, y) != static_cast<float>(1.0 / 6)) return 0;
+  const Node& shift = g.node(after[i + 1]);
+  if (shift.op != "add" || constant_with(shift, scale.outputs[0]) != 0.5f) return 0;
+  ValueId v = shift.outputs[0];
+  bool low = false, high = false;
+  for (size_t k = 2; k < 4; ++k) {
+    const Node& clamp = g.node(after[i + k]);
+    const std::optional<float> c = constant_with(clamp, v);
+    if (clamp.op == "minimum" && c == 1.0f && !high) high = true;
+    else if (clamp.op == "maximum" && c == 0.0f && !low) low = true;
+    else return 0;
+    v = clamp.outputs[0];
+  }
+  const Node& product = g.node(after[i + 4]);
+  const bool reads = product.inputs.size() == 2 && ((product.inputs[0] == y && product.inputs[1] == v) ||
+                                                    (product.inputs[0] == v && product.inputs[1] == y));
+  if (product.op != "mul" || !reads || product.outputs.size() != 1 ||
+      g.value(product.outputs[0]).dtype != DType::Float32 || g.value(product.outputs[0]).shape != g.value(y).shape)
+    return 0;
+  return 5;
+}
+
 // Signed zeros. The reference's relu is `y < 0 ? 0 : y` and its maximum and minimum pass y on
 // when it equals the bound, so a -0 y stays -0. oneDNN computes them as vmaxps / vminps (relu in
 // its GEMM-based kernels as y * 0, which DnnlConv replaces by a clip: dnnl_conv.cpp): +0 for
@@ -191,24 +231,33 @@ ConvEpilogue fold_conv_epilogue(const Graph& g, NodeId conv, const std::vector<N
   // oneDNN takes it all).
   std::vector<ConvEpilogue> prefixes(1);
   prefixes[0].result = g.node(conv).outputs[0];
-  for (NodeId id : after) {
-    const Node& n = g.node(id);
+  for (size_t i = 0; i < after.size();) {
     const ValueId y = prefixes.back().result;
-    bool reads_y = false;
-    for (ValueId v : n.inputs) reads_y = reads_y || v == y;
-    if (!reads_y || uses[static_cast<size_t>(y)] != 1) break;
-    const std::optional<Step> s = step_for(g, n, y);
+    std::optional<Step> s;
+    size_t taken = hardswish_nodes(g, after, i, y, uses);
+    if (taken > 0) {
+      s = Step{{ConvPostOp{Kind::HardSwish}}};
+    } else {
+      const Node& n = g.node(after[i]);
+      bool reads_y = false;
+      for (ValueId v : n.inputs) reads_y = reads_y || v == y;
+      if (!reads_y || uses[static_cast<size_t>(y)] != 1) break;
+      s = step_for(g, n, y);
+      taken = 1;
+    }
     // An operand computed inside the group would not exist yet when the primitive runs.
     if (!s || (s->operand >= 0 && std::find(after.begin(), after.end(), g.value(s->operand).producer) != after.end()))
       break;
     const std::optional<std::vector<ConvPostOp>> ops = extended(prefixes.back().post_ops, s->ops);
     if (!ops) break;
     ConvEpilogue next = prefixes.back();
-    next.nodes.push_back(id);
+    next.nodes.insert(next.nodes.end(), after.begin() + static_cast<std::ptrdiff_t>(i),
+                      after.begin() + static_cast<std::ptrdiff_t>(i + taken));
     next.post_ops = *ops;
     if (s->operand >= 0) next.operands.push_back(s->operand);
-    next.result = n.outputs[0];
+    next.result = g.node(after[i + taken - 1]).outputs[0];
     prefixes.push_back(std::move(next));
+    i += taken;
   }
   for (size_t k = prefixes.size(); k-- > 1;)
     if (accepts(prefixes[k])) return prefixes[k];

@@ -105,6 +105,10 @@ float unary(const ConvPostOp& op, float y) {
       const float k = std::numbers::sqrt2_v<float> * std::numbers::inv_sqrtpi_v<float>;
       return 0.5f * y * (1.0f + std::tanh(k * (y + 0.044715f * y * y * y)));
     }
+    case K::HardSwish: {  // as ONNX import writes it: y * max(min(y * (1/6) + 0.5, 1), 0), NaN passed on
+      const float t = y * static_cast<float>(1.0 / 6) + 0.5f;
+      return y * (t != t ? t : std::max(std::min(t, 1.0f), 0.0f));
+    }
     case K::Linear: return op.alpha * y + op.beta;
     case K::Clip: return std::isnan(y) ? y : std::min(op.beta, std::max(op.alpha, y));
     default: break;

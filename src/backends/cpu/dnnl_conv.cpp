@@ -105,6 +105,7 @@ dnnl::algorithm eltwise_algorithm(ConvPostOp::Kind k) {
     case K::Abs: return A::eltwise_abs;
     case K::GeluErf: return A::eltwise_gelu_erf;
     case K::GeluTanh: return A::eltwise_gelu_tanh;
+    case K::HardSwish: return A::eltwise_hardswish;
     case K::Linear: return A::eltwise_linear;
     case K::Clip: return A::eltwise_clip;
     case K::Add: return A::binary_add;
