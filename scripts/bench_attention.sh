@@ -32,13 +32,8 @@ for a in "$@"; do
     *) echo "usage: scripts/bench_attention.sh [--quick] [--no-install] [--train | --rows | --layers]" >&2; exit 2 ;;
   esac
 done
-venv="${INGOT_BENCH_VENV:-$HOME/.cache/ingot-bench-venv}"
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-if [ "$install" = 1 ]; then
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check numpy onnx onnxruntime torch jax
-fi
-[ -x build/python-venv/bin/python ] || { echo "build/python-venv is missing: run ./scripts/python-test.sh first" >&2; exit 2; }
-build/python-venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation .
+. scripts/bench_env.sh
+bench_env "$install" numpy onnx onnxruntime torch jax
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 # PYTHONPATH comes before the venv's own packages: the peers' numpy is the one imported (ingot does not
 # link against NumPy, so any 1.x or 2.x does)

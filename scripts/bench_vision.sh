@@ -33,13 +33,8 @@ if [ -n "$build" ] && [ ! -x "$build/bench_resnet_train" ]; then
   echo "--build $build: no $build/bench_resnet_train (build it with scripts/build.sh release)" >&2
   exit 2
 fi
-venv="${INGOT_BENCH_VENV:-$HOME/.cache/ingot-bench-venv}"
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-if [ "$install" = 1 ]; then
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check numpy onnx onnxruntime torch torchvision
-fi
-[ -x build/python-venv/bin/python ] || { echo "build/python-venv is missing: run ./scripts/python-test.sh first" >&2; exit 2; }
-build/python-venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation .
+. scripts/bench_env.sh
+bench_env "$install" numpy onnx onnxruntime torch torchvision
 work=bench/results/vision
 rm -rf "$work" && mkdir -p "$work"
 echo "== PyTorch side ($venv)"

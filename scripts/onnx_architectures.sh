@@ -28,13 +28,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-venv="${INGOT_BENCH_VENV:-$HOME/.cache/ingot-bench-venv}"
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-if [ "$install" = 1 ]; then
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check numpy onnx onnxruntime torch torchvision
-fi
-[ -x build/python-venv/bin/python ] || { echo "build/python-venv is missing: run ./scripts/python-test.sh first" >&2; exit 2; }
-build/python-venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation .
+. scripts/bench_env.sh
+bench_env "$install" numpy onnx onnxruntime torch torchvision
 work=build/onnx-architectures
 if [ "$time" = 1 ]; then
   work=build/onnx-architectures-224
