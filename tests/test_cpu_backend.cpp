@@ -265,8 +265,9 @@ TEST(CpuBackend, RowKernelsOverEveryRowLengthAndMaxPosition) {
 }
 
 // transpose is a native kernel (ig_transpose) for every element type, rank and permutation:
-// contiguous rows and strided gathers, the default (reversed) order, negative axes, a symbolic
-// size, an empty tensor and sizes past the parallel threshold; never a reference callback.
+// contiguous rows and tiled strided copies, merged and dropped axes, the default (reversed)
+// order, negative axes, a symbolic size, an empty tensor and sizes past the parallel threshold;
+// never a reference callback.
 TEST(CpuBackend, TransposeIsNativeForEveryTypeRankAndPermutation) {
   struct Case {
     ShapeTemplate in;
@@ -283,6 +284,16 @@ TEST(CpuBackend, TransposeIsNativeForEveryTypeRankAndPermutation) {
       {{"M", 4}, {1, 0}, {0, 4}},
       {{64, 33, 40}, {2, 0, 1}, {64, 33, 40}},
       {{2, 128, 4, 64}, {0, 2, 1, 3}, {2, 128, 4, 64}},
+      // Axes that stay neighbours merge; size-1 axes drop out: ShuffleNet's channel shuffle,
+      // a permutation that only moves size-1 axes (a copy), merged runs on both sides.
+      {{1, 2, 116, 14, 14}, {0, 2, 1, 3, 4}, {1, 2, 116, 14, 14}},
+      {{3, 1, 4, 1, 5}, {1, 0, 3, 2, 4}, {3, 1, 4, 1, 5}},
+      {{2, 3, 1, 5, 7, 2}, {3, 4, 2, 0, 1, 5}, {2, 3, 1, 5, 7, 2}},
+      // Tiled: y's last axis strided in x, sizes off the 32-element tile (NCHW -> NHWC, 2-D).
+      {{2, 37, 9, 11}, {0, 2, 3, 1}, {2, 37, 9, 11}},
+      {{67, 131}, {1, 0}, {67, 131}},
+      {{"K", 33, 65}, {2, 1, 0}, {3, 33, 65}},
+      {{300, 301}, {1, 0}, {300, 301}},
   };
   for (DType t : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64,
                   DType::Int8, DType::Bool}) {

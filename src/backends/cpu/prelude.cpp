@@ -390,44 +390,6 @@ void ig_reduce(const T* __restrict x, O* __restrict y, int64_t outer, int64_t n,
   ig_reduce_fn<kKind, T, O>([x](int64_t i) { return x[i]; }, y, outer, n, inner);
 }
 
-// ---- transpose: y = x with its axes in the order perm (any element type, rank 1 to 16) ----
-// y is written in order, one row of its last axis at a time, read from x through the permuted
-// strides: a contiguous copy when that row runs along x's last axis (a transformer's heads
-// split, [B, S, H, D] -> [B, H, S, D]), a strided gather otherwise. Rows run across threads.
-template <class T>
-void ig_transpose(const T* __restrict x, T* __restrict y, int rank, const int64_t* xdims, const int64_t* perm) {
-  int64_t xs[16], yd[16], st[16];
-  int64_t stride = 1;
-  for (int i = rank - 1; i >= 0; --i) {
-    xs[i] = stride;
-    stride *= xdims[i];
-  }
-  int64_t total = 1;
-  for (int i = 0; i < rank; ++i) {
-    yd[i] = xdims[perm[i]];
-    st[i] = xs[perm[i]];
-    total *= yd[i];
-  }
-  if (total == 0) return;
-  const int64_t n = yd[rank - 1], s = st[rank - 1], rows = total / n;
-  #pragma omp parallel for if(ig_big(total) && rows > 1)
-  for (int64_t row = 0; row < rows; ++row) {
-    int64_t off = 0, rest = row;
-    for (int i = rank - 2; i >= 0; --i) {
-      off += (rest % yd[i]) * st[i];
-      rest /= yd[i];
-    }
-    const T* xr = x + off;
-    T* yr = y + row * n;
-    if (s == 1) {
-      #pragma omp simd
-      for (int64_t j = 0; j < n; ++j) yr[j] = xr[j];
-    } else {
-      for (int64_t j = 0; j < n; ++j) yr[j] = xr[j * s];
-    }
-  }
-}
-
 // Checks n indices against an axis of `size` (negative ones count from the end), with the
 // reference's message: gather's, and the movement kernels' (prelude_movement.cpp).
 template <class I>

@@ -23,7 +23,7 @@ extern const char* const kConvPrelude;
 extern const char* const kReduceAxesPrelude;
 // scaled_dot_product_attention (prelude_attention.cpp), part of prelude().
 extern const char* const kAttentionPrelude;
-// slice, slice_scatter, concat_part, take_along_axis, scatter_add, index_add
+// transpose, slice, slice_scatter, concat_part, take_along_axis, scatter_add, index_add
 // (prelude_movement.cpp), part of prelude().
 extern const char* const kMovementPrelude;
 // avg_pool2d and avg_pool2d_grad (prelude_pool.cpp), part of prelude().

@@ -1,4 +1,4 @@
-// The prelude's index and slice movement kernels: slice and its gradients (slice_scatter,
+// The prelude's index and slice movement kernels: transpose, slice and its gradients (slice_scatter,
 // concat_part) as strided copies, take_along_axis, and the scatters that are the gradients of
 // gather and take_along_axis (index_add, scatter_add). Each mirrors its reference kernel in
 // src/ops/movement.cpp: the same slice clamping, the same index checks and messages, and the
@@ -76,6 +76,111 @@ void ig_slice_copy(const T* __restrict x, T* __restrict y, int rank, const int64
         if (kScatter) y[off + k * is] = x[r * inner + k];
         else y[r * inner + k] = x[off + k * is];
       }
+    }
+  }
+}
+
+// ---- transpose: y = x with its axes in the order perm (any element type, rank 1 to 16) ----
+// The permutation is first reduced: size-1 axes dropped, and x axes that stay neighbours in y's
+// order merged into one (a channel shuffle [N, 2, C/2, H, W] -> [N, C/2, 2, H, W] is [2, C/2, HW]
+// -> [C/2, 2, HW]: rows of H*W elements, where the unreduced form copied rows of W). Then y is
+// written one row of its last axis at a time: a contiguous copy when that axis is contiguous in
+// x (a transformer's heads split, [B, S, H, D] -> [B, H, S, D]); otherwise y's last axis and the
+// y axis that is x's contiguous one are walked in 32 x 32 tiles, so that reads and writes both
+// stay within a few cache lines ([S, D] -> [D, S], NCHW <-> NHWC), where a strided gather per
+// row touched a new cache line per element. Rows, or tiles, run across threads.
+template <class T>
+void ig_transpose(const T* __restrict x, T* __restrict y, int rank, const int64_t* xdims, const int64_t* perm) {
+  int64_t total = 1, d[16];  // x's axes of size > 1, and where each x axis went (-1: dropped)
+  int keep[16], r = 0;
+  for (int i = 0; i < rank; ++i) {
+    total *= xdims[i];
+    keep[i] = xdims[i] != 1 ? r : -1;
+    if (xdims[i] != 1) d[r++] = xdims[i];
+  }
+  if (total == 0) return;
+  int p[16], pr = 0;  // the permutation of the kept axes
+  for (int i = 0; i < rank; ++i)
+    if (keep[perm[i]] >= 0) p[pr++] = keep[perm[i]];
+  // Runs of y's axes that are consecutive x axes merge; `run_of[a]` is the run x axis a starts.
+  int run_start[16], run_len[16], runs = 0, run_of[16];
+  for (int j = 0; j < r; ++j) {
+    if (j > 0 && p[j] == p[j - 1] + 1) {
+      ++run_len[runs - 1];
+    } else {
+      run_start[runs] = p[j], run_len[runs] = 1;
+      ++runs;
+    }
+  }
+  for (int a = 0; a < r; ++a) run_of[a] = -1;
+  for (int q = 0; q < runs; ++q) run_of[run_start[q]] = q;
+  int64_t md[16], mxs[16];  // merged x dims in x order, and each merged axis's x stride
+  int xpos[16], m = 0;      // merged axis of each run
+  for (int a = 0; a < r; ++a) {
+    if (run_of[a] < 0) continue;
+    const int q = run_of[a];
+    int64_t size = 1;
+    for (int k = 0; k < run_len[q]; ++k) size *= d[a + k];
+    xpos[q] = m;
+    md[m++] = size;
+  }
+  int64_t stride = 1;
+  for (int a = m; a-- > 0;) {
+    mxs[a] = stride;
+    stride *= md[a];
+  }
+  if (runs <= 1) {  // the same elements in the same order
+    std::memcpy(static_cast<void*>(y), x, static_cast<size_t>(total) * sizeof(T));
+    return;
+  }
+  int64_t yd[16], st[16];  // y's merged dims and their x strides
+  for (int q = 0; q < runs; ++q) {
+    yd[q] = md[xpos[q]];
+    st[q] = mxs[xpos[q]];
+  }
+  const int last = runs - 1;
+  const int64_t n = yd[last], s = st[last];
+  if (s == 1) {
+    const int64_t rows = total / n;
+    #pragma omp parallel for if(ig_big(total) && rows > 1)
+    for (int64_t row = 0; row < rows; ++row) {
+      int64_t off = 0, rest = row;
+      for (int i = last; i-- > 0;) {
+        off += (rest % yd[i]) * st[i];
+        rest /= yd[i];
+      }
+      std::memcpy(static_cast<void*>(y + row * n), x + off, static_cast<size_t>(n) * sizeof(T));
+    }
+    return;
+  }
+  // y axis c is x's contiguous axis (stride 1); tiles of kTile (along c) x kTile (along last).
+  int c = 0;
+  while (st[c] != 1) ++c;
+  const int64_t mc = yd[c];
+  int64_t ys[16];
+  stride = 1;
+  for (int i = runs; i-- > 0;) {
+    ys[i] = stride;
+    stride *= yd[i];
+  }
+  constexpr int64_t kTile = 32;
+  const int64_t tc = (mc + kTile - 1) / kTile, tn = (n + kTile - 1) / kTile, outer = total / (mc * n);
+  #pragma omp parallel for if(ig_big(total) && outer * tc * tn > 1)
+  for (int64_t u = 0; u < outer * tc * tn; ++u) {
+    const int64_t o = u / (tc * tn), i0 = u / tn % tc * kTile, j0 = u % tn * kTile;
+    int64_t xo = 0, yo = 0, rest = o;  // the other axes' offsets
+    for (int i = last; i-- > 0;) {
+      if (i == c) continue;
+      const int64_t v = rest % yd[i];
+      rest /= yd[i];
+      xo += v * st[i];
+      yo += v * ys[i];
+    }
+    const int64_t i1 = std::min(i0 + kTile, mc), j1 = std::min(j0 + kTile, n), yc = ys[c];
+    for (int64_t i = i0; i < i1; ++i) {
+      const T* xr = x + xo + i;
+      T* yr = y + yo + i * yc;
+      for (int64_t j = j0; j < j1; ++j) yr[j] = xr[j * s];
     }
   }
 }
