@@ -54,6 +54,14 @@ Model hard_swish() {
   return m;
 }
 
+// SiLU as ONNX import writes it (EfficientNet's), x * sigmoid(x): also one conv post-op.
+Model swish() {
+  Model m;
+  const Connection x = m.input("input");
+  m.set_cout(x * m.add(Sigmoid(), {{"input", x}}).at("output"));
+  return m;
+}
+
 void conv_stack(Drawer& d, ModelCase& c, Model& m, std::ostringstream& desc) {
   const int64_t n = d.pick({1, 2, 3}), c0 = d.pick({3, 4, 8, 16}), h0 = 6 + static_cast<int64_t>(d.rng() % 15),
                 w0 = 6 + static_cast<int64_t>(d.rng() % 15);
@@ -88,9 +96,9 @@ void conv_stack(Drawer& d, ModelCase& c, Model& m, std::ostringstream& desc) {
       case 3: m += Relu(); desc << "Relu "; break;
       case 4: m += Relu6(); desc << "Relu6 "; break;
       case 5: {
-        const int64_t which = d.pick({0, 1, 2});
-        m += which == 0 ? Sigmoid() : which == 1 ? Tanh() : hard_swish();
-        desc << (which == 0 ? "Sigmoid " : which == 1 ? "Tanh " : "HardSwish ");
+        const int64_t which = d.pick({0, 1, 2, 3});
+        m += which == 0 ? Sigmoid() : which == 1 ? Tanh() : which == 2 ? hard_swish() : swish();
+        desc << (which == 0 ? "Sigmoid " : which == 1 ? "Tanh " : which == 2 ? "HardSwish " : "SiLU ");
         break;
       }
       case 6: {  // a pool: kernel 2 or 3, stride 1 or 2, padding up to half the kernel; max in ceil_mode

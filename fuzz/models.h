@@ -4,9 +4,9 @@
 // training graphs, every parameter's gradient.
 //
 // Two families: convolutional stacks on [N, C, H, W] (Conv2d with every kernel, stride and
-// padding, BatchNorm2d, activations, Relu6, MobileNetV3's hardswish, pools (max in ceil_mode
-// too), ResNet basic and bottleneck blocks with and without downsampling, MobileNetV2 inverted
-// residuals, DenseNet layers, a global pool and a Linear head) and
+// padding, BatchNorm2d, activations, Relu6, MobileNetV3's hardswish, SiLU, pools (max in
+// ceil_mode too), ResNet basic and bottleneck blocks with and without downsampling, MobileNetV2
+// inverted residuals, DenseNet layers, a global pool and a Linear head) and
 // dense stacks on [N, D] (Linear, MLP, LayerNorm, activations, softmax, dropout, identity).
 // Shapes are tracked while drawing so every model is valid.
 #pragma once

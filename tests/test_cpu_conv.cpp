@@ -179,6 +179,50 @@ TEST(CpuConvPostOps, HardSwishFoldsAsOnePostOp) {
   EXPECT_EQ(count(code.source, "[elementwise]"), 2) << code.source;
 }
 
+// SiLU (swish), y * sigmoid(y) as ONNX import writes it (Sigmoid, then Mul with y on either
+// side), folds as one post-op, also before a residual add and after a per-channel scale (batch
+// norm's); not where y has a third reader, the sigmoid's output another reader, or the product
+// is not with y. Large |y| (the sigmoid's saturated ends) and NaN / inf inputs (the exact path,
+// which follows the reference's form) are checked under every layout target.
+TEST(CpuConvPostOps, SwishFoldsAsOnePostOp) {
+  Graph g = make_graph({{"x", {"N", 8, 9, 7}}, {"w", {16, 8, 3, 3}}, {"b", {16}}, {"res", {"N", 16, 9, 7}},
+                        {"scale", {1, 16, 1, 1}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         const ValueId x = in[0], w = in[1], b = in[2], res = in[3], scale = in[4];
+                         auto conv = [&] { return g.add_op("conv2d", {x, w, b}, {{"padding", V{1, 1}}}); };
+                         auto swish = [&](ValueId y, bool y_first) {
+                           const ValueId s = g.add_op("sigmoid", {y});
+                           return y_first ? g.add_op("mul", {y, s}) : g.add_op("mul", {s, y});
+                         };
+                         g.set_output("silu", swish(conv(), true));
+                         g.set_output("silu_res", g.add_op("add", {swish(conv(), false), res}));
+                         g.set_output("scaled", swish(g.add_op("mul", {conv(), scale}), true));
+                         const ValueId c3 = conv();
+                         g.set_output("c3", c3);
+                         g.set_output("silu_read", swish(c3, true));
+                         const ValueId c4 = conv(), s4 = g.add_op("sigmoid", {c4});
+                         g.set_output("gate", s4);
+                         g.set_output("gate_read", g.add_op("mul", {c4, s4}));
+                         const ValueId c5 = conv();
+                         g.set_output("other", g.add_op("mul", {g.add_op("sigmoid", {c5}), g.add_op("tanh", {c5})}));
+                       });
+  std::vector<Tensor> big = random_inputs(g, 2, 255);
+  for (int64_t c = 0; c < 16; ++c) big[2].data<float>()[c] = static_cast<float>(c % 2 ? 6 * c : -6 * c);  // y to +-90
+  std::vector<Tensor> nan = random_inputs(g, 2, 265);
+  nan[0].data<float>()[50] = NAN;
+  nan[0].data<float>()[400] = -INFINITY;
+  nan[0].data<float>()[700] = INFINITY;
+  for (const Layout target : all_layout_targets())
+    check(g, {random_inputs(g, 2, 250), random_inputs(g, 1, 260), big, nan}, plan_fusion, 1e-5, 1e-5, target);
+  if (!cpu::dnnl_available()) return;
+  const cpu::GeneratedCode code = generated_with_dnnl(g);
+  ASSERT_EQ(code.dnnl_convs.size(), 6u);
+  EXPECT_EQ(kinds(code.dnnl_convs[0]), (std::vector<Kind>{Kind::Swish}));
+  EXPECT_EQ(kinds(code.dnnl_convs[1]), (std::vector<Kind>{Kind::Swish, Kind::Add}));
+  EXPECT_EQ(kinds(code.dnnl_convs[2]), (std::vector<Kind>{Kind::Mul, Kind::Swish}));
+  for (size_t i = 3; i < 6; ++i) EXPECT_TRUE(code.dnnl_convs[i].post_ops.empty()) << i;
+}
+
 TEST(CpuConvPostOps, WhatCannotBeFoldedRunsAfter) {
   Graph g = make_graph({{"x", {"N", 3, 8, 8}}, {"w", {5, 3, 3, 3}}, {"row", {8}}},
                        [&](Graph& g, std::vector<ValueId>& in) {

@@ -217,3 +217,33 @@ TEST(CpuPooling, CeilModeKeepsTheLayoutAndMatchesReference) {
   const std::string src = check(grad, {{random_tensor({2, 3, 8, 7}, 160, -2, 2)}}, plan_fusion, 1e-6, 1e-6);
   EXPECT_EQ(count(src, "host->run_node"), 0) << src;
 }
+
+// global_avg_pool2d of a convolution's output, in the layout the plan stores it (ig_avg_pool_cl:
+// pieces of 16 channels x up to 1,024 pixels, their sums added in pixel order): channel counts of
+// whole 16-channel blocks, of 8-channel blocks only and of neither (NHWC, a last piece of 8 or 5
+// channels), planes of one piece and of several (37 x 41 = 1,517 pixels, a short last piece),
+// batch 1 (the pixels split across threads) and 3, NaN and inf in one image, under every layout
+// target, against the reference (which sums each channel in pixel order).
+TEST(CpuPooling, GlobalAveragePoolOfEveryLayoutMatchesReference) {
+  for (const int64_t c : {32, 24, 40, 5}) {
+    Graph g = make_graph({{"x", {"N", 3, 37, 41}}, {"w", {c, 3, 3, 3}}, {"small", {"N", 3, 3, 3}}},
+                         [&](Graph& g, std::vector<ValueId>& in) {
+                           const ValueId y = g.add_op("conv2d", {in[0], in[1]}, {{"padding", V{1, 1}}});
+                           g.set_output("pool", g.add_op("global_avg_pool2d", {g.add_op("relu", {y})}));
+                           const ValueId s = g.add_op("conv2d", {in[2], in[1]}, {{"padding", V{1, 1}}});
+                           g.set_output("small_pool", g.add_op("global_avg_pool2d", {g.add_op("relu", {s})}));
+                         });
+    auto inputs = [&](int64_t n, uint64_t seed, bool special) {
+      Tensor x = random_tensor({n, 3, 37, 41}, seed);
+      if (special) {
+        x.data<float>()[1000] = NAN;  // image 0
+        x.data<float>()[3 * 37 * 41 + 77] = INFINITY;  // image 1
+      }
+      return std::vector<Tensor>{x, random_tensor({c, 3, 3, 3}, seed + 1), random_tensor({n, 3, 3, 3}, seed + 2)};
+    };
+    for (const Layout target : all_layout_targets()) {
+      SCOPED_TRACE(std::to_string(c) + " channels, layout target " + std::string(layout_name(target)));
+      check(g, {inputs(1, 300, false), inputs(3, 310, false), inputs(3, 320, true)}, plan_fusion, 1e-5, 1e-6, target);
+    }
+  }
+}

@@ -424,10 +424,11 @@ TEST(ProgramFuzz, ModelFrontDoorSmokeBudget) {
 }
 
 // The convolutional stacks draw every block kind the CPU backend has a path for (a block left
-// out would leave its folding or layout rule unfuzzed), MobileNetV3's hardswish (a conv post-op)
-// and ceil-mode max pools among them; a model with each agrees with the reference.
+// out would leave its folding or layout rule unfuzzed), MobileNetV3's hardswish and EfficientNet's
+// SiLU (conv post-ops) and ceil-mode max pools among them; a model with each agrees with the
+// reference.
 TEST(ProgramFuzz, ConvStacksDrawEveryBlockKind) {
-  const std::vector<std::string> kinds = {"Conv2d(", "BatchNorm2d", "Relu6", "HardSwish", "MaxPool2d(", ", ceil)",
+  const std::vector<std::string> kinds = {"Conv2d(", "BatchNorm2d", "Relu6", "HardSwish", "SiLU", "MaxPool2d(", ", ceil)",
                                           "AvgPool2d(", "BasicBlock(", "Bottleneck(", "DenseLayer(", "InvertedResidual("};
   std::map<std::string, fuzz::ModelCase> first;
   for (uint64_t seed = 1; seed < 2000 && first.size() < kinds.size(); ++seed) {
@@ -437,7 +438,7 @@ TEST(ProgramFuzz, ConvStacksDrawEveryBlockKind) {
       if (!first.count(k) && c.description.find(k) != std::string::npos) first.emplace(k, c);
   }
   for (const std::string& k : kinds) EXPECT_TRUE(first.count(k)) << k << " is never drawn";
-  for (const char* k : {"HardSwish", ", ceil)"}) {
+  for (const char* k : {"HardSwish", "SiLU", ", ceil)"}) {
     if (!first.count(k)) continue;
     const std::optional<fuzz::Finding> f = fuzz::check_model(first.at(k), fuzz::variation_named("level medium"), cpu_test::cpu_options());
     EXPECT_FALSE(f.has_value()) << f->str();

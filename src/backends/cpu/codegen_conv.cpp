@@ -151,6 +151,27 @@ size_t hardswish_nodes(const Graph& g, const std::vector<NodeId>& after, size_t 
   return 5;
 }
 
+// SiLU (swish) as ONNX import writes it from y: s = sigmoid(y), read once, then y * s or s * y,
+// the two nodes reading y. Like hardswish it reads y twice: one Swish post-op (oneDNN's
+// eltwise_swish with alpha 1, y * sigmoid(y), within float32 rounding of the reference's
+// sigmoid and product). How many nodes it takes: 2, or 0.
+size_t swish_nodes(const Graph& g, const std::vector<NodeId>& after, size_t i, ValueId y, const std::vector<int>& uses) {
+  if (i + 2 > after.size() || uses[static_cast<size_t>(y)] != 2) return 0;
+  auto same_as_y = [&](const Node& m) {
+    return m.outputs.size() == 1 && g.value(m.outputs[0]).dtype == DType::Float32 &&
+           g.value(m.outputs[0]).shape == g.value(y).shape;
+  };
+  const Node& gate = g.node(after[i]);
+  if (gate.op != "sigmoid" || gate.inputs.size() != 1 || gate.inputs[0] != y || !same_as_y(gate) ||
+      uses[static_cast<size_t>(gate.outputs[0])] != 1)
+    return 0;
+  const ValueId s = gate.outputs[0];
+  const Node& product = g.node(after[i + 1]);
+  const bool reads = product.inputs.size() == 2 && ((product.inputs[0] == y && product.inputs[1] == s) ||
+                                                    (product.inputs[0] == s && product.inputs[1] == y));
+  return product.op == "mul" && reads && same_as_y(product) ? 2 : 0;
+}
+
 // Signed zeros. The reference's relu is `y < 0 ? 0 : y` and its maximum and minimum pass y on
 // when it equals the bound, so a -0 y stays -0. oneDNN computes them as vmaxps / vminps (relu in
 // its GEMM-based kernels as y * 0, which DnnlConv replaces by a clip: dnnl_conv.cpp): +0 for
@@ -235,8 +256,12 @@ ConvEpilogue fold_conv_epilogue(const Graph& g, NodeId conv, const std::vector<N
     const ValueId y = prefixes.back().result;
     std::optional<Step> s;
     size_t taken = hardswish_nodes(g, after, i, y, uses);
+    const size_t swish = taken > 0 ? 0 : swish_nodes(g, after, i, y, uses);
     if (taken > 0) {
       s = Step{{ConvPostOp{Kind::HardSwish}}};
+    } else if (swish > 0) {
+      s = Step{{ConvPostOp{Kind::Swish}}};
+      taken = swish;
     } else {
       const Node& n = g.node(after[i]);
       bool reads_y = false;

@@ -85,17 +85,20 @@ bool has_non_finite(const float* p, int64_t n) {
 
 namespace {
 
+// The reference's sigmoid: 1 / (1 + e^-y) for y >= 0, e^y / (1 + e^y) below (NaN passed on).
+float sigmoid(float y) {
+  if (y >= 0.0f) return 1.0f / (1.0f + std::exp(-y));
+  const float e = std::exp(y);
+  return e / (1.0f + e);
+}
+
 // The reference's NaN rules (src/ops/elementwise.cpp): relu, maximum and minimum pass a NaN on.
 float unary(const ConvPostOp& op, float y) {
   using K = ConvPostOp::Kind;
   switch (op.kind) {
     case K::Relu: return y < 0.0f ? 0.0f : y;
     case K::Tanh: return std::tanh(y);
-    case K::Sigmoid: {
-      if (y >= 0.0f) return 1.0f / (1.0f + std::exp(-y));
-      const float e = std::exp(y);
-      return e / (1.0f + e);
-    }
+    case K::Sigmoid: return sigmoid(y);
     case K::Exp: return std::exp(y);
     case K::Log: return std::log(y);
     case K::Sqrt: return std::sqrt(y);
@@ -109,6 +112,7 @@ float unary(const ConvPostOp& op, float y) {
       const float t = y * static_cast<float>(1.0 / 6) + 0.5f;
       return y * (t != t ? t : std::max(std::min(t, 1.0f), 0.0f));
     }
+    case K::Swish: return y * sigmoid(y);  // as ONNX import writes SiLU: Mul(y, Sigmoid(y))
     case K::Linear: return op.alpha * y + op.beta;
     case K::Clip: return std::isnan(y) ? y : std::min(op.beta, std::max(op.alpha, y));
     default: break;

@@ -34,10 +34,11 @@ HostSgemm host_sgemm();
 // One elementwise step applied to the convolution's result inside the primitive (a oneDNN
 // post-op), in order. Unary kinds take no operand; Linear is alpha * y + beta; the binary kinds
 // combine y with an operand (y op operand) that is per channel ([C] values) or a full tensor of
-// y's shape, stored in y's layout. HardSwish is y * clip(y / 6 + 1 / 2, 0, 1) (MobileNetV3's).
+// y's shape, stored in y's layout. HardSwish is y * clip(y / 6 + 1 / 2, 0, 1) (MobileNetV3's);
+// Swish is y * sigmoid(y) (SiLU: EfficientNet's, YOLO's).
 struct ConvPostOp {
   enum class Kind {
-    Relu, Tanh, Sigmoid, Exp, Log, Sqrt, Abs, GeluErf, GeluTanh, HardSwish, Linear, Clip, Add, Sub, Mul, Div, Max, Min
+    Relu, Tanh, Sigmoid, Exp, Log, Sqrt, Abs, GeluErf, GeluTanh, HardSwish, Swish, Linear, Clip, Add, Sub, Mul, Div, Max, Min
   };
   Kind kind = Kind::Relu;
   float alpha = 1.0f, beta = 0.0f;  // Linear: alpha * y + beta; Clip: min(beta, max(alpha, y))

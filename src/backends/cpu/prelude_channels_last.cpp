@@ -40,28 +40,75 @@ void ig_batch_norm_cl(const T* __restrict x, const P1* w, const P2* b, const P3*
   std::free(sc);
 }
 
+// Sums pixels [p0, p1) of m <= 16 channels (kM: m known as 16 when compiled, so the sums stay in
+// registers) of rows `inner` apart into out[0, m), in double: even and odd pixels in two sets of
+// sums, so consecutive adds do not wait on each other.
+template <int kM, class T>
+inline void ig_sum_channels(const T* __restrict x, int64_t inner, int64_t p0, int64_t p1, int64_t m,
+                            double* __restrict out) {
+  using C = ig_c<T>;
+  if constexpr (kM > 0) m = kM;
+  double a[16] = {}, b[16] = {};
+  int64_t p = p0;
+  for (; p + 1 < p1; p += 2) {
+    const T* r0 = x + p * inner;
+    const T* r1 = r0 + inner;
+    #pragma omp simd
+    for (int64_t c = 0; c < m; ++c) {
+      a[c] += static_cast<double>(static_cast<C>(r0[c]));
+      b[c] += static_cast<double>(static_cast<C>(r1[c]));
+    }
+  }
+  if (p < p1)
+    for (int64_t c = 0; c < m; ++c) a[c] += static_cast<double>(static_cast<C>(x[p * inner + c]));
+  for (int64_t c = 0; c < m; ++c) out[c] = a[c] + b[c];
+}
+
 // global_avg_pool2d of a buffer viewed as [outer, pixels, inner] into [outer, inner] (NHWC:
-// [N, H * W, C]; blocked: [N * C / block, H * W, block], whose [outer, inner] order is y's): a
-// double sum per channel, the pixels streamed once (the NCHW reduction strides through the
-// image once per channel).
+// [N, H * W, C]; blocked: [N * C / block, H * W, block], whose [outer, inner] order is y's): the
+// pixels streamed once (the NCHW reduction strides through the image once per channel), summed
+// in double per channel. The work is cut into 16 channels x up to 1,024 pixels, so one image of
+// few channels (EfficientNet's [1, 32, 112, 112]) runs on every thread and in registers; the
+// pieces' partial sums are then added in pixel order, the same for any number of threads.
 template <class T, class O>
 void ig_avg_pool_cl(const T* __restrict x, O* __restrict y, int64_t outer, int64_t pixels, int64_t inner) {
-  const int64_t chunk = 256;  // channels per task: a few KiB of accumulators
-  const int64_t tasks_per_row = (inner + chunk - 1) / chunk;
-  #pragma omp parallel for if(ig_big(outer * pixels * inner) && outer * tasks_per_row > 1)
-  for (int64_t t = 0; t < outer * tasks_per_row; ++t) {
-    const int64_t o = t / tasks_per_row, c0 = (t % tasks_per_row) * chunk;
-    const int64_t m = std::min(chunk, inner - c0);
-    double acc[256];
-    for (int64_t c = 0; c < m; ++c) acc[c] = 0.0;
+  constexpr int64_t kPixels = 1024;
+  const int64_t cb = (inner + 15) / 16, pb = pixels > 0 ? (pixels + kPixels - 1) / kPixels : 1;
+  const int64_t units = outer * cb * pb;
+  if (units == 0 || inner == 0) return;
+  auto sum = [&](int64_t u, double* out) {
+    const int64_t o = u / (cb * pb), c0 = u / pb % cb * 16, q = u % pb, m = std::min<int64_t>(16, inner - c0);
     const T* xo = x + o * pixels * inner + c0;
-    for (int64_t p = 0; p < pixels; ++p) {
-      const T* xp = xo + p * inner;
-      #pragma omp simd
-      for (int64_t c = 0; c < m; ++c) acc[c] += static_cast<double>(static_cast<ig_c<T>>(xp[c]));
+    const int64_t p0 = q * kPixels, p1 = std::min(pixels, p0 + kPixels);
+    if (m == 16) ig_sum_channels<16>(xo, inner, p0, p1, m, out);
+    else if (m == 8) ig_sum_channels<8>(xo, inner, p0, p1, m, out);
+    else ig_sum_channels<0>(xo, inner, p0, p1, m, out);
+  };
+  // y for channels [c0, c0 + 16) of image o from piece q's sums, pieces added in pixel order.
+  auto finish = [&](int64_t oc, const auto& piece) {
+    const int64_t o = oc / cb, c0 = oc % cb * 16, m = std::min<int64_t>(16, inner - c0);
+    double t[16] = {};
+    for (int64_t q = 0; q < pb; ++q) {
+      const double* s = piece(q);
+      for (int64_t c = 0; c < m; ++c) t[c] += s[c];
     }
-    for (int64_t c = 0; c < m; ++c) y[o * inner + c0 + c] = static_cast<O>(acc[c] / static_cast<double>(pixels));
+    for (int64_t c = 0; c < m; ++c) y[o * inner + c0 + c] = static_cast<O>(t[c] / static_cast<double>(pixels));
+  };
+  double* parts = static_cast<double*>(std::malloc(static_cast<size_t>(units) * 16 * sizeof(double)));
+  if (parts == nullptr) {  // no scratch: the same pieces, one at a time on this thread
+    double one[16];
+    for (int64_t oc = 0; oc < outer * cb; ++oc)
+      finish(oc, [&](int64_t q) {
+        sum(oc * pb + q, one);
+        return static_cast<const double*>(one);
+      });
+    return;
   }
+  #pragma omp parallel for if(ig_big(outer * pixels * inner) && units > 1)
+  for (int64_t u = 0; u < units; ++u) sum(u, parts + u * 16);
+  for (int64_t oc = 0; oc < outer * cb; ++oc)
+    finish(oc, [&](int64_t q) { return static_cast<const double*>(parts + (oc * pb + q) * 16); });
+  std::free(parts);
 }
 
 // One window's maximum over lanes [l0, l0 + n) of a [.., H, W, lanes] plane (n <= 64); kN > 0:
