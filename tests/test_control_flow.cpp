@@ -123,6 +123,25 @@ void check_levels(const Graph& g, const std::vector<Tensor>& inputs, const std::
   }
 }
 
+// Two unknown sizes that a branch broadcasts against each other are taken as equal, as at the
+// top level, and the enclosing inference reports that assumption as its own (program fuzzer,
+// seed 471046: a scan body's was dropped, so a shapeless check ran a graph whose sizes
+// disagreed and stopped with the documented error instead of being skipped).
+TEST(ControlFlow, ASubgraphsBroadcastAssumptionIsReported) {
+  Graph g;
+  const ValueId p = g.add_input("p"), x = g.add_input("x"), y = g.add_input("y");
+  g.value(p).dtype = DType::Bool;
+  const std::vector<ValueId> r = control(g, "if", {p, x, y}, branches(), 2);
+  g.set_output("v", r[0]);
+  g.set_output("s", r[1]);
+  const ShapeInferenceReport report =
+      infer_shapes(g, {{p, {}, "", "p"}, {x, {"N", 3}, "", "x"}, {y, {"M", 3}, "", "y"}});
+  ASSERT_FALSE(report.assumptions.empty());
+  EXPECT_NE(report.assumptions[0].find("in its then graph: assumed"), std::string::npos) << report.assumptions[0];
+  Graph same = g;
+  EXPECT_TRUE(infer_shapes(same, {{p, {}, "", "p"}, {x, {"N", 3}, "", "x"}, {y, {"N", 3}, "", "y"}}).assumptions.empty());
+}
+
 TEST(ControlFlow, IfTakesEitherBranchOnEveryBackendAndLevel) {
   const Graph g = if_graph();
   const Tensor x = random_tensor({2, 3}, 1), y = random_tensor({2, 3}, 2);

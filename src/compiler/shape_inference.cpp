@@ -1,5 +1,6 @@
 #include "compiler/shape_inference.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -48,6 +49,7 @@ class Engine final : public ShapeInfer {
       }
       deferred_.clear();
     }
+    for (const std::string& a : subgraph_assumptions_) report.assumptions.push_back(a);
     write_back();
     return report;
   }
@@ -167,6 +169,12 @@ class Engine final : public ShapeInfer {
     } else {
       deferred_.push_back({a, b, out, where_});
     }
+  }
+  DimVar root(DimVar d) const override { return find(d); }
+  void assume(const std::string& what) override {
+    const std::string a = what + " (" + where_ + ")";
+    if (std::find(subgraph_assumptions_.begin(), subgraph_assumptions_.end(), a) == subgraph_assumptions_.end())
+      subgraph_assumptions_.push_back(a);
   }
   [[noreturn]] void fail(const std::string& message) const override {
     std::string subject = node_ ? describe_value(g_, node_->outputs.at(0)) : current_value_;
@@ -365,6 +373,7 @@ class Engine final : public ShapeInfer {
   std::map<std::string, DimVar> symbols_;
   std::map<std::string, std::vector<DimVar>> variadics_;
   std::vector<Deferred> deferred_;
+  std::vector<std::string> subgraph_assumptions_;  // assume(): reported by run()
   std::vector<std::string>* trace_ = nullptr;  // trace_shapes: where each step goes
   int sweep_ = 0;
   const Node* node_ = nullptr;

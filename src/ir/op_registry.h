@@ -50,11 +50,16 @@ class ShapeInfer {
   virtual void unify(DimVar a, DimVar b) = 0;
   virtual void bind(DimVar d, int64_t size) = 0;
   virtual std::optional<int64_t> value(DimVar d) const = 0;
+  // The representative of d's class: two dims unified so far have the same root.
+  virtual DimVar root(DimVar d) const = 0;
   // out = broadcast(a, b) by NumPy's rule; unresolved pairs (two different unknown symbols)
   // are decided after the fixpoint by assuming they are equal.
   virtual void broadcast(DimVar a, DimVar b, DimVar out) = 0;
   // Throws ingot::Error naming the node, its scope and the values involved.
   [[noreturn]] virtual void fail(const std::string& message) const = 0;
+  // Records an assumption a control-flow op's subgraph inference made (two unknown sizes
+  // broadcast taken as equal), so the enclosing inference reports it as its own.
+  virtual void assume(const std::string& what) = 0;
 
   // Helpers built from the primitives above.
   bool ready(std::initializer_list<ValueId> vs) const {

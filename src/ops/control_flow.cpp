@@ -105,12 +105,12 @@ std::optional<std::vector<SymShape>> subgraph_output_shapes(ShapeInfer& s, const
     ShapeTemplate t;
     for (DimVar d : *in[i]) {
       if (const std::optional<int64_t> size = s.value(d)) t.emplace_back(*size);
-      else t.emplace_back(kOuterDim + std::to_string(d));
+      else t.emplace_back(kOuterDim + std::to_string(s.root(d)));  // dims already equal: one symbol
     }
     constraints.push_back({params[i], t, "", "operand " + std::to_string(i) + " of the " + which + " graph"});
   }
   try {
-    infer_shapes(g, constraints);
+    for (const std::string& a : infer_shapes(g, constraints).assumptions) s.assume("in its " + which + " graph: " + a);
   } catch (const Error& e) {
     s.fail("in its " + which + " graph: " + e.what());
   }
