@@ -60,15 +60,25 @@ ConvPostOp linear(float alpha, float beta) { return with_coefficients(Kind::Line
 ConvPostOp scaled(float alpha) { return linear(alpha, -0.0f); }
 ConvPostOp clip(float lo, float hi) { return with_coefficients(Kind::Clip, lo, hi); }
 
+// Whether node n has one output, float32 and of y's shape: what every step of a chain writes.
+bool writes_like(const Graph& g, const Node& n, ValueId y) {
+  return n.outputs.size() == 1 && g.value(n.outputs[0]).dtype == DType::Float32 &&
+         g.value(n.outputs[0]).shape == g.value(y).shape;
+}
+
+// Whether n is y * v or v * y, written like y (the last node of hardswish and of SiLU).
+bool product_of(const Graph& g, const Node& n, ValueId y, ValueId v) {
+  const bool reads = n.inputs.size() == 2 && ((n.inputs[0] == y && n.inputs[1] == v) || (n.inputs[0] == v && n.inputs[1] == y));
+  return n.op == "mul" && reads && writes_like(g, n, y);
+}
+
 std::optional<Step> step_for(const Graph& g, const Node& n, ValueId y) {
   static const std::map<std::string, Kind> unary = {{"relu", Kind::Relu}, {"tanh", Kind::Tanh}, {"sigmoid", Kind::Sigmoid},
                                                     {"exp", Kind::Exp},   {"log", Kind::Log},   {"sqrt", Kind::Sqrt},
                                                     {"abs", Kind::Abs}};
   static const std::map<std::string, Kind> binary = {{"add", Kind::Add}, {"sub", Kind::Sub}, {"mul", Kind::Mul},
                                                      {"div", Kind::Div}, {"maximum", Kind::Max}, {"minimum", Kind::Min}};
-  if (n.outputs.size() != 1 || g.value(n.outputs[0]).dtype != DType::Float32 ||
-      g.value(n.outputs[0]).shape != g.value(y).shape)
-    return std::nullopt;
+  if (!writes_like(g, n, y)) return std::nullopt;
   Step s;
   if (n.inputs.size() == 1) {
     if (auto it = unary.find(n.op); it != unary.end()) {
@@ -122,8 +132,7 @@ size_t hardswish_nodes(const Graph& g, const std::vector<NodeId>& after, size_t 
   if (i + 5 > after.size() || uses[static_cast<size_t>(y)] != 2) return 0;
   // m = op(v, c) or op(c, v) of a float32 scalar constant c, read by one node: c.
   auto constant_with = [&](const Node& m, ValueId v) -> std::optional<float> {
-    if (m.inputs.size() != 2 || m.outputs.size() != 1 || uses[static_cast<size_t>(m.outputs[0])] != 1 ||
-        g.value(m.outputs[0]).dtype != DType::Float32 || g.value(m.outputs[0]).shape != g.value(y).shape)
+    if (m.inputs.size() != 2 || !writes_like(g, m, y) || uses[static_cast<size_t>(m.outputs[0])] != 1)
       return std::nullopt;
     const ValueId o = m.inputs[0] == v ? m.inputs[1] : m.inputs[1] == v ? m.inputs[0] : ValueId{-1};
     return o < 0 ? std::nullopt : scalar_constant(g.value(o));
@@ -142,13 +151,7 @@ size_t hardswish_nodes(const Graph& g, const std::vector<NodeId>& after, size_t 
     else return 0;
     v = clamp.outputs[0];
   }
-  const Node& product = g.node(after[i + 4]);
-  const bool reads = product.inputs.size() == 2 && ((product.inputs[0] == y && product.inputs[1] == v) ||
-                                                    (product.inputs[0] == v && product.inputs[1] == y));
-  if (product.op != "mul" || !reads || product.outputs.size() != 1 ||
-      g.value(product.outputs[0]).dtype != DType::Float32 || g.value(product.outputs[0]).shape != g.value(y).shape)
-    return 0;
-  return 5;
+  return product_of(g, g.node(after[i + 4]), y, v) ? 5 : 0;
 }
 
 // SiLU (swish) as ONNX import writes it from y: s = sigmoid(y), read once, then y * s or s * y,
@@ -157,19 +160,11 @@ size_t hardswish_nodes(const Graph& g, const std::vector<NodeId>& after, size_t 
 // sigmoid and product). How many nodes it takes: 2, or 0.
 size_t swish_nodes(const Graph& g, const std::vector<NodeId>& after, size_t i, ValueId y, const std::vector<int>& uses) {
   if (i + 2 > after.size() || uses[static_cast<size_t>(y)] != 2) return 0;
-  auto same_as_y = [&](const Node& m) {
-    return m.outputs.size() == 1 && g.value(m.outputs[0]).dtype == DType::Float32 &&
-           g.value(m.outputs[0]).shape == g.value(y).shape;
-  };
   const Node& gate = g.node(after[i]);
-  if (gate.op != "sigmoid" || gate.inputs.size() != 1 || gate.inputs[0] != y || !same_as_y(gate) ||
+  if (gate.op != "sigmoid" || gate.inputs.size() != 1 || gate.inputs[0] != y || !writes_like(g, gate, y) ||
       uses[static_cast<size_t>(gate.outputs[0])] != 1)
     return 0;
-  const ValueId s = gate.outputs[0];
-  const Node& product = g.node(after[i + 1]);
-  const bool reads = product.inputs.size() == 2 && ((product.inputs[0] == y && product.inputs[1] == s) ||
-                                                    (product.inputs[0] == s && product.inputs[1] == y));
-  return product.op == "mul" && reads && same_as_y(product) ? 2 : 0;
+  return product_of(g, g.node(after[i + 1]), y, gate.outputs[0]) ? 2 : 0;
 }
 
 // Signed zeros. The reference's relu is `y < 0 ? 0 : y` and its maximum and minimum pass y on
