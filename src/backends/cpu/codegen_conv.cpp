@@ -250,13 +250,11 @@ ConvEpilogue fold_conv_epilogue(const Graph& g, NodeId conv, const std::vector<N
   for (size_t i = 0; i < after.size();) {
     const ValueId y = prefixes.back().result;
     std::optional<Step> s;
-    size_t taken = hardswish_nodes(g, after, i, y, uses);
-    const size_t swish = taken > 0 ? 0 : swish_nodes(g, after, i, y, uses);
-    if (taken > 0) {
+    size_t taken = 0;
+    if ((taken = hardswish_nodes(g, after, i, y, uses)) > 0) {
       s = Step{{ConvPostOp{Kind::HardSwish}}};
-    } else if (swish > 0) {
+    } else if ((taken = swish_nodes(g, after, i, y, uses)) > 0) {
       s = Step{{ConvPostOp{Kind::Swish}}};
-      taken = swish;
     } else {
       const Node& n = g.node(after[i]);
       bool reads_y = false;

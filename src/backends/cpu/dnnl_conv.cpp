@@ -186,13 +186,13 @@ dnnl::post_ops post_ops_for(const ConvSpec& s, const memory::desc& dst, Choice* 
       c->binary_operands.emplace_back(static_cast<int>(i), md);
     } else {
       // Relu's alpha is its negative slope (0); linear's and clip's alpha and beta are the map's;
-      // swish's alpha is the sigmoid's slope, 1 (y * sigmoid(alpha * y)).
-      const bool own = op.kind == ConvPostOp::Kind::Linear || op.kind == ConvPostOp::Kind::Clip;
+      // swish's alpha is the sigmoid's slope, ConvPostOp's default 1 (y * sigmoid(alpha * y)).
+      const bool own = op.kind == ConvPostOp::Kind::Linear || op.kind == ConvPostOp::Kind::Clip ||
+                       op.kind == ConvPostOp::Kind::Swish;
       if (op.kind == ConvPostOp::Kind::Relu && relu_as_clip)
         po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, std::numeric_limits<float>::infinity());
       else
-        po.append_eltwise(1.0f, eltwise_algorithm(op.kind), own ? op.alpha : op.kind == ConvPostOp::Kind::Swish ? 1.0f : 0.0f,
-                          own ? op.beta : 0.0f);
+        po.append_eltwise(1.0f, eltwise_algorithm(op.kind), own ? op.alpha : 0.0f, own ? op.beta : 0.0f);
     }
   }
   return po;
