@@ -118,7 +118,7 @@ def check(args):
            "models": rows}
     name = "onnx_architectures_timed.json" if args.time else "onnx_architectures.json"
     write_json(os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", name), out)
-    print(timed_table(out) if args.time else table(out))
+    print(table(out, timed=bool(args.time)))
     return 1 if failed else 0
 
 
@@ -138,33 +138,35 @@ def timed_row(ml, model, data, want, row, args, name):
     return row["error"] <= TOLERANCE
 
 
-def table(results):
-    """The README's table: each model's largest error over the CPU variants, and the reference's."""
-    lines = ["| model | input | reference | CPU backend, worst of 7 variants (variant) |", "|---|---|---|---|"]
+def error_cells(r):
+    """The check's cells: the reference's error and the largest of the CPU variants' (which)."""
+    cpu = {k: v for k, v in r["errors"].items() if k != "reference"}
+    worst = max(cpu, key=cpu.get)
+    return [f"{r['errors']['reference']:.1e}", f"{cpu[worst]:.1e} ({worst})"]
+
+
+def timed_cells(r):
+    """The timed run's cells: ingot's and ONNX Runtime's ranges over the rounds, ORT / ingot per
+    round, and the error against ONNX Runtime."""
+    mine = sorted(x["ingot_ms"] for x in r["rounds"])
+    theirs = sorted(x["onnxruntime_ms"] for x in r["rounds"])
+    ratios = sorted(x["onnxruntime_ms"] / x["ingot_ms"] for x in r["rounds"])
+    return [f"{mine[0]:.1f}-{mine[-1]:.1f}", f"{theirs[0]:.1f}-{theirs[-1]:.1f}", f"{ratios[0]:.2f}-{ratios[-1]:.2f}×",
+            f"{r['error']:.1e}"]
+
+
+def table(results, timed=False):
+    """The README's table of a check (error_cells) or of a timed run (timed_cells), a row a model."""
+    head = (["ingot CPU ms", "ONNX Runtime ms", "ORT / ingot", "error vs ORT"] if timed
+            else ["reference", "CPU backend, worst of 7 variants (variant)"])
+    lines = ["| model | input | " + " | ".join(head) + " |", "|" + "---|" * (len(head) + 2)]
     for r in results["models"]:
         shape = "x".join(str(d) for d in r["input_shape"])
         if "import_error" in r:
-            lines.append(f"| {r['model']} | {shape} | not imported: {r['import_error'][:80]} | |")
-            continue
-        cpu = {k: v for k, v in r["errors"].items() if k != "reference"}
-        worst = max(cpu, key=cpu.get)
-        lines.append(f"| {r['model']} | {shape} | {r['errors']['reference']:.1e} | {cpu[worst]:.1e} ({worst}) |")
-    return "\n".join(lines)
-
-
-def timed_table(results):
-    """Each model's ingot and ONNX Runtime times over the rounds, and ORT / ingot per round."""
-    lines = ["| model | input | ingot CPU ms | ONNX Runtime ms | ORT / ingot | error vs ORT |", "|---|---|---|---|---|---|"]
-    for r in results["models"]:
-        shape = "x".join(str(d) for d in r["input_shape"])
-        if "import_error" in r:
-            lines.append(f"| {r['model']} | {shape} | not imported | | | |")
-            continue
-        mine = sorted(x["ingot_ms"] for x in r["rounds"])
-        theirs = sorted(x["onnxruntime_ms"] for x in r["rounds"])
-        ratios = sorted(x["onnxruntime_ms"] / x["ingot_ms"] for x in r["rounds"])
-        lines.append(f"| {r['model']} | {shape} | {mine[0]:.1f}-{mine[-1]:.1f} | {theirs[0]:.1f}-{theirs[-1]:.1f} | "
-                     f"{ratios[0]:.2f}-{ratios[-1]:.2f}× | {r['error']:.1e} |")
+            cells = ["not imported" + ("" if timed else f": {r['import_error'][:80]}")] + [""] * (len(head) - 1)
+        else:
+            cells = timed_cells(r) if timed else error_cells(r)
+        lines.append(f"| {r['model']} | {shape} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -205,7 +205,7 @@ class OnnxArchitecturesTables(unittest.TestCase):
         self.assertIn("not imported: no conversion for X", lines[3])
         rounds = [{"ingot_ms": 10.0, "onnxruntime_ms": 12.0}, {"ingot_ms": 8.0, "onnxruntime_ms": 12.0}]
         timed = {"models": [{"model": "m", "input_shape": [1, 3, 224, 224], "error": 1e-7, "rounds": rounds}]}
-        self.assertEqual(onnx_architectures.timed_table(timed).splitlines()[2],
+        self.assertEqual(onnx_architectures.table(timed, timed=True).splitlines()[2],
                          "| m | 1x3x224x224 | 8.0-10.0 | 12.0-12.0 | 1.20-1.50× | 1.0e-07 |")
 
 

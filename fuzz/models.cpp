@@ -5,6 +5,8 @@
 #include <random>
 #include <sstream>
 
+#include "ops/kernel_util.h"
+
 namespace ingot::fuzz {
 namespace {
 
@@ -14,13 +16,10 @@ struct Drawer {
   bool one_in(uint64_t n) { return rng() % n == 0; }
 };
 
-// Output size of a window op along one axis (floor mode), or 0 when it does not fit.
-// ceil: max_pool2d's ceil_mode, one more window where the floor rule stops short of the end
-// unless it would start in the end padding.
+// Output size of a window op along one axis (the shape rule's, ops/kernel_util.h), or 0 when
+// it does not fit. ceil: max_pool2d's ceil_mode.
 int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p, bool ceil = false) {
-  if (in + 2 * p < k) return 0;
-  const int64_t floor = (in + 2 * p - k) / s + 1;
-  return ceil && (in + 2 * p - k) % s != 0 && floor * s < in + p ? floor + 1 : floor;
+  return ops::conv_out_size(in, k, s, p, 1, ceil);
 }
 
 // Whether an [n, *, oh, ow] activation leaves a training batch norm more than a few values per

@@ -143,13 +143,14 @@ inline Layout conv_layout_under(Layout layout, int64_t channels) {
   return block > 0 && channels % block == 0 ? layout : Layout::Nhwc;
 }
 
-// Runs `g` on each input set with CpuBackend (plan from `plan`, buffers laid out for `layout`)
-// and ReferenceBackend.
+// Runs `g` on each input set with CpuBackend (plan from `plan`, buffers laid out for `layout`,
+// built with `options`) and ReferenceBackend.
 inline std::string check(const Graph& g, const std::vector<std::vector<Tensor>>& input_sets, const PlanFn& plan = unfused,
-                  double rtol = 1e-5, double atol = 1e-6, Layout layout = host_layout()) {
+                  double rtol = 1e-5, double atol = 1e-6, Layout layout = host_layout(),
+                  const CpuBackend::CpuOptions& options = cpu_options()) {
   SCOPED_TRACE("layout target " + std::string(layout_name(layout)));
   std::unique_ptr<Executable> ref = ReferenceBackend().lower(g, {});
-  std::unique_ptr<Executable> cpu = cpu::lower_with_plan(g, plan(g), cpu_options(), false, "greedy", layout);
+  std::unique_ptr<Executable> cpu = cpu::lower_with_plan(g, plan(g), options, false, "greedy", layout);
   for (size_t s = 0; s < input_sets.size(); ++s) {
     std::vector<Tensor> want = ref->run(input_sets[s]);
     std::vector<Tensor> got = cpu->run(input_sets[s]);

@@ -96,12 +96,17 @@ inline std::vector<int> normalize_axes(const std::vector<int64_t>& axes, int ran
   return out;
 }
 
-// Output size of a convolution/pooling window along one dimension.
-inline int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
-                             int64_t dilation) {
-  int64_t eff = dilation * (kernel - 1) + 1;
-  int64_t span = in + 2 * pad - eff;
-  return span < 0 ? 0 : span / stride + 1;
+// Output size of a convolution/pooling window along one dimension (0 when it does not fit).
+// ceil: max_pool2d's ceil_mode, PyTorch's and ONNX's rule: one more window where the floor rule
+// stops short of the padded end, unless it would start in the end padding (so every window
+// starts inside the input or its start padding and holds an input element).
+inline int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation,
+                             bool ceil = false) {
+  const int64_t eff = dilation * (kernel - 1) + 1;
+  const int64_t span = in + 2 * pad - eff;
+  if (span < 0) return 0;
+  const int64_t floor = span / stride + 1;
+  return ceil && span % stride != 0 && floor * stride < in + pad ? floor + 1 : floor;
 }
 
 // Single-dtype dtype rules shared by families.

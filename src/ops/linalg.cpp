@@ -362,16 +362,12 @@ struct Window {
   bool ceil = false;  // max_pool2d's ceil_mode
 
   int64_t extent(int i) const { return dilation[i] * (kernel[i] - 1) + 1; }
-  // Output size along spatial axis i (0 = H, 1 = W); fails when the window does not fit. With
-  // ceil_mode the last window may run past the padded end (PyTorch's and ONNX's rule): one more
-  // window where the floor rule stops short, unless it would start in the end padding. Every
-  // window then starts inside the input or its start padding, so it holds an input element.
+  // Output size along spatial axis i (0 = H, 1 = W), conv_out_size's rule (ceil_mode's last
+  // window may run past the padded end); fails when the window does not fit.
   int64_t out_size(int64_t in, int i, const std::string& op) const {
     INGOT_CHECK(in + 2 * pad[i] >= extent(i), op, ": kernel extent ", extent(i),
                 " is larger than the padded input ", in + 2 * pad[i], " along ", i ? "W" : "H");
-    const int64_t floor = conv_out_size(in, kernel[i], stride[i], pad[i], dilation[i]);
-    if (!ceil || (in + 2 * pad[i] - extent(i)) % stride[i] == 0) return floor;
-    return floor * stride[i] < in + pad[i] ? floor + 1 : floor;
+    return conv_out_size(in, kernel[i], stride[i], pad[i], dilation[i], ceil);
   }
   bool is_identity(int i) const { return extent(i) == 1 && stride[i] == 1 && pad[i] == 0; }
 };

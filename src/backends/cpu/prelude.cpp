@@ -317,6 +317,18 @@ inline int ig_fail(const ig_ctx* c, const char* msg) {
 
 inline bool ig_big(int64_t work) { return work > 65536; }
 
+// Scratch memory a kernel can do without: where it returns null the kernel takes its slower
+// path with none. Compiled with -DIG_FAIL_SCRATCH (CpuOptions::extra_flags) every request fails,
+// so tests run those paths.
+inline void* ig_scratch(size_t bytes) {
+#ifdef IG_FAIL_SCRATCH
+  (void)bytes;
+  return nullptr;
+#else
+  return std::malloc(bytes);
+#endif
+}
+
 // ---- reductions over [outer, n, inner] (the reduced axes are the contiguous block n) ----
 // kind: 0 sum, 1 mean, 2 max, 3 min. Sums of floats accumulate in double, of integers in
 // uint64_t (wrapping); max/min propagate NaN, as the reference kernels do.

@@ -94,7 +94,7 @@ void ig_avg_pool_cl(const T* __restrict x, O* __restrict y, int64_t outer, int64
     }
     for (int64_t c = 0; c < m; ++c) y[o * inner + c0 + c] = static_cast<O>(t[c] / static_cast<double>(pixels));
   };
-  double* parts = static_cast<double*>(std::malloc(static_cast<size_t>(units) * 16 * sizeof(double)));
+  double* parts = static_cast<double*>(ig_scratch(static_cast<size_t>(units) * 16 * sizeof(double)));
   if (parts == nullptr) {  // no scratch: the same pieces, one at a time on this thread
     double one[16];
     for (int64_t oc = 0; oc < outer * cb; ++oc)
@@ -110,6 +110,11 @@ void ig_avg_pool_cl(const T* __restrict x, O* __restrict y, int64_t outer, int64
     finish(oc, [&](int64_t q) { return static_cast<const double*>(parts + (oc * pb + q) * 16); });
   std::free(parts);
 }
+
+// The max pools' step: v where it is larger or NaN (a NaN in the window wins, as in the
+// reference kernel), else m.
+template <class C>
+inline C ig_max_or_nan(C m, C v) { return (v > m || v != v) ? v : m; }
 
 // One window's maximum over lanes [l0, l0 + n) of a [.., H, W, lanes] plane (n <= 64); kN > 0:
 // n is kN, known when compiled, so the accumulators stay in registers (the channel blocks of 8
@@ -127,10 +132,7 @@ inline void ig_max_window(const T* __restrict xo, T* __restrict yp, int64_t W, i
     for (int64_t w = w0; w < w1; ++w) {
       const T* xp = xo + (h * W + w) * lanes + l0;
       #pragma omp simd
-      for (int64_t l = 0; l < n; ++l) {
-        const C v = static_cast<C>(xp[l]);
-        m[l] = (v > m[l] || v != v) ? v : m[l];
-      }
+      for (int64_t l = 0; l < n; ++l) m[l] = ig_max_or_nan(m[l], static_cast<C>(xp[l]));
     }
   for (int64_t l = 0; l < n; ++l) yp[l0 + l] = static_cast<T>(m[l]);
 }
@@ -148,10 +150,7 @@ inline void ig_max_16_windows(const C* __restrict base, int64_t wp, int64_t kh, 
     for (int64_t j = 0; j < kw; ++j) {
       const C* xr = base + i * wp + j;
       #pragma omp simd
-      for (int64_t l = 0; l < 16; ++l) {
-        const C v = xr[l * sw];
-        m[l] = (v > m[l] || v != v) ? v : m[l];
-      }
+      for (int64_t l = 0; l < 16; ++l) m[l] = ig_max_or_nan(m[l], xr[l * sw]);
     }
 }
 
@@ -171,7 +170,7 @@ bool ig_max_pool2d_rows(const T* __restrict x, T* __restrict y, int64_t outer, i
   const int64_t wp = std::max<int64_t>(pw + W, (wide - 1) * sw + kw);  // buffer row length
   const int64_t rows = (std::min<int64_t>(kRows, Ho) - 1) * sh + kh;   // buffer rows a task reads
   const int threads = omp_get_max_threads();
-  C* all = static_cast<C*>(std::malloc(sizeof(C) * static_cast<size_t>(threads * rows * wp)));
+  C* all = static_cast<C*>(ig_scratch(sizeof(C) * static_cast<size_t>(threads * rows * wp)));
   if (all == nullptr) return false;
   for (int64_t i = 0; i < threads * rows * wp; ++i) all[i] = none;  // the side padding stays none
   const int64_t blocks = (Ho + kRows - 1) / kRows;
