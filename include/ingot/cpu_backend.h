@@ -48,8 +48,8 @@ class CpuBackend final : public Backend {
     // where the reference puts them. false: direct kernels only.
     bool winograd = true;
     // Products through the BLAS library found at run time (OpenBLAS, linked into the generated
-    // library); false: in plain loops, as on a machine without one (tests of that path, or a
-    // BLAS that misbehaves).
+    // library) and oneDNN's sgemm / bf16 matmul; false: in plain loops, as on a machine without
+    // one (tests of that path, or a BLAS that misbehaves).
     bool blas = true;
   };
 

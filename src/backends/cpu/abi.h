@@ -53,14 +53,19 @@ struct ingot_host {
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
   // Per GeneratedCode::subgraphs entry: what its generated function runs with (null when none).
   const ingot_subgraph* subgraphs;
+  // Null, or row-major float32 C = op(A) op(B) of bfloat16 A and B (their bits; ta, tb: 'N' or
+  // 'T') in oneDNN's bf16 matmul, on hosts where it runs native bf16 instructions (AVX512_BF16,
+  // AMX), on the calling thread's OpenMP team. Returns 0, or nonzero to fall back.
+  int (*gemm_bf16)(char ta, char tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
+                   const uint16_t* b, int64_t ldb, float* c, int64_t ldc);
 };
 }
 
 namespace ingot::cpu {
 // 2: arena, offsets and conv2d in ingot_host; 3: profile; 4: conv2d_args; 5: conv2d_grad; 6:
-// sgemm; 7: subgraphs (control flow compiled into the library). Part of the cache key; the library
-// reports it.
-inline constexpr int kAbiVersion = 7;
+// sgemm; 7: subgraphs (control flow compiled into the library); 8: gemm_bf16. Part of the cache
+// key; the library reports it.
+inline constexpr int kAbiVersion = 8;
 }  // namespace ingot::cpu
 
 extern "C" {

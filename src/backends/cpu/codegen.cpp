@@ -127,7 +127,8 @@ bool is_native(const Graph& g, const Node& n) {
   }
   if (op == "matmul" || op == "conv2d") {
     const DType t = dt(n.outputs[0]);
-    if (!is_float_dtype(t)) return false;
+    // bfloat16 matmuls: ig_matmul's bf16 overload (the host's bf16 matmul, or widened)
+    if (!is_float_dtype(t) && !(op == "matmul" && t == DType::BFloat16)) return false;
     for (ValueId v : n.inputs)
       if (dt(v) != t) return false;
     if (op == "matmul") return rank(n.inputs[0]) >= 1 && rank(n.inputs[1]) >= 1;

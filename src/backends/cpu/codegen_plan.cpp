@@ -34,7 +34,8 @@ void Generator::fold_transposes() {
     const ValueId y = n.outputs[0];
     const Value& yv = g_.value(y);
     const int rank = static_cast<int>(yv.shape.size());
-    if (rank < 2 || !is_float_dtype(yv.dtype) || reads[y] == 0 || reads[y] != matmul_reads[y]) continue;
+    const bool gemm_type = is_float_dtype(yv.dtype) || yv.dtype == DType::BFloat16;  // ig_matmul's
+    if (rank < 2 || !gemm_type || reads[y] == 0 || reads[y] != matmul_reads[y]) continue;
     std::vector<int64_t> swap_last2(static_cast<size_t>(rank));
     for (int i = 0; i < rank; ++i) swap_last2[static_cast<size_t>(i)] = i;
     std::swap(swap_last2[static_cast<size_t>(rank - 1)], swap_last2[static_cast<size_t>(rank - 2)]);

@@ -235,7 +235,8 @@ class CpuExecutable final : public Executable {
                          &CpuExecutable::run_conv_args,
                          &CpuExecutable::run_conv_grad,
                          cpu::host_sgemm(),
-                         f->subgraphs.empty() ? nullptr : f->subgraphs.data()};
+                         f->subgraphs.empty() ? nullptr : f->subgraphs.data(),
+                         cpu::host_gemm_bf16()};
     return f;
   }
 
@@ -564,7 +565,8 @@ class CpuExecutable final : public Executable {
 int CpuBackend::compile_count() { return cpu::compiler_invocations().load(); }
 
 std::unique_ptr<Executable> CpuBackend::lower(const Graph& graph, const CompileOptions& options) const {
-  const std::optional<Graph> widened = cpu::widen_half_dense(graph);  // mixed precision's dense ops
+  const std::optional<Graph> widened =  // mixed precision's dense ops
+      cpu::widen_half_dense(graph, options_.blas && cpu::host_gemm_bf16() != nullptr);
   const Graph& g = widened ? *widened : graph;
   const Layout layout = requested_layout(g, options, cpu::cpu_layout_target(cpu::dnnl_available()));
   return cpu::lower_with_plan(g, fusion_plan_for(g, options), cpu::tuned_options(options_, options), options.verbose,

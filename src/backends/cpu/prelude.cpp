@@ -41,6 +41,8 @@ struct ingot_host {
   int (*sgemm)(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
   const ingot_subgraph* subgraphs;
+  int (*gemm_bf16)(char ta, char tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
+                   const uint16_t* b, int64_t ldb, float* c, int64_t ldc);
 };
 }
 

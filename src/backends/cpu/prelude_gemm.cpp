@@ -156,6 +156,40 @@ inline void ig_matmul(const ig_ctx* ctx, int threads, bool ta, bool tb, int64_t 
   }
   ig_gemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
 }
+
+// bfloat16 products as the reference computes them (float32 accumulation, the result rounded once
+// to bfloat16): the host's native bf16 matmul into float32 where it has one (AVX512_BF16, AMX),
+// else both operands widened to float32 (exact) and the float32 product.
+inline void ig_matmul(const ig_ctx* ctx, int threads, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                      const ig_bf16* A, int64_t lda, const ig_bf16* B, int64_t ldb, ig_bf16* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  float* c = static_cast<float*>(std::malloc(sizeof(float) * size_t(M * N)));
+  if (c == nullptr) throw std::bad_alloc();
+  bool done = false;
+  if (ig_library_gemm && ctx->host->gemm_bf16 != nullptr && K > 0) {
+    const int before = threads > 0 ? omp_get_max_threads() : 0;
+    if (threads > 0) omp_set_num_threads(threads);
+    done = ctx->host->gemm_bf16(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, ig_raw(A), lda, ig_raw(B), ldb, c, N) == 0;
+    if (threads > 0) omp_set_num_threads(before);
+  }
+  if (!done) {  // each operand as stored ([rows, cols], row stride ld), widened
+    auto widened = [](const ig_bf16* p, int64_t rows, int64_t cols, int64_t ld) {
+      float* w = static_cast<float*>(std::malloc(sizeof(float) * size_t(rows * cols > 0 ? rows * cols : 1)));
+      if (w == nullptr) throw std::bad_alloc();
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) w[i * cols + j] = static_cast<float>(p[i * ld + j]);
+      return w;
+    };
+    float* a = widened(A, ta ? K : M, ta ? M : K, lda);
+    float* b = widened(B, tb ? N : K, tb ? K : N, ldb);
+    ig_matmul(ctx, threads, ta, tb, M, N, K, a, ta ? M : K, b, tb ? K : N, c, N);
+    std::free(a);
+    std::free(b);
+  }
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = ig_bf16(c[i * N + j]);
+  std::free(c);
+}
 )IGPRELUDE";
 
 const char* const kConvPrelude = R"IGPRELUDE(

@@ -11,11 +11,12 @@ namespace ingot::cpu {
 // `g` with every float16 / bfloat16 matmul and conv2d run in float32: cast nodes widen the
 // operands (exact) and round the float32 result once to the low type, which is what the
 // reference kernel computes (float32 accumulation, one rounding); inside control-flow subgraphs
-// too. nullopt when there is none.
+// too. nullopt when there is none. `native_bf16_matmul`: bfloat16 matmuls stay as they are, for
+// the host's native bf16 matmul (ingot_host::gemm_bf16, where the host has one and BLAS is on).
 //
-// Why widen: the generated code has no half-precision GEMM, and oneDNN's bf16 convolutions need
-// AVX-512 (avx512_core); on AVX2 machines (the ones this backend is measured on) this is the
-// native path. The widening casts fuse into the loops around the dense op.
-std::optional<Graph> widen_half_dense(const Graph& g);
+// Why widen the rest: the generated code has no other half-precision GEMM, and oneDNN's bf16
+// convolutions need AVX-512 (avx512_core); on AVX2 machines this is the native path. The
+// widening casts fuse into the loops around the dense op.
+std::optional<Graph> widen_half_dense(const Graph& g, bool native_bf16_matmul = false);
 
 }  // namespace ingot::cpu
