@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""mixed_precision="bfloat16" against float32 on the CPU backend: a BERT-base FFN block
+([rows, 768] -> Linear 3072 -> GELU -> Linear 768, a logical model compiled with inference=True)
+at 128 and 1,024 rows, both compiles in one process, rounds alternating (median of `reps` calls
+each), so the ratio of each round compares the two under the same machine state. On a host whose
+oneDNN runs bfloat16 natively (ISA avx512_core_bf16 or avx512_core_amx: AVX512_BF16, AMX) the
+bfloat16 matmuls run its bf16 matmul; elsewhere they are widened to float32 and the ratio shows
+the casts' cost. The error column is the bfloat16 output's largest difference from float32's,
+relative to float32's largest value (bfloat16 keeps 8 bits: about 4e-3).
+
+  python bench/mixed_precision.py [--rounds 5] [--reps 10] [--out bench/results/mixed_precision.json]
+"""
+import argparse
+import os
+import statistics
+import sys
+
+THREADS = 2
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(var, str(THREADS))
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import machine, measured_utc, timed, write_json  # noqa: E402
+
+import ingot as ml  # noqa: E402
+
+
+def bf16_flags():
+    """The host's bfloat16 instruction sets (/proc/cpuinfo flags): avx512_bf16, amx_bf16, or none."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    return [f for f in ("avx512_bf16", "amx_bf16") if f in flags]
+
+
+def ffn_block():
+    m = ml.Model()
+    m |= ml.Linear(3072)(input="input", output="h")
+    m |= ml.Gelu()(input="h", output="g")
+    m |= ml.Linear(768)(input="g", output=ml.IOKey("output", expose=True))
+    return m
+
+
+def row(rows, rounds, reps):
+    model = ffn_block()
+    x = (np.random.default_rng(0).random((rows, 768), dtype=np.float32) - 0.5)
+    pms = {mp: ml.compile(model, ml.CpuBackend(num_threads=THREADS), shapes={"input": [rows, 768]}, inference=True,
+                          mixed_precision=mp) for mp in ("none", "bfloat16")}
+    params = pms["none"].randomize_params(1)
+    out = {mp: np.asarray(pm.evaluate(params, {"input": x})["output"], dtype=np.float32) for mp, pm in pms.items()}
+    error = float(np.abs(out["bfloat16"] - out["none"]).max() / np.abs(out["none"]).max())
+    ms = {mp: [] for mp in pms}
+    for _ in range(rounds):
+        for mp, pm in pms.items():
+            ms[mp].append(timed(lambda: pm.evaluate(params, {"input": x}), reps)["ms"])  # noqa: B023
+    ratios = [f / b for f, b in zip(ms["none"], ms["bfloat16"])]
+    return {"rows": rows, "float32_ms": ms["none"], "bfloat16_ms": ms["bfloat16"], "float32_over_bfloat16": ratios,
+            "median_ratio": statistics.median(ratios), "bfloat16_error": error}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                                                  "mixed_precision.json"))
+    args = ap.parse_args()
+    results = {"benchmark": "mixed_precision", "measured_utc": measured_utc(), "machine": machine(THREADS),
+               "bf16_instructions": bf16_flags(),
+               "rows": [row(r, args.rounds, args.reps) for r in (128, 1024)]}
+    write_json(args.out, results)
+    print("| FFN block rows | float32 ms | bfloat16 ms | float32 / bfloat16 | bfloat16 error |")
+    print("|---|---|---|---|---|")
+    for r in results["rows"]:
+        f, b, q = sorted(r["float32_ms"]), sorted(r["bfloat16_ms"]), sorted(r["float32_over_bfloat16"])
+        print(f"| {r['rows']} | {f[0]:.1f}-{f[-1]:.1f} | {b[0]:.1f}-{b[-1]:.1f} | {q[0]:.2f}-{q[-1]:.2f}x | "
+              f"{r['bfloat16_error']:.1e} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
