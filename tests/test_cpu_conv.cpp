@@ -732,4 +732,6 @@ TEST(CpuIsa, OneDnnReportsTheInstructionSetItRuns) {
     EXPECT_TRUE(isa == "avx2" || isa == "avx" || isa == "sse41") << "capped at AVX2 but running " << isa;
   else
     EXPECT_NE(isa.find("av"), std::string::npos) << isa;  // avx, avx2, avx512_*: any x86-64 host oneDNN serves
+  // bfloat16 matmuls go to oneDNN exactly where its kernels run bf16 instructions.
+  EXPECT_EQ(cpu::host_gemm_bf16() != nullptr, isa == "avx512_core_bf16" || isa == "avx512_core_amx") << isa;
 }

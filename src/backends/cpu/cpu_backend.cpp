@@ -628,7 +628,10 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
     const std::string key = cpu::cache_key(req);
     std::cerr << "[cpu] compiler: " << tc.compiler << " (" << tc.version << ")"
               << (tc.openblas.empty() ? ", no BLAS (gemm in loops)" : ", BLAS: " + tc.openblas)
-              << (cpu::dnnl_available() ? ", oneDNN kernels: " + cpu::dnnl_cpu_isa() : ", no oneDNN") << "\n"
+              << (cpu::dnnl_available() ? ", oneDNN kernels: " + cpu::dnnl_cpu_isa() : ", no oneDNN")
+              << (options_.blas && cpu::host_gemm_bf16() != nullptr ? ", bfloat16 matmuls: oneDNN bf16"
+                                                                    : ", bfloat16 matmuls: widened to float32")
+              << "\n"
               << "[cpu] threads per call: "
               << (options_.num_threads > 0 ? std::to_string(options_.num_threads) : std::string("OpenMP's default"))
               << ", vectorize " << (options_.vectorize ? "on" : "off") << ", " << (options_.optimize_size ? "-Os" : "-O3")

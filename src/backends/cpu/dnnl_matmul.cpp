@@ -29,7 +29,10 @@ namespace {
 // One bf16 x bf16 -> f32 matmul primitive per (ta, tb, m, n, k, lda, ldb, ldc), made on first use:
 // A [m, k] and B [k, n] read through their strides (a transposed operand is its stored matrix's
 // strides swapped), C [m, n] with row stride ldc. Null where oneDNN would run its reference
-// implementation (kept, so it is not asked again).
+// implementation (kept, so it is not asked again). At most kKept shapes are kept: symbolic
+// shapes (a sequence length per call) would otherwise grow the map without bound; past it the
+// map starts over (callers hold their primitive by shared_ptr).
+constexpr size_t kKept = 512;
 struct Bf16Matmul {
   dnnl::matmul::primitive_desc pd;
   dnnl::matmul primitive;
@@ -42,6 +45,7 @@ std::shared_ptr<const Bf16Matmul> bf16_matmul(char ta, char tb, int64_t m, int64
   const Key key{ta, tb, m, n, k, lda, ldb, ldc};
   std::lock_guard<std::mutex> lock(mu);
   if (const auto it = made.find(key); it != made.end()) return it->second;
+  if (made.size() >= kKept) made.clear();
   using dt = dnnl::memory::data_type;
   const dnnl::memory::desc a({m, k}, dt::bf16, ta == 'T' ? dnnl::memory::dims{1, lda} : dnnl::memory::dims{lda, 1});
   const dnnl::memory::desc b({k, n}, dt::bf16, tb == 'T' ? dnnl::memory::dims{1, ldb} : dnnl::memory::dims{ldb, 1});
