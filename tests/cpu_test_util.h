@@ -143,6 +143,14 @@ inline Layout conv_layout_under(Layout layout, int64_t channels) {
   return block > 0 && channels % block == 0 ? layout : Layout::Nhwc;
 }
 
+// cpu_options() built with -DIG_FAIL_SCRATCH: every prelude kernel's scratch request fails, as
+// when its allocation does, so it takes its path without scratch (ig_scratch).
+inline CpuBackend::CpuOptions cpu_options_without_scratch() {
+  CpuBackend::CpuOptions o = cpu_options();
+  o.extra_flags.push_back("-DIG_FAIL_SCRATCH");
+  return o;
+}
+
 // Runs `g` on each input set with CpuBackend (plan from `plan`, buffers laid out for `layout`,
 // built with `options`) and ReferenceBackend.
 inline std::string check(const Graph& g, const std::vector<std::vector<Tensor>>& input_sets, const PlanFn& plan = unfused,

@@ -177,11 +177,9 @@ TEST(CpuPooling, WideNchwRowsMatchReference) {
                                random_tensor({1, 2, 3, 140}, seed + 2, -100, 100).astype(DType::Int32), tall};
   };
   check(g, {inputs(2, 110), inputs(1, 120), inputs(0, 130)}, plan_fusion);
-  // Without scratch memory (-DIG_FAIL_SCRATCH: as when its allocation fails) the NCHW rows take
-  // the clipped loop.
-  CpuBackend::CpuOptions no_scratch = cpu_options();
-  no_scratch.extra_flags.push_back("-DIG_FAIL_SCRATCH");
-  check(g, {inputs(2, 110), inputs(1, 120), inputs(0, 130)}, plan_fusion, 1e-5, 1e-6, host_layout(), no_scratch);
+  // Without scratch memory (as when its allocation fails) the NCHW rows take the clipped loop.
+  check(g, {inputs(2, 110), inputs(1, 120), inputs(0, 130)}, plan_fusion, 1e-5, 1e-6, host_layout(),
+        cpu_options_without_scratch());
 }
 
 // ceil_mode (GoogLeNet's pools, which its ONNX file carries as ceil_mode = 1): a last window past
@@ -246,16 +244,14 @@ TEST(CpuPooling, GlobalAveragePoolOfEveryLayoutMatchesReference) {
       }
       return std::vector<Tensor>{x, random_tensor({c, 3, 3, 3}, seed + 1), random_tensor({n, 3, 3, 3}, seed + 2)};
     };
-    // Without scratch memory (-DIG_FAIL_SCRATCH: as when its allocation fails) the pieces run
-    // one at a time on one thread, added in the same order.
-    CpuBackend::CpuOptions no_scratch = cpu_options();
-    no_scratch.extra_flags.push_back("-DIG_FAIL_SCRATCH");
+    // Without scratch memory (as when its allocation fails) the pieces run one at a time on one
+    // thread, added in the same order.
     for (const Layout target : all_layout_targets())
       for (const bool scratch : {true, false}) {
         SCOPED_TRACE(std::to_string(c) + " channels, layout target " + std::string(layout_name(target)) +
                      (scratch ? "" : ", no scratch"));
         check(g, {inputs(1, 300, false), inputs(3, 310, false), inputs(3, 320, true)}, plan_fusion, 1e-5, 1e-6, target,
-              scratch ? cpu_options() : no_scratch);
+              scratch ? cpu_options() : cpu_options_without_scratch());
       }
   }
 }

@@ -20,7 +20,7 @@ std::vector<BufferRequest> cpu::arena_requests(const Graph& graph, const Generat
 
 int64_t CpuBackend::arena_bytes(const Graph& graph, const CompileOptions& options) const {
   // The code lower would generate (on the same widened graph), without building it.
-  const std::optional<Graph> widened = cpu::widen_half_dense(graph, options_.blas && cpu::host_gemm_bf16() != nullptr);
+  const std::optional<Graph> widened = cpu::widen_half_dense(graph, cpu::native_bf16_matmul(options_));
   const Graph& g = widened ? *widened : graph;
   std::vector<Shape> shapes;
   for (const Value& v : g.values()) {

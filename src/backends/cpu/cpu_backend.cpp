@@ -566,11 +566,15 @@ int CpuBackend::compile_count() { return cpu::compiler_invocations().load(); }
 
 std::unique_ptr<Executable> CpuBackend::lower(const Graph& graph, const CompileOptions& options) const {
   const std::optional<Graph> widened =  // mixed precision's dense ops
-      cpu::widen_half_dense(graph, options_.blas && cpu::host_gemm_bf16() != nullptr);
+      cpu::widen_half_dense(graph, cpu::native_bf16_matmul(options_));
   const Graph& g = widened ? *widened : graph;
   const Layout layout = requested_layout(g, options, cpu::cpu_layout_target(cpu::dnnl_available()));
   return cpu::lower_with_plan(g, fusion_plan_for(g, options), cpu::tuned_options(options_, options), options.verbose,
                               options.memory_planning, layout, options.file_path, options.code_transformers);
+}
+
+bool cpu::native_bf16_matmul(const CpuBackend::CpuOptions& options) {
+  return options.blas && cpu::host_gemm_bf16() != nullptr;
 }
 
 CpuBackend::CpuOptions cpu::tuned_options(const CpuBackend::CpuOptions& options, const CompileOptions& compile) {
@@ -629,8 +633,8 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
     std::cerr << "[cpu] compiler: " << tc.compiler << " (" << tc.version << ")"
               << (tc.openblas.empty() ? ", no BLAS (gemm in loops)" : ", BLAS: " + tc.openblas)
               << (cpu::dnnl_available() ? ", oneDNN kernels: " + cpu::dnnl_cpu_isa() : ", no oneDNN")
-              << (options_.blas && cpu::host_gemm_bf16() != nullptr ? ", bfloat16 matmuls: oneDNN bf16"
-                                                                    : ", bfloat16 matmuls: widened to float32")
+              << (cpu::native_bf16_matmul(options_) ? ", bfloat16 matmuls: oneDNN bf16"
+                                                    : ", bfloat16 matmuls: widened to float32")
               << "\n"
               << "[cpu] threads per call: "
               << (options_.num_threads > 0 ? std::to_string(options_.num_threads) : std::string("OpenMP's default"))

@@ -19,12 +19,8 @@
 namespace ingot::cpu {
 
 namespace {
+
 std::atomic<int64_t> bf16_calls{0};
-}  // namespace
-
-int64_t gemm_bf16_calls() { return bf16_calls.load(); }
-
-namespace {
 
 // One bf16 x bf16 -> f32 matmul primitive per (ta, tb, m, n, k, lda, ldb, ldc), made on first use:
 // A [m, k] and B [k, n] read through their strides (a transposed operand is its stored matrix's
@@ -62,9 +58,15 @@ std::shared_ptr<const Bf16Matmul> bf16_matmul(char ta, char tb, int64_t m, int64
 
 }  // namespace
 
+int64_t gemm_bf16_calls() { return bf16_calls.load(); }
+
 HostGemmBf16 host_gemm_bf16() {
-  const std::string isa = dnnl_cpu_isa();
-  if (isa != "avx512_core_bf16" && isa != "avx512_core_amx") return nullptr;
+  // Asked for every call's host table: the ISA (fixed for the process) is looked at once.
+  static const bool native = [] {
+    const std::string isa = dnnl_cpu_isa();
+    return isa == "avx512_core_bf16" || isa == "avx512_core_amx";
+  }();
+  if (!native) return nullptr;
   return [](char ta, char tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, const uint16_t* b,
             int64_t ldb, float* c, int64_t ldc) {
     const std::shared_ptr<const Bf16Matmul> p = bf16_matmul(ta, tb, m, n, k, lda, ldb, ldc);

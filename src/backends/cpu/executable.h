@@ -28,6 +28,9 @@ PreparedCode prepare_code(const Graph& graph, const FusionPlan& plan, const CpuB
 // The backend's options as a compile's hints and targets tune them (compiler/target_options.h):
 // num_threads (threads per call), vectorize and optimize_size.
 CpuBackend::CpuOptions tuned_options(const CpuBackend::CpuOptions& options, const CompileOptions& compile);
+// Whether bfloat16 matmuls run the host's bf16 matmul (host_gemm_bf16, with library products on)
+// rather than being widened to float32: lower, arena_bytes and verbose decide it alike.
+bool native_bf16_matmul(const CpuBackend::CpuOptions& options);
 
 // CpuOptions::cache_dir, else default_cache_dir().
 inline std::string cache_dir_of(const CpuBackend::CpuOptions& options) {
