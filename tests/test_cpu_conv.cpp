@@ -11,6 +11,7 @@
 #include "backends/cpu/codegen_conv.h"
 #include "backends/cpu/conv_post_ops.h"
 #include "backends/cpu/dnnl_conv.h"
+#include "backends/cpu/dnnl_gemm.h"
 #include "compiler/passes/passes.h"
 #include "cpu_test_util.h"
 

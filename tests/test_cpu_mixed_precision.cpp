@@ -4,7 +4,7 @@
 // the reference backend running the same mixed-precision graph.
 #include <gtest/gtest.h>
 
-#include "backends/cpu/dnnl_conv.h"
+#include "backends/cpu/dnnl_gemm.h"
 #include "cpu_test_util.h"
 #include "ingot/ingot.h"
 #include "ingot/models.h"

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "autodiff_test_util.h"
+#include "backends/cpu/dnnl_gemm.h"
 #include "cpu_test_util.h"
 
 namespace ingot::testing {
@@ -378,6 +379,76 @@ TEST(AttentionOp, CpuKernelWithANonFiniteVMatchesTheReferencesDoublePrecision) {
       }
       cpu_test::check(g, {in}, cpu_test::unfused, 2e-5, 2e-5);
     }
+  }
+}
+
+// float16 and bfloat16 attention, forward and backward, run in the generated code
+// (ig_attention_lowp, ig_attention_grad_lowp), never the reference kernel: bfloat16's forward on
+// the host's bf16 matmul where it has one (its probabilities rounded to bfloat16 for P V, so up to
+// a few of the output's ulps from the reference), everything else widened to float32 (one rounding
+// from the reference). With library products off, bfloat16 takes the widened path too. bfloat16's
+// forward runs every case; the widened paths (float16, the backward, no library products), one
+// kernel for both types, a few.
+TEST(AttentionOp, HalfTypesRunInTheGeneratedCodeAndMatchTheReference) {
+  std::vector<AttentionCase> all = cases();
+  all.push_back({{2, 4, 70, 33}, {2, 2, 131, 33}, {2, 2, 131, 64}, std::nullopt,
+                 {{"causal", int64_t{1}}, {"causal_offset", int64_t{61}}}});
+  all.push_back({{1, 2, 150, 64}, {1, 2, 600, 64}, {1, 2, 600, 48}, rnd({1, 1, 150, 600}, 8),
+                 {{"causal", int64_t{1}}, {"causal_offset", int64_t{450}}}});
+  Tensor late(DType::Bool, {130, 520});
+  for (int64_t i = 0; i < 130; ++i)
+    for (int64_t j = 0; j < 520; ++j) late.data<bool>()[i * 520 + j] = j >= 2 * i;
+  all.push_back({{1, 2, 130, 40}, {1, 2, 520, 40}, {1, 2, 520, 40}, late, {}});
+  // 32 units of one shape: the threads run one product primitive at once (each with its own
+  // scratchpad; with the primitive's own, the outputs were off by 1.1 of their largest).
+  all.push_back({{1, 8, 512, 64}, {1, 8, 512, 64}, {1, 8, 512, 64}, std::nullopt, {}});
+  const size_t large = all.size() - 4;
+  CpuBackend::CpuOptions no_blas = cpu_test::cpu_options();
+  no_blas.blas = false;
+  for (size_t n = 0; n < 2 * all.size(); ++n) {
+    const size_t i = n / 2;
+    const DType t = n % 2 ? DType::Float16 : DType::BFloat16;
+    // bool mask, float mask + causal, past the blocks
+    const bool widened_too = i == 4 || i == 5 || (i >= large && i + 1 < all.size());
+    if (t == DType::Float16 && !widened_too) continue;
+    const AttentionCase& c = all[i];
+    const double tol = t == DType::BFloat16 ? 2e-2 : 2e-3;  // 2.5 ulps near 1
+    SCOPED_TRACE("case " + std::to_string(i) + ", " + std::string(dtype_name(t)));
+    Shape ys = c.q;
+    ys.back() = c.v.back();
+    std::vector<Tensor> feed = {rnd(c.q, 270 + n, -2, 2).astype(t), rnd(c.k, 280 + n, -2, 2).astype(t),
+                                rnd(c.v, 290 + n, -2, 2).astype(t)};
+    if (c.mask) feed.push_back(c.mask->dtype() == DType::Bool ? *c.mask : c.mask->astype(t));
+    const Graph forward = attention_graph(c, feed);
+    const int64_t before = cpu::gemm_bf16_calls();
+    std::string src = cpu_test::check(forward, {feed}, cpu_test::unfused, tol, tol);
+    EXPECT_EQ(cpu::gemm_bf16_calls() > before, t == DType::BFloat16 && cpu::host_gemm_bf16() != nullptr)
+        << "bfloat16 runs on the host's bf16 matmul exactly where it has one";
+    EXPECT_EQ(cpu_test::count(src, "run_node(ctx->host->ctx"), 0) << "attention runs in the generated code";
+    EXPECT_NE(src.find("ig_attention_lowp<"), std::string::npos);
+    if (!widened_too) continue;
+    if (t == DType::BFloat16 && i >= large) {
+      const int64_t widened = cpu::gemm_bf16_calls();
+      cpu_test::check(forward, {feed}, cpu_test::unfused, tol, tol, host_layout(), no_blas);
+      EXPECT_EQ(cpu::gemm_bf16_calls(), widened) << "library products off: widened";
+    }
+    std::vector<Tensor> grad_feed = feed;
+    grad_feed.insert(grad_feed.begin() + 3, rnd(ys, 300 + n, -1, 1).astype(t));
+    Graph g;
+    std::vector<ValueId> in;
+    std::vector<ShapeConstraint> cs;
+    for (size_t a = 0; a < grad_feed.size(); ++a) {
+      in.push_back(g.add_input("x" + std::to_string(a)));
+      g.value(in.back()).dtype = grad_feed[a].dtype();
+      cs.push_back({in.back(), template_of(grad_feed[a].shape()), "", "test"});
+    }
+    const std::vector<ValueId> grads = g.add_node("scaled_dot_product_attention_grad", in, c.attrs, 4);
+    for (size_t a = 0; a < 4; ++a) g.set_output("d" + std::to_string(a), grads[a]);
+    infer_shapes(g, cs);
+    infer_types(g);
+    src = cpu_test::check(g, {grad_feed}, cpu_test::unfused, tol, tol);
+    EXPECT_EQ(cpu_test::count(src, "run_node(ctx->host->ctx"), 0) << "the backward runs in the generated code";
+    EXPECT_NE(src.find("ig_attention_grad_lowp<"), std::string::npos);
   }
 }
 

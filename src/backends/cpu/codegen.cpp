@@ -118,9 +118,9 @@ bool is_native(const Graph& g, const Node& n) {
     return ok;
   }
   if (op == "scaled_dot_product_attention" || op == "scaled_dot_product_attention_grad") {
-    // float32 / float64, every operand but a bool mask of that type (half types: the reference kernel)
+    // a floating type, every operand but a bool mask of that type (half types: ig_attention_lowp)
     const DType t = dt(n.inputs[0]);
-    bool ok = t == DType::Float32 || t == DType::Float64;
+    bool ok = is_floating(t);
     for (ValueId v : n.inputs) ok = ok && (dt(v) == t || dt(v) == DType::Bool);
     for (ValueId v : n.outputs) ok = ok && dt(v) == t;
     return ok;

@@ -234,16 +234,18 @@ void Generator::emit_attention(const Node& n, std::ostream& k) {
     << "  const double scale = " << scale << " != 0.0 ? " << scale
     << " : (d > 0 ? 1.0 / std::sqrt(static_cast<double>(d)) : 1.0);\n";
   const std::string mask_arg = kind ? "x" + std::to_string(mask_at) : std::string("nullptr");
+  const DType t = g_.value(n.inputs[0]).dtype;
+  const std::string kernel = std::string(grad ? "ig_attention_grad" : "ig_attention") + (is_half(t) ? "_lowp<" : "<") +
+                             ctype(t) + ", " + std::to_string(kind) + ">";
   if (grad) {
-    k << "  return ig_attention_grad<" << ctype(g_.value(n.inputs[0]).dtype) << ", " << kind
-      << ">(ctx, x0, x1, x2, x3, " << mask_arg << ", y, y1, y2, y3, " << (kind ? str(numel_of(n.inputs[mask_at])) : "0")
+    k << "  return " << kernel << "(ctx, x0, x1, x2, x3, " << mask_arg << ", y, y1, y2, y3, " << (kind ? str(numel_of(n.inputs[mask_at])) : "0")
       << ", " << str(product(qd, 0, r - 2)) << ", " << (r >= 3 ? str(qd[r - 3]) : "1") << ", "
       << (r >= 3 ? str(kd[r - 3]) : "1") << ", " << str(qd[r - 2]) << ", " << str(kd[r - 2]) << ", d, "
       << str(vd[r - 1]) << ", scale, " << (n.attrs.get_int("causal", 0) != 0 ? 1 : 0) << ", "
       << n.attrs.get_int("causal_offset", 0) << ", " << r - 2 << ", lead, mstride);\n";
     return;
   }
-  k << "  return ig_attention<" << ctype(g_.value(n.inputs[0]).dtype) << ", " << kind << ">(ctx, x0, x1, x2, "
+  k << "  return " << kernel << "(ctx, x0, x1, x2, "
     << (kind ? "x3" : "nullptr") << ", y, " << str(product(qd, 0, r - 2)) << ", "
     << (r >= 3 ? str(qd[r - 3]) : "1") << ", " << (r >= 3 ? str(kd[r - 3]) : "1") << ", " << str(qd[r - 2]) << ", "
     << str(kd[r - 2]) << ", d, " << str(vd[r - 1]) << ", scale, " << (n.attrs.get_int("causal", 0) != 0 ? 1 : 0)

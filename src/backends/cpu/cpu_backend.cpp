@@ -15,6 +15,7 @@
 #include "backends/cpu/codegen.h"
 #include "backends/cpu/codegen_control.h"
 #include "backends/cpu/dnnl_conv.h"
+#include "backends/cpu/dnnl_gemm.h"
 #include "backends/cpu/dnnl_conv_backward.h"
 #include "backends/cpu/executable.h"
 #include "backends/cpu/toolchain.h"

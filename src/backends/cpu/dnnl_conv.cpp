@@ -66,13 +66,6 @@ std::string dnnl_cpu_isa() {
   return "unknown";
 }
 
-HostSgemm host_sgemm() {
-  return [](char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-            int64_t ldb, float beta, float* c, int64_t ldc) {
-    return dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == dnnl_success ? 0 : 1;
-  };
-}
-
 const dnnl::engine& cpu_engine() {
   static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
   return e;
@@ -554,8 +547,6 @@ bool DnnlConv::run(const float* x, const float* w, const float* b, const void* c
 
 bool dnnl_available() { return false; }
 std::string dnnl_cpu_isa() { return ""; }
-
-HostSgemm host_sgemm() { return nullptr; }
 
 struct DnnlConv::Impl {
   std::string name = "unavailable";

@@ -26,18 +26,6 @@ bool dnnl_available();
 // the CPU has, capped by ONEDNN_MAX_CPU_ISA when it is set (e.g. ONEDNN_MAX_CPU_ISA=AVX2 to run
 // the AVX2 kernels on an AVX-512 host). "" without oneDNN. `verbose` reports it.
 std::string dnnl_cpu_isa();
-// ingot_host::sgemm: oneDNN's dnnl_sgemm, or null without oneDNN.
-using HostSgemm = int (*)(char, char, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
-                          float, float*, int64_t);
-HostSgemm host_sgemm();
-// ingot_host::gemm_bf16: oneDNN's bfloat16 matmul (float32 result), or null without oneDNN or
-// where its bf16 kernels would not be native (an ISA below avx512_core_bf16; dnnl_cpu_isa).
-// Primitives are made once per shape and kept for the process.
-using HostGemmBf16 = int (*)(char, char, int64_t, int64_t, int64_t, const uint16_t*, int64_t, const uint16_t*, int64_t,
-                             float*, int64_t);
-HostGemmBf16 host_gemm_bf16();
-// How many products host_gemm_bf16's function has run in this process (tests: which path ran).
-int64_t gemm_bf16_calls();
 
 // One elementwise step applied to the convolution's result inside the primitive (a oneDNN
 // post-op), in order. Unary kinds take no operand; Linear is alpha * y + beta; the binary kinds

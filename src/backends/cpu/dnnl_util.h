@@ -1,4 +1,4 @@
-// What the oneDNN-backed host kernels share (dnnl_conv.cpp, dnnl_conv_backward.cpp, dnnl_matmul.cpp). Include only
+// What the oneDNN-backed host kernels share (dnnl_conv.cpp, dnnl_conv_backward.cpp, dnnl_gemm.cpp). Include only
 // where INGOT_HAVE_DNNL is defined.
 #pragma once
 

@@ -32,7 +32,8 @@ inline int64_t ig_mask_base(int64_t b, int nlead, const int64_t* lead, const int
 
 // Block scores s[r * ld + jj] of query rows i0 + r and keys j0 + jj, masked: a bool mask's hidden
 // keys (and, causal, the keys past row i's i + offset) become -inf; a float mask is added.
-template <class T, int kMask>
+// A float mask holds M values (T, or bfloat16 for the bfloat16 kernel's float32 scores).
+template <class T, int kMask, class M = T>
 void ig_mask_scores(T* s, int64_t ld, int64_t rows, int64_t n, int64_t i0, int64_t j0, const void* mask,
                     int64_t mbase, int nlead, const int64_t* mstride, int causal, int64_t offset) {
   constexpr T kHidden = -std::numeric_limits<T>::infinity();
@@ -45,8 +46,8 @@ void ig_mask_scores(T* s, int64_t ld, int64_t rows, int64_t n, int64_t i0, int64
       for (int64_t jj = 0; jj < n; ++jj)
         if (mr[(j0 + jj) * ms] == 0) sr[jj] = kHidden;
     } else if (kMask == 2) {
-      const T* mr = static_cast<const T*>(mask) + mbase + i * mstride[nlead];
-      for (int64_t jj = 0; jj < n; ++jj) sr[jj] += mr[(j0 + jj) * ms];
+      const M* mr = static_cast<const M*>(mask) + mbase + i * mstride[nlead];
+      for (int64_t jj = 0; jj < n; ++jj) sr[jj] += static_cast<T>(mr[(j0 + jj) * ms]);
     }
     if (causal)
       for (int64_t jj = i + offset - j0 + 1 > 0 ? i + offset - j0 + 1 : 0; jj < n; ++jj) sr[jj] = kHidden;
@@ -125,15 +126,24 @@ bool ig_all_finite(const T* x, int64_t n) {
 // reference does: a probability that float32 rounds to 0 (a key scored 305 below the row's
 // best) times an inf in v is NaN, where the reference's double probability (1e-133) times inf is
 // inf (program fuzzer, seed 280044). Finite inputs, the common case, never take this path.
-// A float32 buffer widened to a new double one (nullptr when out of memory; n may be 0).
-inline double* ig_widened(const float* x, int64_t n) {
-  double* w = static_cast<double*>(std::malloc(sizeof(double) * static_cast<size_t>(n > 0 ? n : 1)));
+// A buffer widened to a new one of type W (nullptr when out of memory; n may be 0): float32 to
+// double here, float16 / bfloat16 to float32 for the half types' attention below.
+template <class W, class S>
+W* ig_widened(const S* x, int64_t n) {
+  W* w = static_cast<W*>(std::malloc(sizeof(W) * static_cast<size_t>(n > 0 ? n : 1)));
   if (w != nullptr)
-    for (int64_t i = 0; i < n; ++i) w[i] = x[i];
+    for (int64_t i = 0; i < n; ++i) w[i] = static_cast<W>(x[i]);
   return w;
 }
-inline void ig_narrow(const double* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i]);
+template <class W, class S>
+void ig_narrow(const W* x, S* y, int64_t n) {
+  if constexpr (std::is_class<S>::value) {  // a half type, through its bits (a struct store does not vectorize)
+    uint16_t* bits = ig_raw(y);
+    #pragma omp simd
+    for (int64_t i = 0; i < n; ++i) bits[i] = S(static_cast<float>(x[i])).bits;
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<S>(x[i]);
+  }
 }
 // Elements a mask read through broadcast strides over [lead..., Sq, Sk] can reach.
 inline int64_t ig_mask_extent(int nlead, const int64_t* lead, int64_t sq, int64_t sk, const int64_t* mstride) {
@@ -160,8 +170,8 @@ int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k
     if (!v_finite) {  // in double (see ig_widened)
       const int64_t nq = batch * sq * d, nk = batch / hq * hk * sk * d;
       const int64_t nm = kMask == 2 ? ig_mask_extent(nlead, lead, sq, sk, mstride) : 0;
-      double *wq = ig_widened(q, nq), *wk = ig_widened(k, nk), *wv = ig_widened(v, nv);
-      double* wm = kMask == 2 ? ig_widened(static_cast<const float*>(mask), nm) : nullptr;
+      double *wq = ig_widened<double>(q, nq), *wk = ig_widened<double>(k, nk), *wv = ig_widened<double>(v, nv);
+      double* wm = kMask == 2 ? ig_widened<double>(static_cast<const float*>(mask), nm) : nullptr;
       double* wy = static_cast<double*>(std::malloc(sizeof(double) * static_cast<size_t>(batch * sq * dv)));
       int rc = 1;
       if (wq && wk && wv && wy && (kMask != 2 || wm)) {
@@ -263,8 +273,9 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
     if (!dyv_finite) {  // in double (see ig_widened)
       const int64_t nq = batch * sq * d, nk = units * sk * d, nv = units * sk * dvn, ny = batch * sq * dvn;
       const int64_t nm = kMask != 0 ? mask_numel : 0;
-      double *wq = ig_widened(q, nq), *wk = ig_widened(k, nk), *wv = ig_widened(v, nv), *wdy = ig_widened(dy, ny);
-      double* wm = kMask == 2 ? ig_widened(static_cast<const float*>(mask), nm) : nullptr;
+      double *wq = ig_widened<double>(q, nq), *wk = ig_widened<double>(k, nk), *wv = ig_widened<double>(v, nv),
+             *wdy = ig_widened<double>(dy, ny);
+      double* wm = kMask == 2 ? ig_widened<double>(static_cast<const float*>(mask), nm) : nullptr;
       double* out = static_cast<double*>(std::malloc(sizeof(double) * static_cast<size_t>(nq + nk + nv + nm + 1)));
       int rc = 1;
       if (wq && wk && wv && wdy && out && (kMask != 2 || wm)) {
@@ -481,6 +492,171 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
   }
   if (failed) return ig_fail(ctx, "scaled_dot_product_attention_grad: out of memory for the kernel's scratch");
   return 0;
+}
+
+// ---- attention in float16 / bfloat16: ig_attention_lowp, ig_attention_grad_lowp ----
+// The half types compute as the reference does, in float32 (scores, softmax, sums), each result
+// rounded once. bfloat16 attention on a host with a native bf16 matmul (ctx->host->gemm_bf16:
+// AVX512_BF16 or AMX) runs the flash loop of ig_attention with both block products on the bf16
+// instructions: S = q K^T from the bfloat16 operands into float32, and P V with the block's
+// probabilities rounded to bfloat16 (as bf16 flash-attention kernels do: each probability carries
+// one rounding more than the reference's, 2^-9 relative, inside the output's own rounding to
+// bfloat16); the rows' running max, sum and output stay float32. Everything else (float16, the
+// backward, no host bf16 matmul, library products off, d = 0, a v holding an inf or NaN, a block
+// product the host refuses) widens the operands to float32 and runs the float32 kernel.
+
+template <class T, int kMask>
+int ig_attention_widened(const ig_ctx* ctx, const T* q, const T* k, const T* v, const void* mask, T* y, int64_t batch,
+                         int64_t hq, int64_t hk, int64_t sq, int64_t sk, int64_t d, int64_t dv, double scale, int causal,
+                         int64_t offset, int nlead, const int64_t* lead, const int64_t* mstride) {
+  if (batch == 0 || sq == 0 || dv == 0) return 0;
+  const int64_t units = hk > 0 && hq > 0 ? batch / hq * hk : 0;  // key / value heads in all
+  const int64_t nq = batch * sq * d, nk = units * sk * d, nv = units * sk * dv;
+  const int64_t nm = kMask == 2 ? ig_mask_extent(nlead, lead, sq, sk, mstride) : 0;
+  float *wq = ig_widened<float>(q, nq), *wk = ig_widened<float>(k, nk), *wv = ig_widened<float>(v, nv);
+  float* wm = kMask == 2 ? ig_widened<float>(static_cast<const T*>(mask), nm) : nullptr;
+  float* wy = static_cast<float*>(std::malloc(sizeof(float) * static_cast<size_t>(batch * sq * dv)));
+  int rc = 1;
+  if (wq && wk && wv && wy && (kMask != 2 || wm)) {
+    rc = ig_attention<float, kMask>(ctx, wq, wk, wv, kMask == 2 ? wm : mask, wy, batch, hq, hk, sq, sk, d, dv, scale,
+                                    causal, offset, nlead, lead, mstride);
+    if (rc == 0) ig_narrow(wy, y, batch * sq * dv);
+  } else {
+    ig_fail(ctx, "scaled_dot_product_attention: out of memory for the kernel's scratch");
+  }
+  for (float* p : {wq, wk, wv, wm, wy}) std::free(p);
+  return rc;
+}
+
+// bfloat16 attention on the host's bf16 matmul (see above); -1 where the caller must widen instead.
+template <int kMask>
+int ig_attention_bf16(const ig_ctx* ctx, const ig_bf16* q, const ig_bf16* k, const ig_bf16* v, const void* mask,
+                      ig_bf16* y, int64_t batch, int64_t hq, int64_t hk, int64_t sq, int64_t sk, int64_t d, int64_t dv,
+                      double scale, int causal, int64_t offset, int nlead, const int64_t* lead, const int64_t* mstride) {
+  constexpr int64_t kQ = 128, kK = 512;
+  if (batch == 0 || sq == 0 || dv == 0) return 0;
+  if (hk <= 0 || hq % hk != 0) return ig_fail(ctx, "scaled_dot_product_attention: key/value heads must divide the query heads");
+  if (d == 0 || !ig_all_finite(v, batch / hq * hk * sk * dv)) return -1;
+  const auto gemm = ctx->host->gemm_bf16;
+  const int64_t group = hq / hk, qblocks = (sq + kQ - 1) / kQ;
+  const float fscale = static_cast<float>(scale);
+  int failed = 0, refused = 0;
+  #pragma omp parallel if(ig_big(batch * sq * sk * (d + dv) / 16) && batch * qblocks > 1)
+  {
+    // Per thread: a block of float32 scores (then probabilities) and its bfloat16 copy, the rows'
+    // m and l, their output so far and one block's P V.
+    float* s = static_cast<float*>(std::malloc(sizeof(float) * static_cast<size_t>(kQ * kK + 2 * kQ + 2 * kQ * dv)));
+    ig_bf16* p = static_cast<ig_bf16*>(std::malloc(sizeof(ig_bf16) * static_cast<size_t>(kQ * kK)));
+    if (s == nullptr || p == nullptr) {
+      #pragma omp atomic write
+      failed = 1;
+    }
+    float* m = s + kQ * kK;
+    float* l = m + kQ;
+    float* acc = l + kQ;
+    float* pv = acc + kQ * dv;
+    #pragma omp for schedule(dynamic)
+    for (int64_t unit = 0; unit < batch * qblocks; ++unit) {
+      if (s == nullptr || p == nullptr) continue;
+      const int64_t b = unit / qblocks, i0 = (unit % qblocks) * kQ, rows = sq - i0 < kQ ? sq - i0 : kQ;
+      const int64_t kvb = (b / hq) * hk + (b % hq) / group;
+      const ig_bf16* qb = q + (b * sq + i0) * d;
+      const ig_bf16* kb = k + kvb * sk * d;
+      const ig_bf16* vb = v + kvb * sk * dv;
+      const int64_t mbase = kMask != 0 ? ig_mask_base(b, nlead, lead, mstride) : 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        m[r] = -std::numeric_limits<float>::infinity();
+        l[r] = 0;
+      }
+      for (int64_t e = 0; e < rows * dv; ++e) acc[e] = 0;
+      bool ok = true;
+      for (int64_t j0 = 0; ok && j0 < sk; j0 += kK) {
+        const int64_t end = causal ? (i0 + rows + offset < sk ? i0 + rows + offset : sk) : sk;
+        if (j0 >= end) break;
+        const int64_t n = end - j0 < kK ? end - j0 : kK;
+        ok = gemm('N', 'T', rows, n, d, ig_raw(qb), d, ig_raw(kb + j0 * d), d, s, kK) == 0;
+        if (!ok) break;
+        for (int64_t r = 0; r < rows; ++r) {
+          float* sr = s + r * kK;
+          #pragma omp simd
+          for (int64_t jj = 0; jj < n; ++jj) sr[jj] *= fscale;
+        }
+        ig_mask_scores<float, kMask, ig_bf16>(s, kK, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
+        ig_softmax_block(s, kK, rows, n, m, l, acc, dv);
+        for (int64_t r = 0; r < rows; ++r) {  // through the bits: a struct store does not vectorize
+          const float* sr = s + r * kK;
+          uint16_t* pr = ig_raw(p + r * kK);
+          #pragma omp simd
+          for (int64_t jj = 0; jj < n; ++jj) pr[jj] = ig_bf16(sr[jj]).bits;
+        }
+        ok = gemm('N', 'N', rows, dv, n, ig_raw(p), kK, ig_raw(vb + j0 * dv), dv, pv, dv) == 0;
+        #pragma omp simd
+        for (int64_t e = 0; e < rows * dv; ++e) acc[e] += pv[e];
+      }
+      if (!ok) {
+        #pragma omp atomic write
+        refused = 1;
+        continue;
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        uint16_t* yr = ig_raw(y + (b * sq + i0 + r) * dv);
+        const float inv = 1.0f / l[r];  // l = 0: every key hidden, 0 * inf = NaN
+        #pragma omp simd
+        for (int64_t e = 0; e < dv; ++e) yr[e] = ig_bf16(l[r] == 0.0f ? acc[r * dv + e] / l[r] : acc[r * dv + e] * inv).bits;
+      }
+    }
+    std::free(s);
+    std::free(p);
+  }
+  if (failed) return ig_fail(ctx, "scaled_dot_product_attention: out of memory for the kernel's scratch");
+  return refused ? -1 : 0;
+}
+
+template <class T, int kMask>
+int ig_attention_lowp(const ig_ctx* ctx, const T* q, const T* k, const T* v, const void* mask, T* y, int64_t batch,
+                      int64_t hq, int64_t hk, int64_t sq, int64_t sk, int64_t d, int64_t dv, double scale, int causal,
+                      int64_t offset, int nlead, const int64_t* lead, const int64_t* mstride) {
+  if constexpr (std::is_same<T, ig_bf16>::value) {
+    if (ig_library_gemm && ctx->host->gemm_bf16 != nullptr) {
+      const int rc = ig_attention_bf16<kMask>(ctx, q, k, v, mask, y, batch, hq, hk, sq, sk, d, dv, scale, causal, offset,
+                                              nlead, lead, mstride);
+      if (rc != -1) return rc;
+    }
+  }
+  return ig_attention_widened<T, kMask>(ctx, q, k, v, mask, y, batch, hq, hk, sq, sk, d, dv, scale, causal, offset,
+                                        nlead, lead, mstride);
+}
+
+// The half types' backward: widened to float32, ig_attention_grad's float32 kernel, each gradient
+// rounded once.
+template <class T, int kMask>
+int ig_attention_grad_lowp(const ig_ctx* ctx, const T* q, const T* k, const T* v, const T* dy, const void* mask, T* dq,
+                           T* dk, T* dv, T* dmask, int64_t mask_numel, int64_t batch, int64_t hq, int64_t hk,
+                           int64_t sq, int64_t sk, int64_t d, int64_t dvn, double scale, int causal, int64_t offset,
+                           int nlead, const int64_t* lead, const int64_t* mstride) {
+  const int64_t units = hk > 0 && hq > 0 ? batch / hq * hk : 0;
+  const int64_t nq = batch * sq * d, nk = units * sk * d, nv = units * sk * dvn, ny = batch * sq * dvn;
+  const int64_t nm = kMask != 0 ? mask_numel : 0;
+  float *wq = ig_widened<float>(q, nq), *wk = ig_widened<float>(k, nk), *wv = ig_widened<float>(v, nv),
+        *wdy = ig_widened<float>(dy, ny);
+  float* wm = kMask == 2 ? ig_widened<float>(static_cast<const T*>(mask), nm) : nullptr;
+  float* out = static_cast<float*>(std::malloc(sizeof(float) * static_cast<size_t>(nq + nk + nv + nm + 1)));
+  int rc = 1;
+  if (wq && wk && wv && wdy && out && (kMask != 2 || wm)) {
+    rc = ig_attention_grad<float, kMask>(ctx, wq, wk, wv, wdy, kMask == 2 ? wm : mask, out, out + nq, out + nq + nk,
+                                         out + nq + nk + nv, mask_numel, batch, hq, hk, sq, sk, d, dvn, scale, causal,
+                                         offset, nlead, lead, mstride);
+    if (rc == 0) {
+      ig_narrow(out, dq, nq);
+      ig_narrow(out + nq, dk, nk);
+      ig_narrow(out + nq + nk, dv, nv);
+      ig_narrow(out + nq + nk + nv, dmask, nm);
+    }
+  } else {
+    ig_fail(ctx, "scaled_dot_product_attention_grad: out of memory for the kernel's scratch");
+  }
+  for (float* p : {wq, wk, wv, wdy, wm, out}) std::free(p);
+  return rc;
 }
 )IGPRELUDE";
 

@@ -186,8 +186,11 @@ inline void ig_matmul(const ig_ctx* ctx, int threads, bool ta, bool tb, int64_t 
     std::free(a);
     std::free(b);
   }
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = ig_bf16(c[i * N + j]);
+  for (int64_t i = 0; i < M; ++i) {  // through the bits: a struct store does not vectorize
+    uint16_t* ci = ig_raw(C + i * ldc);
+    #pragma omp simd
+    for (int64_t j = 0; j < N; ++j) ci[j] = ig_bf16(c[i * N + j]).bits;
+  }
   std::free(c);
 }
 )IGPRELUDE";
