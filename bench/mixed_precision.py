@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
-"""mixed_precision="bfloat16" against float32 on the CPU backend: a BERT-base FFN block
-([rows, 768] -> Linear 3072 -> GELU -> Linear 768, a logical model compiled with inference=True)
-at 128 and 1,024 rows, both compiles in one process, rounds alternating (median of `reps` calls
-each), so the ratio of each round compares the two under the same machine state. On a host whose
-oneDNN runs bfloat16 natively (ISA avx512_core_bf16 or avx512_core_amx: AVX512_BF16, AMX) the
-bfloat16 matmuls run its bf16 matmul; elsewhere they are widened to float32 and the ratio shows
-the casts' cost. The error column is the bfloat16 output's largest difference from float32's,
-relative to float32's largest value (bfloat16 keeps 8 bits: about 4e-3).
+"""mixed_precision="bfloat16" against float32 on the CPU backend, both compiles in one process,
+rounds alternating (median of `reps` calls each), so the ratio of each round compares the two
+under the same machine state:
+  - a BERT-base FFN block ([rows, 768] -> Linear 3072 -> GELU -> Linear 768, a logical model
+    compiled with inference=True, weights passed per call) at 128 and 1,024 rows;
+  - a BERT-base encoder layer (the zoo's TransformerEncoderLayer, d 768, 12 heads, FFN 3072,
+    weights compiled in as constants) at 1 x 128 and 1 x 512: under mixed precision its
+    projections, FFN and attention (scaled_dot_product_attention) run in bfloat16.
+On a host whose oneDNN runs bfloat16 natively (ISA avx512_core_bf16 or avx512_core_amx:
+AVX512_BF16, AMX) the bfloat16 matmuls and the attention's block products run its bf16 matmul;
+elsewhere they are widened to float32 and the ratio shows the casts' cost. The error column is the
+bfloat16 output's largest difference from float32's, relative to float32's largest value
+(bfloat16 keeps 8 bits: about 4e-3).
 
   python bench/mixed_precision.py [--rounds 5] [--reps 10] [--out bench/results/mixed_precision.json]
 """
@@ -45,21 +50,38 @@ def ffn_block():
     return m
 
 
-def row(rows, rounds, reps):
+def compare(pms, run, rounds, reps):
+    """Both compiles' outputs and times, rounds alternating; the fields of a result row."""
+    out = {mp: np.asarray(run(pm), dtype=np.float32) for mp, pm in pms.items()}
+    error = float(np.abs(out["bfloat16"] - out["none"]).max() / np.abs(out["none"]).max())
+    ms = {mp: [] for mp in pms}
+    for _ in range(rounds):
+        for mp, pm in pms.items():
+            ms[mp].append(timed(lambda: run(pm), reps)["ms"])  # noqa: B023
+    ratios = [f / b for f, b in zip(ms["none"], ms["bfloat16"])]
+    return {"float32_ms": ms["none"], "bfloat16_ms": ms["bfloat16"], "float32_over_bfloat16": ratios,
+            "median_ratio": statistics.median(ratios), "bfloat16_error": error}
+
+
+def ffn_row(rows, rounds, reps):
     model = ffn_block()
     x = (np.random.default_rng(0).random((rows, 768), dtype=np.float32) - 0.5)
     pms = {mp: ml.compile(model, ml.CpuBackend(num_threads=THREADS), shapes={"input": [rows, 768]}, inference=True,
                           mixed_precision=mp) for mp in ("none", "bfloat16")}
     params = pms["none"].randomize_params(1)
-    out = {mp: np.asarray(pm.evaluate(params, {"input": x})["output"], dtype=np.float32) for mp, pm in pms.items()}
-    error = float(np.abs(out["bfloat16"] - out["none"]).max() / np.abs(out["none"]).max())
-    ms = {mp: [] for mp in pms}
-    for _ in range(rounds):
-        for mp, pm in pms.items():
-            ms[mp].append(timed(lambda: pm.evaluate(params, {"input": x}), reps)["ms"])  # noqa: B023
-    ratios = [f / b for f, b in zip(ms["none"], ms["bfloat16"])]
-    return {"rows": rows, "float32_ms": ms["none"], "bfloat16_ms": ms["bfloat16"], "float32_over_bfloat16": ratios,
-            "median_ratio": statistics.median(ratios), "bfloat16_error": error}
+    return {"block": f"FFN, {rows} rows", "rows": rows,
+            **compare(pms, lambda pm: pm.evaluate(params, {"input": x})["output"], rounds, reps)}
+
+
+def layer_row(batch, seq, rounds, reps):
+    shapes = {"input": [batch, seq, 768]}
+    layer = ml.TransformerEncoderLayer(768, 12, 3072)
+    params = ml.compile(layer, ml.ReferenceBackend(), shapes=shapes, inference=True).randomize_params(1)
+    x = np.random.default_rng(0).standard_normal((batch, seq, 768)).astype(np.float32)
+    pms = {mp: ml.compile(layer, ml.CpuBackend(num_threads=THREADS), shapes=shapes, inference=True,
+                          constant_keys=params, mixed_precision=mp) for mp in ("none", "bfloat16")}
+    return {"block": f"BERT-base layer, {batch} x {seq}", "rows": batch * seq,
+            **compare(pms, lambda pm: pm.evaluate({}, {"input": x})["output"], rounds, reps)}
 
 
 def main():
@@ -71,13 +93,14 @@ def main():
     args = ap.parse_args()
     results = {"benchmark": "mixed_precision", "measured_utc": measured_utc(), "machine": machine(THREADS),
                "bf16_instructions": bf16_flags(),
-               "rows": [row(r, args.rounds, args.reps) for r in (128, 1024)]}
+               "rows": [ffn_row(r, args.rounds, args.reps) for r in (128, 1024)] +
+                       [layer_row(1, s, args.rounds, args.reps) for s in (128, 512)]}
     write_json(args.out, results)
-    print("| FFN block rows | float32 ms | bfloat16 ms | float32 / bfloat16 | bfloat16 error |")
+    print("| block | float32 ms | bfloat16 ms | float32 / bfloat16 | bfloat16 error |")
     print("|---|---|---|---|---|")
     for r in results["rows"]:
         f, b, q = sorted(r["float32_ms"]), sorted(r["bfloat16_ms"]), sorted(r["float32_over_bfloat16"])
-        print(f"| {r['rows']} | {f[0]:.1f}-{f[-1]:.1f} | {b[0]:.1f}-{b[-1]:.1f} | {q[0]:.2f}-{q[-1]:.2f}x | "
+        print(f"| {r['block']} | {f[0]:.1f}-{f[-1]:.1f} | {b[0]:.1f}-{b[-1]:.1f} | {q[0]:.2f}-{q[-1]:.2f}x | "
               f"{r['bfloat16_error']:.1e} |")
     return 0
 

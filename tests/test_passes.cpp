@@ -421,6 +421,58 @@ TEST(MixedPrecision, CastsDenseOpsAndKeepsFloat32Outputs) {
   }
 }
 
+// Weights compiled in as constants (constant_keys) are converted to the low type once, at compile
+// time: no cast node reads a constant, and the results are the per-call casts' exactly.
+TEST(MixedPrecision, ConstantWeightsAreConvertedOnceAtCompileTime) {
+  CompileOptions o;
+  o.shapes["input"] = {16, 784};
+  o.mixed_precision = "bfloat16";
+  PhysicalModel per_call = compile(ExampleMLP(), ReferenceBackend(), o);
+  const TensorMap params = per_call.randomize_params(1);
+  CompileOptions c = o;
+  c.constant_keys = params;
+  PhysicalModel constant = compile(ExampleMLP(), ReferenceBackend(), c);
+  const Graph& g = constant.graph();
+  for (const Node& n : g.nodes())
+    if (n.op == "cast") {
+      EXPECT_NE(g.value(n.inputs[0]).kind, ValueKind::Constant) << "a constant is cast per call";
+    }
+  EXPECT_EQ(count_op(g, "cast"), 4);  // 2 matmuls x (the activation + the result)
+  const Tensor xin = random_tensor({16, 784}, 2);
+  const Tensor a = per_call.evaluate(params, {{"input", xin}}).at("output");
+  const Tensor b = constant.evaluate({}, {{"input", xin}}).at("output");
+  EXPECT_EQ(max_abs_diff(a, b), 0.0);
+}
+
+// An attention runs in the low type with its float operands cast and its bool mask left a bool
+// mask (a mask cast to bfloat16 would be added to the scores, no longer hide keys).
+TEST(MixedPrecision, CastsAttentionAndKeepsItsBoolMask) {
+  MultiHeadAttentionOptions mo;
+  mo.embed_dim = 8;
+  mo.num_heads = 2;
+  mo.masked = true;
+  CompileOptions o;
+  o.shapes["input"] = {2, 5, 8};
+  o.shapes["mask"] = {5, 5};
+  o.types["mask"] = DType::Bool;
+  o.mixed_precision = "bfloat16";
+  PhysicalModel pm = compile(MultiHeadAttention(mo), ReferenceBackend(), o);
+  const Graph& g = pm.graph();
+  int attentions = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op != "scaled_dot_product_attention") continue;
+    ++attentions;
+    ASSERT_EQ(n.inputs.size(), 4u);
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(g.value(n.inputs[i]).dtype, DType::BFloat16) << i;
+    EXPECT_EQ(g.value(n.inputs[3]).dtype, DType::Bool);
+    const auto mask_producer = g.value(n.inputs[3]).producer;
+    EXPECT_TRUE(mask_producer < 0 || g.node(mask_producer).op != "cast") << "the mask is not cast";
+    EXPECT_EQ(g.value(n.outputs[0]).dtype, DType::BFloat16);
+  }
+  EXPECT_EQ(attentions, 1);
+  EXPECT_EQ(pm.get_types().at("output"), DType::Float32);
+}
+
 std::set<Layout> layouts_of(const LayoutPlan& p, const Graph& g, const std::string& op) {
   std::set<Layout> s;
   for (const Node& n : g.nodes())

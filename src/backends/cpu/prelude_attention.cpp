@@ -54,7 +54,7 @@ void ig_mask_scores(T* s, int64_t ld, int64_t rows, int64_t n, int64_t i0, int64
   }
 }
 
-// One block of the online softmax over rows' masked scores s (ld kK): folds the block into each
+// One block of the online softmax over rows' masked scores s (row stride ld): folds the block into each
 // row's running max m and sum l, rescales the row's output so far (acc, [rows, dv]) and leaves
 // the block's unnormalized probabilities in s.
 template <class T>
@@ -218,11 +218,13 @@ int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k
         // Causal: no key after the unit's last row's last visible key is scored.
         const int64_t end = skip_hidden ? (i0 + rows + offset < sk ? i0 + rows + offset : sk) : sk;
         if (j0 >= end) break;
+        // The block is stored densely (row stride n, not kK): with rows 2 KB apart the products
+        // of a short block (S = 128) took 1.7x as long.
         const int64_t n = end - j0 < kK ? end - j0 : kK;
-        ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, kK);
-        ig_mask_scores<T, kMask>(s, kK, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
-        ig_softmax_block(s, kK, rows, n, m, l, acc, dv);
-        ig_block_gemm(ctx, false, rows, dv, n, T(1), s, kK, vb + j0 * dv, dv, T(1), acc, dv);
+        ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, n);
+        ig_mask_scores<T, kMask>(s, n, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
+        ig_softmax_block(s, n, rows, n, m, l, acc, dv);
+        ig_block_gemm(ctx, false, rows, dv, n, T(1), s, n, vb + j0 * dv, dv, T(1), acc, dv);
       }
       for (int64_t r = 0; r < rows; ++r) {
         T* yr = y + (b * sq + i0 + r) * dv;
@@ -574,22 +576,24 @@ int ig_attention_bf16(const ig_ctx* ctx, const ig_bf16* q, const ig_bf16* k, con
         const int64_t end = causal ? (i0 + rows + offset < sk ? i0 + rows + offset : sk) : sk;
         if (j0 >= end) break;
         const int64_t n = end - j0 < kK ? end - j0 : kK;
-        ok = gemm('N', 'T', rows, n, d, ig_raw(qb), d, ig_raw(kb + j0 * d), d, s, kK) == 0;
+        // Dense blocks (row stride n): oneDNN runs its AMX / bf16 brgemm kernels only on a dense
+        // result (with stride kK it picked gemm:jit, 2.7x as slow at S = 128).
+        ok = gemm('N', 'T', rows, n, d, ig_raw(qb), d, ig_raw(kb + j0 * d), d, s, n) == 0;
         if (!ok) break;
         for (int64_t r = 0; r < rows; ++r) {
-          float* sr = s + r * kK;
+          float* sr = s + r * n;
           #pragma omp simd
           for (int64_t jj = 0; jj < n; ++jj) sr[jj] *= fscale;
         }
-        ig_mask_scores<float, kMask, ig_bf16>(s, kK, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
-        ig_softmax_block(s, kK, rows, n, m, l, acc, dv);
+        ig_mask_scores<float, kMask, ig_bf16>(s, n, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
+        ig_softmax_block(s, n, rows, n, m, l, acc, dv);
         for (int64_t r = 0; r < rows; ++r) {  // through the bits: a struct store does not vectorize
-          const float* sr = s + r * kK;
-          uint16_t* pr = ig_raw(p + r * kK);
+          const float* sr = s + r * n;
+          uint16_t* pr = ig_raw(p + r * n);
           #pragma omp simd
           for (int64_t jj = 0; jj < n; ++jj) pr[jj] = ig_bf16(sr[jj]).bits;
         }
-        ok = gemm('N', 'N', rows, dv, n, ig_raw(p), kK, ig_raw(vb + j0 * dv), dv, pv, dv) == 0;
+        ok = gemm('N', 'N', rows, dv, n, ig_raw(p), n, ig_raw(vb + j0 * dv), dv, pv, dv) == 0;
         #pragma omp simd
         for (int64_t e = 0; e < rows * dv; ++e) acc[e] += pv[e];
       }

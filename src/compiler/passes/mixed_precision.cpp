@@ -1,7 +1,12 @@
-// Mixed precision: every matmul / conv2d whose inputs are float32 runs in the low type
-// (PassContext::mixed_precision: "bfloat16" or "float16"): cast nodes convert its inputs to the
-// low type and its result back to float32, so every other op and the graph's outputs keep their
-// float32 types. The reference kernels accumulate low-precision inputs in float32.
+// Mixed precision: every matmul, conv2d and scaled_dot_product_attention whose operands are
+// float32 (an attention's bool mask aside) runs in the low type (PassContext::mixed_precision:
+// "bfloat16" or "float16"): cast nodes convert its float operands to the low type and its result
+// back to float32, so every other op and the graph's outputs keep their float32 types (as
+// PyTorch's autocast does for these ops). The reference kernels accumulate low-precision inputs in
+// float32 (attention: in double, its softmax included).
+#include <map>
+#include <utility>
+
 #include "compiler/passes/passes.h"
 #include "ingot/error.h"
 
@@ -11,6 +16,7 @@ std::vector<NodeId> run_in_dtype(Graph& g, const std::function<std::optional<DTy
                                  const std::string& suffix) {
   const size_t count = g.nodes().size();
   std::vector<std::vector<NodeId>> before(count), after(count);  // new nodes around each node
+  std::map<std::pair<ValueId, DType>, ValueId> converted;         // constants, once per type
   std::vector<size_t> changed;
   for (size_t i = 0; i < count; ++i) {
     const Node node = g.nodes()[i];
@@ -19,6 +25,25 @@ std::vector<NodeId> run_in_dtype(Graph& g, const std::function<std::optional<DTy
     INGOT_CHECK(node.outputs.size() == 1, "run_in_dtype: ", node.op, " has ", node.outputs.size(), " results");
     std::vector<ValueId> ins;
     for (ValueId v : node.inputs) {
+      if (!is_floating(g.value(v).dtype)) {  // a bool mask stays a bool mask
+        ins.push_back(v);
+        continue;
+      }
+      if (g.value(v).kind == ValueKind::Constant) {  // converted once, here, not on every call
+        auto [it, fresh] = converted.try_emplace({v, *t}, ValueId{-1});
+        if (fresh) {
+          std::string name = g.value(v).name + "." + suffix;
+          if (g.value(v).name.empty() || g.find_leaf(name)) name = "converted_" + std::to_string(g.values().size());
+          const Tensor low = g.value(v).constant.astype(*t);
+          const SymShape shape = g.value(v).shape;
+          const bool known = g.value(v).shape_known;
+          it->second = g.add_constant(name, low);
+          g.value(it->second).shape = shape;
+          g.value(it->second).shape_known = known;
+        }
+        ins.push_back(it->second);
+        continue;
+      }
       ValueId c = g.add_op("cast", {v}, {{"dtype", std::string(dtype_name(*t))}}, node.scope);
       g.value(c).dtype = *t;
       g.value(c).shape = g.value(v).shape;
@@ -63,9 +88,11 @@ PassReport apply_mixed_precision(Graph& g, const PassContext& ctx) {
   const std::vector<NodeId> changed = run_in_dtype(
       g,
       [&](const Node& node) -> std::optional<DType> {
-        if (node.op != "matmul" && node.op != "conv2d") return std::nullopt;
+        const bool attention = node.op == "scaled_dot_product_attention";
+        if (node.op != "matmul" && node.op != "conv2d" && !attention) return std::nullopt;
         bool f32 = g.value(node.outputs[0]).dtype == DType::Float32;
-        for (ValueId v : node.inputs) f32 = f32 && g.value(v).dtype == DType::Float32;
+        for (ValueId v : node.inputs)
+          f32 = f32 && (g.value(v).dtype == DType::Float32 || (attention && g.value(v).dtype == DType::Bool));
         return f32 ? std::optional<DType>(low) : std::nullopt;
       },
       "lowp");

@@ -93,8 +93,8 @@ PassReport choose_layout(Graph& g, const PassContext& ctx = {});  // reports pla
 PassReport fusion_pass(Graph& g, const PassContext& ctx = {});  // reports plan_fusion(g)
 PassReport bucket_gradient_all_reduce(Graph& g, const PassContext& ctx = {});
 
-// Runs each node for which `compute` names a dtype in that dtype: cast nodes convert its inputs
-// to it and its result back to the result's dtype (the result's readers, graph outputs and name
+// Runs each node for which `compute` names a dtype in that dtype: cast nodes convert its floating
+// inputs (not a bool mask) to it and its result back to the result's dtype (the result's readers, graph outputs and name
 // move to that cast; the node's own result is renamed "<name>.<suffix>"). Nodes are reordered so
 // casts sit next to their node. Returns the changed nodes' new ids. Used by mixed_precision
 // (float32 -> low) and by the CPU backend (low -> float32, src/backends/cpu/widen.cpp).
