@@ -96,11 +96,12 @@ def main():
                "rows": [ffn_row(r, args.rounds, args.reps) for r in (128, 1024)] +
                        [layer_row(1, s, args.rounds, args.reps) for s in (128, 512)]}
     write_json(args.out, results)
-    print("| block | float32 ms | bfloat16 ms | float32 / bfloat16 | bfloat16 error |")
+    print("| block | float32 ms | bfloat16 ms | float32 / bfloat16 (median) | bfloat16 error |")
     print("|---|---|---|---|---|")
     for r in results["rows"]:
         f, b, q = sorted(r["float32_ms"]), sorted(r["bfloat16_ms"]), sorted(r["float32_over_bfloat16"])
-        print(f"| {r['block']} | {f[0]:.1f}-{f[-1]:.1f} | {b[0]:.1f}-{b[-1]:.1f} | {q[0]:.2f}-{q[-1]:.2f}x | "
+        print(f"| {r['block']} | {f[0]:.1f}-{f[-1]:.1f} | {b[0]:.1f}-{b[-1]:.1f} | "
+              f"{q[0]:.2f}-{q[-1]:.2f}x ({r['median_ratio']:.2f}x) | "
               f"{r['bfloat16_error']:.1e} |")
     return 0
 
