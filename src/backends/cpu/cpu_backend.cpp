@@ -634,8 +634,8 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
     std::cerr << "[cpu] compiler: " << tc.compiler << " (" << tc.version << ")"
               << (tc.openblas.empty() ? ", no BLAS (gemm in loops)" : ", BLAS: " + tc.openblas)
               << (cpu::dnnl_available() ? ", oneDNN kernels: " + cpu::dnnl_cpu_isa() : ", no oneDNN")
-              << (cpu::native_bf16_matmul(options_) ? ", bfloat16 matmuls: oneDNN bf16"
-                                                    : ", bfloat16 matmuls: widened to float32")
+              << (cpu::native_bf16_matmul(options_) ? ", bfloat16 matmuls and attention: oneDNN bf16"
+                                                    : ", bfloat16 matmuls and attention: widened to float32")
               << "\n"
               << "[cpu] threads per call: "
               << (options_.num_threads > 0 ? std::to_string(options_.num_threads) : std::string("OpenMP's default"))
