@@ -77,7 +77,9 @@ Tensor written_out(const AttentionCase& c, const Tensor& q, const Tensor& k, con
   return ReferenceBackend().lower(g, {})->run(feed).at(0);
 }
 
-Graph attention_graph(const AttentionCase& c, const std::vector<Tensor>& feed) {
+// The op on inputs x0.. shaped and typed as `feed`: the forward (output y) or, with `grad`, the
+// gradient op (q, k, v, dy, [mask]) -> d0..d3.
+Graph attention_graph(const AttentionCase& c, const std::vector<Tensor>& feed, bool grad = false) {
   Graph g;
   std::vector<ValueId> in;
   std::vector<ShapeConstraint> cs;
@@ -86,7 +88,12 @@ Graph attention_graph(const AttentionCase& c, const std::vector<Tensor>& feed) {
     g.value(in.back()).dtype = feed[i].dtype();
     cs.push_back({in.back(), template_of(feed[i].shape()), "", "test"});
   }
-  g.set_output("y", g.add_op("scaled_dot_product_attention", in, c.attrs));
+  if (grad) {
+    const std::vector<ValueId> grads = g.add_node("scaled_dot_product_attention_grad", in, c.attrs, 4);
+    for (size_t i = 0; i < 4; ++i) g.set_output("d" + std::to_string(i), grads[i]);
+  } else {
+    g.set_output("y", g.add_op("scaled_dot_product_attention", in, c.attrs));
+  }
   infer_shapes(g, cs);
   infer_types(g);
   return g;
@@ -279,18 +286,7 @@ TEST(AttentionOp, CpuBackwardKernelMatchesTheReference) {
     std::vector<Tensor> feed = {rnd(c.q, 170 + n, -2, 2).astype(t), rnd(c.k, 180 + n, -2, 2).astype(t),
                                 rnd(c.v, 190 + n, -2, 2).astype(t), rnd(ys, 200 + n, -1, 1).astype(t)};
     if (c.mask) feed.push_back(c.mask->dtype() == DType::Bool ? *c.mask : c.mask->astype(t));
-    Graph g;
-    std::vector<ValueId> in;
-    std::vector<ShapeConstraint> cs;
-    for (size_t i = 0; i < feed.size(); ++i) {
-      in.push_back(g.add_input("x" + std::to_string(i)));
-      g.value(in.back()).dtype = feed[i].dtype();
-      cs.push_back({in.back(), template_of(feed[i].shape()), "", "test"});
-    }
-    const std::vector<ValueId> grads = g.add_node("scaled_dot_product_attention_grad", in, c.attrs, 4);
-    for (size_t i = 0; i < 4; ++i) g.set_output("d" + std::to_string(i), grads[i]);
-    infer_shapes(g, cs);
-    infer_types(g);
+    const Graph g = attention_graph(c, feed, true);
     const std::string src = cpu_test::check(g, {feed}, cpu_test::unfused, 2e-5, 2e-5);
     EXPECT_EQ(cpu_test::count(src, "run_node(ctx->host->ctx"), 0) << "the backward runs natively";
     EXPECT_NE(src.find("ig_attention_grad<"), std::string::npos);
@@ -438,19 +434,7 @@ TEST(AttentionOp, HalfTypesRunInTheGeneratedCodeAndMatchTheReference) {
     }
     std::vector<Tensor> grad_feed = feed;
     grad_feed.insert(grad_feed.begin() + 3, rnd(ys, 300 + n, -1, 1).astype(t));
-    Graph g;
-    std::vector<ValueId> in;
-    std::vector<ShapeConstraint> cs;
-    for (size_t a = 0; a < grad_feed.size(); ++a) {
-      in.push_back(g.add_input("x" + std::to_string(a)));
-      g.value(in.back()).dtype = grad_feed[a].dtype();
-      cs.push_back({in.back(), template_of(grad_feed[a].shape()), "", "test"});
-    }
-    const std::vector<ValueId> grads = g.add_node("scaled_dot_product_attention_grad", in, c.attrs, 4);
-    for (size_t a = 0; a < 4; ++a) g.set_output("d" + std::to_string(a), grads[a]);
-    infer_shapes(g, cs);
-    infer_types(g);
-    src = cpu_test::check(g, {grad_feed}, cpu_test::unfused, tol, tol);
+    src = cpu_test::check(attention_graph(c, grad_feed, true), {grad_feed}, cpu_test::unfused, tol, tol);
     EXPECT_EQ(cpu_test::count(src, "run_node(ctx->host->ctx"), 0) << "the backward runs in the generated code";
     EXPECT_NE(src.find("ig_attention_grad_lowp<"), std::string::npos);
   }

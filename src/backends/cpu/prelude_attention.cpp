@@ -152,6 +152,74 @@ inline int64_t ig_mask_extent(int nlead, const int64_t* lead, int64_t sq, int64_
   return last + 1;
 }
 
+// The kernels below, declared for the widened runs that call them.
+template <class T, int kMask>
+int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k, const T* __restrict v,
+                 const void* mask, T* __restrict y, int64_t batch, int64_t hq, int64_t hk, int64_t sq, int64_t sk,
+                 int64_t d, int64_t dv, double scale, int causal, int64_t offset, int nlead, const int64_t* lead,
+                 const int64_t* mstride);
+template <class T, int kMask>
+int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k, const T* __restrict v,
+                      const T* __restrict dy, const void* mask, T* __restrict dq, T* __restrict dk, T* __restrict dv,
+                      T* __restrict dmask, int64_t mask_numel, int64_t batch, int64_t hq, int64_t hk, int64_t sq,
+                      int64_t sk, int64_t d, int64_t dvn, double scale, int causal, int64_t offset, int nlead,
+                      const int64_t* lead, const int64_t* mstride);
+
+// Attention run in a wider type W: the operands (and a float mask) widened to new W buffers, the
+// W kernel, its results narrowed into the caller's. float32 with a non-finite v (or dy) runs in
+// double this way (above); float16 / bfloat16 in float32 (ig_attention_lowp).
+template <class W, class T, int kMask>
+int ig_attention_widened(const ig_ctx* ctx, const T* q, const T* k, const T* v, const void* mask, T* y, int64_t batch,
+                         int64_t hq, int64_t hk, int64_t sq, int64_t sk, int64_t d, int64_t dv, double scale, int causal,
+                         int64_t offset, int nlead, const int64_t* lead, const int64_t* mstride) {
+  if (batch == 0 || sq == 0 || dv == 0) return 0;
+  const int64_t units = hk > 0 && hq > 0 ? batch / hq * hk : 0;  // key / value heads in all
+  const int64_t nq = batch * sq * d, nk = units * sk * d, nv = units * sk * dv;
+  const int64_t nm = kMask == 2 ? ig_mask_extent(nlead, lead, sq, sk, mstride) : 0;
+  W *wq = ig_widened<W>(q, nq), *wk = ig_widened<W>(k, nk), *wv = ig_widened<W>(v, nv);
+  W* wm = kMask == 2 ? ig_widened<W>(static_cast<const T*>(mask), nm) : nullptr;
+  W* wy = static_cast<W*>(std::malloc(sizeof(W) * static_cast<size_t>(batch * sq * dv)));
+  int rc = 1;
+  if (wq && wk && wv && wy && (kMask != 2 || wm)) {
+    rc = ig_attention<W, kMask>(ctx, wq, wk, wv, kMask == 2 ? wm : mask, wy, batch, hq, hk, sq, sk, d, dv, scale, causal,
+                                offset, nlead, lead, mstride);
+    if (rc == 0) ig_narrow(wy, y, batch * sq * dv);
+  } else {
+    ig_fail(ctx, "scaled_dot_product_attention: out of memory for the kernel's scratch");
+  }
+  for (W* p : {wq, wk, wv, wm, wy}) std::free(p);
+  return rc;
+}
+
+template <class W, class T, int kMask>
+int ig_attention_grad_widened(const ig_ctx* ctx, const T* q, const T* k, const T* v, const T* dy, const void* mask,
+                              T* dq, T* dk, T* dv, T* dmask, int64_t mask_numel, int64_t batch, int64_t hq, int64_t hk,
+                              int64_t sq, int64_t sk, int64_t d, int64_t dvn, double scale, int causal, int64_t offset,
+                              int nlead, const int64_t* lead, const int64_t* mstride) {
+  const int64_t units = hk > 0 && hq > 0 ? batch / hq * hk : 0;
+  const int64_t nq = batch * sq * d, nk = units * sk * d, nv = units * sk * dvn, ny = batch * sq * dvn;
+  const int64_t nm = kMask != 0 ? mask_numel : 0;
+  W *wq = ig_widened<W>(q, nq), *wk = ig_widened<W>(k, nk), *wv = ig_widened<W>(v, nv), *wdy = ig_widened<W>(dy, ny);
+  W* wm = kMask == 2 ? ig_widened<W>(static_cast<const T*>(mask), nm) : nullptr;
+  W* out = static_cast<W*>(std::malloc(sizeof(W) * static_cast<size_t>(nq + nk + nv + nm + 1)));
+  int rc = 1;
+  if (wq && wk && wv && wdy && out && (kMask != 2 || wm)) {
+    rc = ig_attention_grad<W, kMask>(ctx, wq, wk, wv, wdy, kMask == 2 ? wm : mask, out, out + nq, out + nq + nk,
+                                     out + nq + nk + nv, mask_numel, batch, hq, hk, sq, sk, d, dvn, scale, causal, offset,
+                                     nlead, lead, mstride);
+    if (rc == 0) {
+      ig_narrow(out, dq, nq);
+      ig_narrow(out + nq, dk, nk);
+      ig_narrow(out + nq + nk, dv, nv);
+      ig_narrow(out + nq + nk + nv, dmask, nm);
+    }
+  } else {
+    ig_fail(ctx, "scaled_dot_product_attention_grad: out of memory for the kernel's scratch");
+  }
+  for (W* p : {wq, wk, wv, wdy, wm, out}) std::free(p);
+  return rc;
+}
+
 template <class T, int kMask>
 int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k, const T* __restrict v,
                  const void* mask, T* __restrict y, int64_t batch, int64_t hq, int64_t hk, int64_t sq, int64_t sk,
@@ -167,23 +235,9 @@ int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k
   const int64_t nv = batch / hq * hk * sk * dv;
   const bool v_finite = ig_all_finite(v, nv);
   if constexpr (std::is_same<T, float>::value) {
-    if (!v_finite) {  // in double (see ig_widened)
-      const int64_t nq = batch * sq * d, nk = batch / hq * hk * sk * d;
-      const int64_t nm = kMask == 2 ? ig_mask_extent(nlead, lead, sq, sk, mstride) : 0;
-      double *wq = ig_widened<double>(q, nq), *wk = ig_widened<double>(k, nk), *wv = ig_widened<double>(v, nv);
-      double* wm = kMask == 2 ? ig_widened<double>(static_cast<const float*>(mask), nm) : nullptr;
-      double* wy = static_cast<double*>(std::malloc(sizeof(double) * static_cast<size_t>(batch * sq * dv)));
-      int rc = 1;
-      if (wq && wk && wv && wy && (kMask != 2 || wm)) {
-        rc = ig_attention<double, kMask>(ctx, wq, wk, wv, kMask == 2 ? wm : mask, wy, batch, hq, hk, sq, sk, d, dv, scale,
-                                         causal, offset, nlead, lead, mstride);
-        if (rc == 0) ig_narrow(wy, y, batch * sq * dv);
-      } else {
-        ig_fail(ctx, "scaled_dot_product_attention: out of memory for the kernel's scratch");
-      }
-      for (double* p : {wq, wk, wv, wm, wy}) std::free(p);
-      return rc;
-    }
+    if (!v_finite)  // in double (see ig_widened)
+      return ig_attention_widened<double, T, kMask>(ctx, q, k, v, mask, y, batch, hq, hk, sq, sk, d, dv, scale, causal,
+                                                    offset, nlead, lead, mstride);
   }
   // A hidden key still adds its probability (0) times its v row to the output, as the reference
   // and attention written out do: 0 * inf or 0 * NaN is NaN. So the causal skip (which leaves
@@ -272,30 +326,10 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
   const T tscale = static_cast<T>(scale);
   const bool dyv_finite = ig_all_finite(v, units * sk * dvn) && ig_all_finite(dy, batch * sq * dvn);
   if constexpr (std::is_same<T, float>::value) {
-    if (!dyv_finite) {  // in double (see ig_widened)
-      const int64_t nq = batch * sq * d, nk = units * sk * d, nv = units * sk * dvn, ny = batch * sq * dvn;
-      const int64_t nm = kMask != 0 ? mask_numel : 0;
-      double *wq = ig_widened<double>(q, nq), *wk = ig_widened<double>(k, nk), *wv = ig_widened<double>(v, nv),
-             *wdy = ig_widened<double>(dy, ny);
-      double* wm = kMask == 2 ? ig_widened<double>(static_cast<const float*>(mask), nm) : nullptr;
-      double* out = static_cast<double*>(std::malloc(sizeof(double) * static_cast<size_t>(nq + nk + nv + nm + 1)));
-      int rc = 1;
-      if (wq && wk && wv && wdy && out && (kMask != 2 || wm)) {
-        rc = ig_attention_grad<double, kMask>(ctx, wq, wk, wv, wdy, kMask == 2 ? wm : mask, out, out + nq, out + nq + nk,
-                                              out + nq + nk + nv, mask_numel, batch, hq, hk, sq, sk, d, dvn, scale,
-                                              causal, offset, nlead, lead, mstride);
-        if (rc == 0) {
-          ig_narrow(out, dq, nq);
-          ig_narrow(out + nq, dk, nk);
-          ig_narrow(out + nq + nk, dv, nv);
-          if (kMask != 0) ig_narrow(out + nq + nk + nv, dmask, nm);
-        }
-      } else {
-        ig_fail(ctx, "scaled_dot_product_attention: out of memory for the kernel's scratch");
-      }
-      for (double* p : {wq, wk, wv, wdy, wm, out}) std::free(p);
-      return rc;
-    }
+    if (!dyv_finite)  // in double (see ig_widened)
+      return ig_attention_grad_widened<double, T, kMask>(ctx, q, k, v, dy, mask, dq, dk, dv, dmask, mask_numel, batch,
+                                                         hq, hk, sq, sk, d, dvn, scale, causal, offset, nlead, lead,
+                                                         mstride);
   }
   const bool skip_hidden = causal && dyv_finite && ig_all_finite(q, batch * sq * d) && ig_all_finite(k, units * sk * d);
   // Fewer key/value heads than threads (one long sequence): each head's query blocks split into
@@ -507,29 +541,6 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
 // backward, no host bf16 matmul, library products off, d = 0, a v holding an inf or NaN, a block
 // product the host refuses) widens the operands to float32 and runs the float32 kernel.
 
-template <class T, int kMask>
-int ig_attention_widened(const ig_ctx* ctx, const T* q, const T* k, const T* v, const void* mask, T* y, int64_t batch,
-                         int64_t hq, int64_t hk, int64_t sq, int64_t sk, int64_t d, int64_t dv, double scale, int causal,
-                         int64_t offset, int nlead, const int64_t* lead, const int64_t* mstride) {
-  if (batch == 0 || sq == 0 || dv == 0) return 0;
-  const int64_t units = hk > 0 && hq > 0 ? batch / hq * hk : 0;  // key / value heads in all
-  const int64_t nq = batch * sq * d, nk = units * sk * d, nv = units * sk * dv;
-  const int64_t nm = kMask == 2 ? ig_mask_extent(nlead, lead, sq, sk, mstride) : 0;
-  float *wq = ig_widened<float>(q, nq), *wk = ig_widened<float>(k, nk), *wv = ig_widened<float>(v, nv);
-  float* wm = kMask == 2 ? ig_widened<float>(static_cast<const T*>(mask), nm) : nullptr;
-  float* wy = static_cast<float*>(std::malloc(sizeof(float) * static_cast<size_t>(batch * sq * dv)));
-  int rc = 1;
-  if (wq && wk && wv && wy && (kMask != 2 || wm)) {
-    rc = ig_attention<float, kMask>(ctx, wq, wk, wv, kMask == 2 ? wm : mask, wy, batch, hq, hk, sq, sk, d, dv, scale,
-                                    causal, offset, nlead, lead, mstride);
-    if (rc == 0) ig_narrow(wy, y, batch * sq * dv);
-  } else {
-    ig_fail(ctx, "scaled_dot_product_attention: out of memory for the kernel's scratch");
-  }
-  for (float* p : {wq, wk, wv, wm, wy}) std::free(p);
-  return rc;
-}
-
 // bfloat16 attention on the host's bf16 matmul (see above); -1 where the caller must widen instead.
 template <int kMask>
 int ig_attention_bf16(const ig_ctx* ctx, const ig_bf16* q, const ig_bf16* k, const ig_bf16* v, const void* mask,
@@ -627,8 +638,8 @@ int ig_attention_lowp(const ig_ctx* ctx, const T* q, const T* k, const T* v, con
       if (rc != -1) return rc;
     }
   }
-  return ig_attention_widened<T, kMask>(ctx, q, k, v, mask, y, batch, hq, hk, sq, sk, d, dv, scale, causal, offset,
-                                        nlead, lead, mstride);
+  return ig_attention_widened<float, T, kMask>(ctx, q, k, v, mask, y, batch, hq, hk, sq, sk, d, dv, scale, causal,
+                                               offset, nlead, lead, mstride);
 }
 
 // The half types' backward: widened to float32, ig_attention_grad's float32 kernel, each gradient
@@ -638,29 +649,8 @@ int ig_attention_grad_lowp(const ig_ctx* ctx, const T* q, const T* k, const T* v
                            T* dk, T* dv, T* dmask, int64_t mask_numel, int64_t batch, int64_t hq, int64_t hk,
                            int64_t sq, int64_t sk, int64_t d, int64_t dvn, double scale, int causal, int64_t offset,
                            int nlead, const int64_t* lead, const int64_t* mstride) {
-  const int64_t units = hk > 0 && hq > 0 ? batch / hq * hk : 0;
-  const int64_t nq = batch * sq * d, nk = units * sk * d, nv = units * sk * dvn, ny = batch * sq * dvn;
-  const int64_t nm = kMask != 0 ? mask_numel : 0;
-  float *wq = ig_widened<float>(q, nq), *wk = ig_widened<float>(k, nk), *wv = ig_widened<float>(v, nv),
-        *wdy = ig_widened<float>(dy, ny);
-  float* wm = kMask == 2 ? ig_widened<float>(static_cast<const T*>(mask), nm) : nullptr;
-  float* out = static_cast<float*>(std::malloc(sizeof(float) * static_cast<size_t>(nq + nk + nv + nm + 1)));
-  int rc = 1;
-  if (wq && wk && wv && wdy && out && (kMask != 2 || wm)) {
-    rc = ig_attention_grad<float, kMask>(ctx, wq, wk, wv, wdy, kMask == 2 ? wm : mask, out, out + nq, out + nq + nk,
-                                         out + nq + nk + nv, mask_numel, batch, hq, hk, sq, sk, d, dvn, scale, causal,
-                                         offset, nlead, lead, mstride);
-    if (rc == 0) {
-      ig_narrow(out, dq, nq);
-      ig_narrow(out + nq, dk, nk);
-      ig_narrow(out + nq + nk, dv, nv);
-      ig_narrow(out + nq + nk + nv, dmask, nm);
-    }
-  } else {
-    ig_fail(ctx, "scaled_dot_product_attention_grad: out of memory for the kernel's scratch");
-  }
-  for (float* p : {wq, wk, wv, wdy, wm, out}) std::free(p);
-  return rc;
+  return ig_attention_grad_widened<float, T, kMask>(ctx, q, k, v, dy, mask, dq, dk, dv, dmask, mask_numel, batch, hq, hk,
+                                                    sq, sk, d, dvn, scale, causal, offset, nlead, lead, mstride);
 }
 )IGPRELUDE";
 
