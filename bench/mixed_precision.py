@@ -6,7 +6,10 @@ under the same machine state:
     compiled with inference=True, weights passed per call) at 128 and 1,024 rows;
   - a BERT-base encoder layer (the zoo's TransformerEncoderLayer, d 768, 12 heads, FFN 3072,
     weights compiled in as constants) at 1 x 128 and 1 x 512: under mixed precision its
-    projections, FFN and attention (scaled_dot_product_attention) run in bfloat16.
+    projections, FFN and attention (scaled_dot_product_attention) run in bfloat16;
+  - the zoo's ResNet-50 (weights compiled in as constants, 3 x 224 x 224) at batch 1 and 8: its
+    convolutions run in bfloat16 (oneDNN's AMX kernels where the host has AMX, else widened to
+    float32), batch norms folded into them.
 On a host whose oneDNN runs bfloat16 natively (ISA avx512_core_bf16 or avx512_core_amx:
 AVX512_BF16, AMX) the bfloat16 matmuls and the attention's block products run its bf16 matmul;
 elsewhere they are widened to float32 and the ratio shows the casts' cost. The error column is the
@@ -84,6 +87,17 @@ def layer_row(batch, seq, rounds, reps):
             **compare(pms, lambda pm: pm.evaluate({}, {"input": x})["output"], rounds, reps)}
 
 
+def resnet_row(batch, rounds, reps):
+    shapes = {"input": [batch, 3, 224, 224]}
+    model = ml.ResNet50()
+    params = ml.compile(model, ml.ReferenceBackend(), shapes=shapes, inference=True).randomize_params(1)
+    x = np.random.default_rng(0).standard_normal((batch, 3, 224, 224)).astype(np.float32)
+    pms = {mp: ml.compile(model, ml.CpuBackend(num_threads=THREADS), shapes=shapes, inference=True,
+                          constant_keys=params, mixed_precision=mp) for mp in ("none", "bfloat16")}
+    return {"block": f"ResNet-50, batch {batch}", "rows": batch,
+            **compare(pms, lambda pm: pm.evaluate({}, {"input": x})["output"], rounds, reps)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
@@ -94,7 +108,8 @@ def main():
     results = {"benchmark": "mixed_precision", "measured_utc": measured_utc(), "machine": machine(THREADS),
                "bf16_instructions": bf16_flags(),
                "rows": [ffn_row(r, args.rounds, args.reps) for r in (128, 1024)] +
-                       [layer_row(1, s, args.rounds, args.reps) for s in (128, 512)]}
+                       [layer_row(1, s, args.rounds, args.reps) for s in (128, 512)] +
+                       [resnet_row(b, args.rounds, args.reps) for b in (1, 8)]}
     write_json(args.out, results)
     print("| block | float32 ms | bfloat16 ms | float32 / bfloat16 (median) | bfloat16 error |")
     print("|---|---|---|---|---|")

@@ -1,10 +1,12 @@
 // mixed_precision on the CPU backend: bfloat16 / float16 matmul and conv2d run natively (bfloat16
-// matmuls in the host's bf16 matmul where it has one, the rest with the operands widened to
-// float32, float32 GEMM / oneDNN convolution, the result rounded to the low type), and agree with
-// the reference backend running the same mixed-precision graph.
+// matmuls in the host's bf16 matmul where it has one, bfloat16 convs in oneDNN's bf16 kernels on
+// an AMX host, the rest with the operands widened to float32, float32 GEMM / oneDNN convolution,
+// the result rounded to the low type), and agree with the reference backend running the same
+// mixed-precision graph.
 #include <gtest/gtest.h>
 
 #include "backends/cpu/dnnl_gemm.h"
+#include "backends/cpu/executable.h"
 #include "cpu_test_util.h"
 #include "ingot/ingot.h"
 #include "ingot/models.h"
@@ -49,6 +51,120 @@ TEST(CpuMixedPrecision, CNNMatchesReference) {
 
 // A transformer layer's attention runs in the low type too (scaled_dot_product_attention with
 // low-type q, k, v; bfloat16 on the host's bf16 matmul where it has one), as do its projections.
+// ResNet's blocks under mixed precision: their convs in bfloat16 (oneDNN's AMX kernels where the
+// host has them), batch norms and residual adds around them.
+TEST(CpuMixedPrecision, ResNetBlocksMatchReference) {
+  check_mixed(BasicBlock(8, 2, true), {2, 4, 9, 9}, true, "bfloat16");
+  check_mixed(Bottleneck(4, 1, true), {1, 8, 7, 7}, true, "bfloat16");
+}
+
+// A bfloat16 conv2d of every form against the reference: with a bias, strided (dropping the last
+// row), grouped, depthwise, dilated, a 7x7 stem over 3 channels, weights that are a graph
+// constant (reordered once at load), no input channels (the bias alone), batch 1 and 0. On an AMX
+// host each runs as a oneDNN bf16 convolution (x and y NCHW, channels-last inside); elsewhere
+// (and under ONEDNN_MAX_CPU_ISA=AVX2: ctest cpu_tests_onednn_avx2) widened to float32. Both sum
+// exact bf16 products in float32 and round once, so they differ from the reference by one ulp of
+// bfloat16 (2^-8 relative) at most, where summation order moves a sum across a rounding boundary.
+TEST(CpuMixedPrecision, Bfloat16ConvolutionOfEveryFormMatchesReference) {
+  const DType bf = DType::BFloat16;
+  Graph g = cpu_test::make_graph(
+      {{"x", {"B", 16, 9, 9}, bf}, {"w3", {32, 16, 3, 3}, bf}, {"b32", {32}, bf}, {"w1", {8, 16, 1, 1}, bf},
+       {"wg", {16, 4, 3, 3}, bf}, {"wd", {16, 1, 3, 3}, bf}, {"stem", {"B", 3, 11, 11}, bf}, {"w7", {5, 3, 7, 7}, bf},
+       {"x0", {"B", 0, 5, 5}, bf}, {"w0", {4, 0, 3, 3}, bf}, {"b4", {4}, bf}},
+      [&](Graph& g, std::vector<ValueId>& in) {
+        using Ints = std::vector<int64_t>;
+        auto conv = [&](std::vector<ValueId> ins, Ints stride, Ints pad, Ints dil, int64_t groups) {
+          return g.add_op("conv2d", ins, {{"stride", stride}, {"padding", pad}, {"dilation", dil}, {"groups", groups}});
+        };
+        g.set_output("bias", conv({in[0], in[1], in[2]}, {1, 1}, {1, 1}, {1, 1}, 1));
+        g.set_output("strided", conv({in[0], in[3]}, {2, 2}, {0, 0}, {1, 1}, 1));
+        g.set_output("grouped", conv({in[0], in[4]}, {1, 1}, {1, 1}, {1, 1}, 4));
+        g.set_output("depthwise", conv({in[0], in[5]}, {2, 1}, {1, 1}, {1, 1}, 16));
+        g.set_output("dilated", conv({in[0], in[3]}, {1, 1}, {0, 0}, {2, 2}, 1));
+        g.set_output("stem_7x7", conv({in[6], in[7]}, {2, 2}, {3, 3}, {1, 1}, 1));
+        const ValueId wc = g.add_constant("wc", random_tensor({8, 16, 3, 3}, 77, -1, 1).astype(bf));
+        g.set_output("constant_weights", conv({in[0], wc}, {1, 1}, {1, 1}, {2, 2}, 1));
+        g.set_output("no_input_channels", conv({in[8], in[9], in[10]}, {1, 1}, {1, 1}, {1, 1}, 1));
+      });
+  CpuBackend cpu(cpu_test::cpu_options());
+  std::unique_ptr<Executable> ref = ReferenceBackend().lower(g, {}), exe = cpu.lower(g, {});
+  EXPECT_EQ(count(exe->source(), "nodes on reference kernels (host callback): 0."), 1);
+  // Each conv is a oneDNN primitive: in bfloat16 on an AMX host, else widened to float32.
+  EXPECT_EQ(count(exe->source(), "// oneDNN primitive, created by the host"), 8);
+  EXPECT_EQ(count(exe->source(), "const ig_bf16* x0"), cpu::native_bf16_conv() ? 8 : 0);
+  for (const int64_t batch : {2, 1, 0}) {
+    std::vector<Tensor> ins;
+    for (ValueId id : g.leaves_of(ValueKind::Input)) {
+      Shape shape;
+      for (const SymDim& d : g.value(id).shape) shape.push_back(d.known() ? d.value : batch);
+      ins.push_back(random_tensor(shape, 30 + static_cast<uint64_t>(id), -2, 2).astype(bf));
+    }
+    const std::vector<Tensor> want = ref->run(ins), got = exe->run(ins);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      cpu_test::expect_same(got[i], want[i], "batch " + std::to_string(batch) + " " + g.outputs()[i].first, 1e-2, 1e-2);
+  }
+}
+
+// A network in bfloat16 throughout (compile(fn) on bf16 arrays, or the mixed_precision pass's
+// convs with what reads them), under every layout target: on an AMX host the layout plan stores
+// each bf16 conv's output NHWC (LayoutTarget::bf16_convs: oneDNN's AMX kernels take it, so no
+// reorder around the conv) and carries it through the pools, batch norm, residual add, channel
+// concat, global pool and a last max pool, which read it there (avg_pool2d in bfloat16 would be a
+// reference-kernel callback, NCHW: its kernel is float32 / float64 only); elsewhere the convs are widened and the plan is
+// float32's. Against the reference, batch 2 and 1.
+TEST(CpuMixedPrecision, Bfloat16NetworkInEveryLayoutTargetMatchesReference) {
+  const DType bf = DType::BFloat16;
+  using V = std::vector<int64_t>;
+  Graph g = cpu_test::make_graph(
+      {{"x", {"B", 16, 10, 10}, bf}, {"w1", {16, 16, 3, 3}, bf}, {"b1", {16}, bf}, {"w2", {16, 16, 1, 1}, bf},
+       {"w3", {8, 32, 3, 3}, bf}, {"scale", {16}, bf}, {"var", {16}, bf}},
+      [&](Graph& g, std::vector<ValueId>& in) {
+        const ValueId c1 = g.add_op("conv2d", {in[0], in[1], in[2]}, {{"padding", V{1, 1}}});
+        const ValueId p = g.add_op("max_pool2d", {g.add_op("relu", {c1})},
+                                   {{"kernel", V{3, 3}}, {"stride", V{2, 2}}, {"padding", V{1, 1}}});
+        const ValueId bn = g.add_op("batch_norm", {p, in[5], in[2], in[2], in[6]});
+        const ValueId c2 = g.add_op("conv2d", {bn, in[3]});
+        const ValueId sum = g.add_op("add", {c2, p});
+        const ValueId cat = g.add_op("concat", {sum, c2}, {{"axis", int64_t{1}}});
+        const ValueId c3 = g.add_op("conv2d", {cat, in[4]}, {{"padding", V{1, 1}}});
+        g.set_output("pooled", g.add_op("global_avg_pool2d", {g.add_op("relu", {c3})}));
+        g.set_output("pool_2x2", g.add_op("max_pool2d", {c3}, {{"kernel", V{2, 2}}, {"stride", V{2, 2}}}));
+      });
+  auto inputs = [&](int64_t batch) {
+    std::vector<Tensor> ins;
+    for (ValueId id : g.leaves_of(ValueKind::Input)) {
+      Shape shape;
+      for (const SymDim& d : g.value(id).shape) shape.push_back(d.known() ? d.value : batch);
+      // var (the last input) positive: batch_norm's variance
+      const bool var = id == g.leaves_of(ValueKind::Input).back();
+      ins.push_back(random_tensor(shape, 50 + static_cast<uint64_t>(id), var ? 0.5 : -1, var ? 2 : 1).astype(bf));
+    }
+    return ins;
+  };
+  std::unique_ptr<Executable> ref = ReferenceBackend().lower(g, {});
+  for (const Layout target : cpu_test::all_layout_targets()) {
+    SCOPED_TRACE("layout target " + std::string(layout_name(target)));
+    CompileOptions o;
+    o.layout_target = std::string(layout_name(target));
+    std::unique_ptr<Executable> exe = CpuBackend(cpu_test::cpu_options()).lower(g, o);
+    const std::string src = exe->source();
+    EXPECT_EQ(count(src, "nodes on reference kernels (host callback): 0."), 1);
+    // The convs read NHWC but for the first (the input, NCHW) and write NHWC but for the last
+    // (read by a max pool whose output, a graph output, is NCHW).
+    if (cpu::native_bf16_conv()) {
+      EXPECT_EQ(count(src, "at load (x nhwc, "), target == Layout::Nchw ? 0 : 2);
+      EXPECT_EQ(count(src, ", y nhwc, 0 post-ops)"), target == Layout::Nchw ? 0 : 2);
+    }
+    for (const int64_t batch : {2, 1}) {
+      const std::vector<Tensor> ins = inputs(batch), want = ref->run(ins), got = exe->run(ins);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        cpu_test::expect_same(got[i], want[i], "batch " + std::to_string(batch) + " " + g.outputs()[i].first, 2e-2, 2e-2);
+    }
+  }
+}
+
 TEST(CpuMixedPrecision, TransformerLayerMatchesReference) {
   for (bool causal : {false, true}) {
     TransformerEncoderLayerOptions o;

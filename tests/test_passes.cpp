@@ -546,6 +546,41 @@ TEST(Layout, DecisionsOnSmallGraphs) {
   EXPECT_EQ(q.at(r), Layout::Nchw);
 }
 
+// bfloat16 convs (LayoutTarget::bf16_convs: the CPU backend on an AMX host) store their outputs
+// NHWC whatever the channel block, and the layout carries on through what reads them (a cast to
+// float32 and a relu here); a float32 conv in the same graph keeps its blocks. Without
+// bf16_convs a bfloat16 conv is no channels-last conv (its values stay NCHW). Host-independent:
+// this is the plan an AMX host makes, checked on any host.
+TEST(Layout, Bfloat16ConvsStoreTheirOutputsNhwc) {
+  using V = std::vector<int64_t>;
+  Graph g;
+  const ValueId x = g.add_input("x"), xf = g.add_input("xf");
+  const ValueId w = g.add_input("w", ValueKind::Parameter), wf = g.add_input("wf", ValueKind::Parameter);
+  for (ValueId v : {x, w}) g.value(v).dtype = DType::BFloat16;
+  const ValueId c = g.add_op("conv2d", {x, w}, {{"padding", V{1, 1}}});
+  const ValueId c2 = g.add_op("conv2d", {c, w}, {{"padding", V{1, 1}}});
+  const ValueId widened = g.add_op("relu", {g.add_op("cast", {c2}, {{"dtype", std::string("float32")}})});
+  const ValueId cf = g.add_op("conv2d", {xf, wf});
+  g.set_output("y", g.add_op("global_avg_pool2d", {widened}));
+  g.set_output("f", g.add_op("global_avg_pool2d", {g.add_op("relu", {cf})}));
+  infer_shapes(g, {{x, {2, 16, 6, 6}, "", "t"}, {w, {16, 16, 3, 3}, "", "t"}, {xf, {2, 16, 6, 6}, "", "t"},
+                   {wf, {16, 16, 1, 1}, "", "t"}});
+  infer_types(g);
+  LayoutTarget bf16;
+  bf16.channel_block = 16;
+  bf16.bf16_convs = true;
+  const LayoutPlan p = plan_layouts(g, bf16);
+  EXPECT_EQ(p.at(c), Layout::Nhwc);
+  EXPECT_EQ(p.at(c2), Layout::Nhwc);
+  EXPECT_EQ(p.at(widened), Layout::Nhwc) << "the cast and relu carry the layout";
+  EXPECT_EQ(p.at(cf), Layout::Nchw16c) << "a float32 conv keeps its blocks";
+  bf16.bf16_convs = false;
+  const LayoutPlan q = plan_layouts(g, bf16);
+  EXPECT_EQ(q.at(c), Layout::Nchw);
+  EXPECT_EQ(q.at(c2), Layout::Nchw);
+  EXPECT_EQ(q.at(cf), Layout::Nchw16c);
+}
+
 // "auto" runs a plan that would mix blocked and NHWC buffers (a channel count that is not a
 // multiple of the block) NHWC throughout, unless a conv gains from blocks (a dense 3x3 stride-1
 // conv: oneDNN's Winograd kernels). MobileNetV2's inverted residual at 24 channels, expanded to

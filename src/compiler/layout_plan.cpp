@@ -107,4 +107,16 @@ bool conv_runs_channels_last(const Graph& g, const Node& n) {
   return conv_geometry_fits(g, n, n.inputs[0], n.inputs[1], n.outputs[0]);
 }
 
+bool bf16_conv_fits(const Graph& g, const Node& n) {
+  if (n.op != "conv2d" || n.outputs.size() != 1 || n.inputs.size() < 2) return false;
+  if (g.value(n.outputs[0]).dtype != DType::BFloat16) return false;
+  for (ValueId v : n.inputs)
+    if (g.value(v).dtype != DType::BFloat16) return false;
+  return conv_geometry_fits(g, n, n.inputs[0], n.inputs[1], n.outputs[0]);
+}
+
+bool conv_runs_channels_last(const Graph& g, const Node& n, const LayoutTarget& target) {
+  return conv_runs_channels_last(g, n) || (target.bf16_convs && bf16_conv_fits(g, n));
+}
+
 }  // namespace ingot

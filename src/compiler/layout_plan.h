@@ -55,6 +55,10 @@ Layout parse_layout_target(const std::string& name, const std::string& what = "O
 struct LayoutTarget {
   // Channels per block for the blocked layout (8 for AVX2, 16 for AVX-512); 0: channels-last only.
   int channel_block = 8;
+  // Whether bfloat16 conv2d nodes (bf16_conv_fits) run channels-last too (the CPU backend on an
+  // AMX host): their outputs are stored NHWC whatever the channel block, the layout oneDNN's AMX
+  // kernels take (its blocked bf16 kernels are not AMX ones).
+  bool bf16_convs = false;
   // For a target layout (Nhwc, Nchw8c, Nchw16c; not Nchw, which plans nothing) and this backend's
   // handles_layouts.
   static LayoutTarget blocked_as(Layout l, LayoutTarget backend) {
@@ -74,10 +78,16 @@ bool conv_runs_channels_last(const Graph& g, const Node& conv);
 // The geometry part of that test for a convolution with activation x, weight w and result y (the
 // attributes stride / padding / dilation read from `conv`), shared with the backward convolutions.
 bool conv_geometry_fits(const Graph& g, const Node& conv, ValueId x, ValueId w, ValueId y);
+// A conv2d in bfloat16 throughout (x, w, bias, y) whose geometry fits: the CPU backend runs it as
+// a oneDNN bf16 convolution where the host has AMX (LayoutTarget::bf16_convs).
+bool bf16_conv_fits(const Graph& g, const Node& conv);
+// conv_runs_channels_last, or a bf16_conv_fits conv for a target with bf16_convs.
+bool conv_runs_channels_last(const Graph& g, const Node& conv, const LayoutTarget& target);
 
 // The decisions (src/compiler/passes/layout.cpp). A value is stored channels-last (blocked when
 // C is a multiple of the target's block, else Nhwc) when it is rank 4 and
-//   - its producer is a conv2d that conv_runs_channels_last, a batch_norm, max_pool2d or
+//   - its producer is a conv2d that conv_runs_channels_last (for the target: a bfloat16 conv's
+//     output is Nhwc), a batch_norm, max_pool2d or
 //     avg_pool2d whose input is in that layout, a concat along the channels whose inputs are all
 //     in that layout (for a blocked one, each input's channels whole blocks), or an elementwise
 //     node whose full-shape rank-4 inputs are all in that layout (the loop is layout-blind);

@@ -20,7 +20,7 @@ std::vector<BufferRequest> cpu::arena_requests(const Graph& graph, const Generat
 
 int64_t CpuBackend::arena_bytes(const Graph& graph, const CompileOptions& options) const {
   // The code lower would generate (on the same widened graph), without building it.
-  const std::optional<Graph> widened = cpu::widen_half_dense(graph, cpu::native_bf16_matmul(options_));
+  const std::optional<Graph> widened = cpu::widen_half_dense(graph, cpu::native_bf16_matmul(options_), cpu::native_bf16_conv());
   const Graph& g = widened ? *widened : graph;
   std::vector<Shape> shapes;
   for (const Value& v : g.values()) {
@@ -29,7 +29,7 @@ int64_t CpuBackend::arena_bytes(const Graph& graph, const CompileOptions& option
   }
   const cpu::PreparedCode prepared =
       cpu::prepare_code(g, fusion_plan_for(g, options), options_, options.memory_planning,
-                        requested_layout(g, options, cpu::cpu_layout_target(cpu::dnnl_available())),
+                        requested_layout(g, options, cpu::cpu_layout_target(cpu::dnnl_available(), host_layout(), cpu::native_bf16_conv())),
                         options_.cache ? cpu::cache_dir_of(options_) : "");
   return place_buffers(cpu::arena_requests(g, prepared.code, shapes), options.memory_planning).arena_bytes;
 }

@@ -137,15 +137,19 @@ bool is_native(const Graph& g, const Node& n) {
   return false;
 }
 
-LayoutTarget cpu_layout_target(bool dnnl, Layout layout) {
+LayoutTarget cpu_layout_target(bool dnnl, Layout layout, bool bf16_conv) {
   LayoutTarget t;
   t.channel_block = layout_channel_block(layout);  // oneDNN's AVX-512 kernels block channels by 16, AVX2 ones by 8
-  t.handles_layouts = [dnnl](const Graph& g, const Node& n) { return is_native(g, n) && (n.op != "conv2d" || dnnl); };
+  t.bf16_convs = dnnl && bf16_conv;
+  t.handles_layouts = [dnnl, bf16 = t.bf16_convs](const Graph& g, const Node& n) {
+    if (n.op == "conv2d") return dnnl && (is_native(g, n) || (bf16 && bf16_conv_fits(g, n)));
+    return is_native(g, n);
+  };
   return t;
 }
 
-LayoutPlan cpu_layouts(const Graph& g, bool dnnl, Layout layout) {
-  return layout == Layout::Nchw ? nchw_plan(g) : plan_layouts(g, cpu_layout_target(dnnl, layout));
+LayoutPlan cpu_layouts(const Graph& g, bool dnnl, Layout layout, bool bf16_conv) {
+  return layout == Layout::Nchw ? nchw_plan(g) : plan_layouts(g, cpu_layout_target(dnnl, layout, bf16_conv));
 }
 
 GeneratedCode generate_cpp(const Graph& g, const FusionPlan& plan, const LayoutPlan& layouts,

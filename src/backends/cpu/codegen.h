@@ -20,6 +20,7 @@ namespace ingot::cpu {
 struct CodegenOptions {
   bool blas = false;    // call cblas_?gemm (else loops)
   bool dnnl = false;    // float32 conv2d through the host's oneDNN primitives (else im2col + gemm)
+  bool bf16_conv = false;  // bfloat16 conv2d too (bf16_conv_fits, dnnl_native_bf16_conv)
   bool inplace = true;  // elementwise kernels may write over an input that dies there
   // > 0: num_threads(n) on every parallel loop, and the entry point runs the call on n OpenMP
   // threads (the prelude's loops and oneDNN's included), restoring the caller's count after.
@@ -98,11 +99,12 @@ GeneratedCode generate_cpp(const Graph& g, const FusionPlan& plan, const LayoutP
 
 // How `g`'s buffers are stored for this backend: all NCHW for Layout::Nchw, else plan_layouts
 // with cpu_layout_target(dnnl, layout).
-LayoutPlan cpu_layouts(const Graph& g, bool dnnl, Layout layout);
+// `bf16_conv`: bfloat16 convs run through oneDNN too (CodegenOptions::bf16_conv).
+LayoutPlan cpu_layouts(const Graph& g, bool dnnl, Layout layout, bool bf16_conv = false);
 
 // What the generated code handles in every layout (LayoutTarget for plan_layouts): native nodes,
 // and conv2d only through oneDNN; channel blocks of `layout`'s (Nchw8c, Nchw16c; Nhwc: none).
-LayoutTarget cpu_layout_target(bool dnnl, Layout layout = host_layout());
+LayoutTarget cpu_layout_target(bool dnnl, Layout layout = host_layout(), bool bf16_conv = false);
 
 // True when `op` (with this node's dtypes and attributes) has native code.
 bool is_native(const Graph& g, const Node& n);

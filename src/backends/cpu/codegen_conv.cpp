@@ -295,6 +295,7 @@ bool dnnl_runs_fast(const Graph& g, const Node& conv, const ConvEpilogue& e, Lay
   spec.dst_layout = dst;
   spec.post_ops = e.post_ops;
   spec.residual_in_dst = residual_in_dst;
+  spec.bf16 = g.value(conv.outputs[0]).dtype == DType::BFloat16;
   return dnnl_conv_is_fast(spec);
 }
 

@@ -318,7 +318,7 @@ void Generator::emit_control_segment(const Segment& seg, std::ostream& e) {
   for (size_t k = 0; k < n.subgraphs.size(); ++k) {
     const Graph& sub = n.subgraphs[k];
     const std::string ns = "ig_n" + std::to_string(n.id) + "_" + std::to_string(k);
-    GeneratedCode code = Generator(sub, plan_fusion(sub), cpu_layouts(sub, opt_.dnnl, opt_.layout), opt_, true).run();
+    GeneratedCode code = Generator(sub, plan_fusion(sub), cpu_layouts(sub, opt_.dnnl, opt_.layout, opt_.bf16_conv), opt_, true).run();
     kernels_ << "// ---- " << n.op << " node " << n.id << ": subgraph " << k << " ("
              << get_op(n.op).subgraph_names.at(k) << ") ----\nnamespace " << ns << " {\n" << code.source << "}  // namespace "
              << ns << "\n\n";

@@ -264,8 +264,8 @@ void Generator::emit_dnnl_conv(const Segment& seg, const ConvEpilogue& epi, std:
   std::ostringstream k;
   k << "// group " << seg.group << " [dense]: " << describe(seg.nodes) << "\n";
   k << "static int " << name << "(const ig_ctx* ctx";
-  for (size_t i = 0; i < args.size(); ++i) k << ", const float* x" << i;
-  k << ", float* y) {\n" << dnnl_conv_kernel_body(n, epi, out_.dnnl_convs.size(), layout(x), layout(y), in_place) << "}\n\n";
+  for (size_t i = 0; i < args.size(); ++i) k << ", const " << ctype(g_.value(args[i]).dtype) << "* x" << i;
+  k << ", " << ctype(g_.value(y).dtype) << "* y) {\n" << dnnl_conv_kernel_body(n, epi, out_.dnnl_convs.size(), layout(x), layout(y), in_place) << "}\n\n";
   kernels_ << k.str();
   std::vector<std::optional<std::vector<int32_t>>> finite;
   for (ValueId v : args) finite.push_back(finite_when(g_, v, conv_results_));

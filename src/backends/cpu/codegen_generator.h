@@ -278,7 +278,9 @@ class Generator {
 
   // -- oneDNN conv2d: float32 convs with static sizes whose padding covers the output exactly;
   // the rest keeps the generated im2col + gemm.
-  bool use_dnnl(const Node& n) const { return opt_.dnnl && conv_runs_channels_last(g_, n); }
+  bool use_dnnl(const Node& n) const {
+    return opt_.dnnl && (conv_runs_channels_last(g_, n) || (opt_.bf16_conv && bf16_conv_fits(g_, n)));
+  }
   bool use_dnnl_grad(const Node& n) const;
   bool dnnl_weight_grad_trusted(const Node& n) const;
 

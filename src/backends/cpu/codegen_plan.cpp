@@ -156,7 +156,7 @@ void Generator::build_segments() {
         out_.native_nodes.push_back(n);
         continue;
       }
-      const bool native = is_native(g_, node) || use_dnnl_grad(node);
+      const bool native = is_native(g_, node) || use_dnnl_grad(node) || use_dnnl(node);
       if (native && n == grp.anchor && use_dnnl(node)) {  // conv2d with its epilogue as post-ops
         flush();
         ConvEpilogue epi = fold_conv_epilogue(g_, n, {grp.nodes.begin() + static_cast<long>(i) + 1, grp.nodes.end()},

@@ -329,8 +329,7 @@ class CpuExecutable final : public Executable {
           known_finite[i] = call.conv_finite[static_cast<size_t>((*producers)[k])] != 0;
       }
       const bool finite = call.binding->convs.at(static_cast<size_t>(conv))
-                              ->run(static_cast<const float*>(args[0]), static_cast<const float*>(args[1]),
-                                    static_cast<const float*>(args[2]), args + 3, static_cast<float*>(y),
+                              ->run(args[0], args[1], args[2], args + 3, y,
                                     call.exe->body_ ? nullptr : &call.conv_weights, call.exe->graph_.node(c.node).inputs[1],
                                     &call.binding->kept_weights, known_finite);
       call.conv_finite[static_cast<size_t>(conv)] = finite ? 1 : 0;
@@ -390,6 +389,7 @@ class CpuExecutable final : public Executable {
       spec.dst_layout = c.dst_layout;
       spec.post_ops = c.post_ops;
       spec.residual_in_dst = c.residual_in_place;
+      spec.bf16 = graph_.value(n.outputs[0]).dtype == DType::BFloat16;  // Generator::use_dnnl
       const ValueId wv = n.inputs[1];
       const auto k = std::find(code_.constants.begin(), code_.constants.end(), wv);
       // Winograd only for constant weights, transformed once at load: oneDNN's transform of the
@@ -404,8 +404,7 @@ class CpuExecutable final : public Executable {
       b.convs.push_back(conv ? conv : std::make_shared<const cpu::DnnlConv>(spec));
       b.conv_specs.push_back(std::move(spec));
       if (k != code_.constants.end())
-        b.convs.back()->keep_weights(static_cast<const float*>(const_ptrs_[static_cast<size_t>(k - code_.constants.begin())]),
-                                     &b.kept_weights, wv);
+        b.convs.back()->keep_weights(const_ptrs_[static_cast<size_t>(k - code_.constants.begin())], &b.kept_weights, wv);
     }
     for (const cpu::DnnlConvGradCall& c : code_.dnnl_conv_grads) {
       const Node& n = graph_.node(c.node);
@@ -567,12 +566,15 @@ int CpuBackend::compile_count() { return cpu::compiler_invocations().load(); }
 
 std::unique_ptr<Executable> CpuBackend::lower(const Graph& graph, const CompileOptions& options) const {
   const std::optional<Graph> widened =  // mixed precision's dense ops
-      cpu::widen_half_dense(graph, cpu::native_bf16_matmul(options_));
+      cpu::widen_half_dense(graph, cpu::native_bf16_matmul(options_), cpu::native_bf16_conv());
   const Graph& g = widened ? *widened : graph;
-  const Layout layout = requested_layout(g, options, cpu::cpu_layout_target(cpu::dnnl_available()));
+  const Layout layout =
+      requested_layout(g, options, cpu::cpu_layout_target(cpu::dnnl_available(), host_layout(), cpu::native_bf16_conv()));
   return cpu::lower_with_plan(g, fusion_plan_for(g, options), cpu::tuned_options(options_, options), options.verbose,
                               options.memory_planning, layout, options.file_path, options.code_transformers);
 }
+
+bool cpu::native_bf16_conv() { return cpu::dnnl_available() && cpu::dnnl_native_bf16_conv(); }
 
 bool cpu::native_bf16_matmul(const CpuBackend::CpuOptions& options) {
   return options.blas && cpu::host_gemm_bf16() != nullptr;
@@ -594,11 +596,12 @@ cpu::PreparedCode cpu::prepare_code(const Graph& graph, const FusionPlan& plan, 
   cpu::CodegenOptions co;
   co.blas = !tc.openblas.empty();
   co.dnnl = cpu::dnnl_available();
+  co.bf16_conv = cpu::native_bf16_conv();
   co.inplace = memory_planning != "none";
   co.num_threads = options.num_threads;
   co.vectorize = options.vectorize;
   co.layout = layout;
-  return {tc, cpu::generate_cpp(graph, plan, cpu::cpu_layouts(graph, co.dnnl, layout), co)};
+  return {tc, cpu::generate_cpp(graph, plan, cpu::cpu_layouts(graph, co.dnnl, layout, co.bf16_conv), co)};
 }
 
 std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const FusionPlan& plan,
@@ -636,6 +639,8 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
               << (cpu::dnnl_available() ? ", oneDNN kernels: " + cpu::dnnl_cpu_isa() : ", no oneDNN")
               << (cpu::native_bf16_matmul(options_) ? ", bfloat16 matmuls and attention: oneDNN bf16"
                                                     : ", bfloat16 matmuls and attention: widened to float32")
+              << (cpu::native_bf16_conv() ? ", bfloat16 convolutions: oneDNN bf16 (AMX)"
+                                          : ", bfloat16 convolutions: widened to float32")
               << "\n"
               << "[cpu] threads per call: "
               << (options_.num_threads > 0 ? std::to_string(options_.num_threads) : std::string("OpenMP's default"))

@@ -66,6 +66,8 @@ std::string dnnl_cpu_isa() {
   return "unknown";
 }
 
+bool dnnl_native_bf16_conv() { return dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx; }
+
 const dnnl::engine& cpu_engine() {
   static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
   return e;
@@ -112,22 +114,33 @@ dnnl::algorithm eltwise_algorithm(ConvPostOp::Kind k) {
   return A::undef;
 }
 
-// The oneDNN memory descriptor of an activation stored in layout `l`.
-memory::desc user_desc(const memory::dims& dims, Layout l) {
+Dt data_type(const ConvSpec& s) { return s.bf16 ? Dt::bf16 : Dt::f32; }
+
+// The oneDNN memory descriptor of an activation of type `dt` stored in layout `l`.
+memory::desc user_desc(const memory::dims& dims, Layout l, Dt dt) {
   switch (l) {
-    case Layout::Nhwc: return memory::desc(dims, Dt::f32, Tag::nhwc);
-    case Layout::Nchw8c: return memory::desc(dims, Dt::f32, Tag::nChw8c);
-    case Layout::Nchw16c: return memory::desc(dims, Dt::f32, Tag::nChw16c);
+    case Layout::Nhwc: return memory::desc(dims, dt, Tag::nhwc);
+    case Layout::Nchw8c: return memory::desc(dims, dt, Tag::nChw8c);
+    case Layout::Nchw16c: return memory::desc(dims, dt, Tag::nChw16c);
     case Layout::Nchw: break;
   }
-  return memory::desc(dims, Dt::f32, Tag::nchw);
+  return memory::desc(dims, dt, Tag::nchw);
 }
 
 // The layout an activation descriptor stores, when it is one of ingot's.
 std::optional<Layout> layout_of(const memory::desc& md) {
   for (Layout l : {Layout::Nchw, Layout::Nhwc, Layout::Nchw8c, Layout::Nchw16c})
-    if (md == user_desc(md.dims(), l)) return l;
+    if (md == user_desc(md.dims(), l, md.data_type())) return l;
   return std::nullopt;
+}
+
+// Whether `n` values of type `dt` at `p` hold a NaN or an inf.
+bool holds_non_finite(const void* p, int64_t n, Dt dt) {
+  if (dt == Dt::f32) return has_non_finite(static_cast<const float*>(p), n);
+  const uint16_t* bits = static_cast<const uint16_t*>(p);  // bfloat16: the exponent all ones
+  bool any = false;
+  for (int64_t i = 0; i < n; ++i) any |= (bits[i] & 0x7f80u) == 0x7f80u;
+  return any;
 }
 
 // The primitive and the layouts it runs in: the best class of kernel (direct, then im2col + GEMM,
@@ -202,26 +215,31 @@ std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, co
     memory::desc src, dst;
     bool any_weights;
   };
+  const Dt dt = data_type(s);
   const auto plain = [&](Tag tag, bool any_weights) {
-    return Config{memory::desc(dims.src, Dt::f32, tag), memory::desc(dims.dst, Dt::f32, tag), any_weights};
+    return Config{memory::desc(dims.src, dt, tag), memory::desc(dims.dst, dt, tag), any_weights};
   };
-  std::vector<Config> configs = {{src_user, dst_user, true}};
+  // bfloat16: channels-last first, the layout oneDNN's AMX kernels take (its blocked bf16 kernels
+  // are the avx512_core_bf16 ones, 2-4x slower on ResNet-50's convs).
+  std::vector<Config> configs;
+  if (s.bf16) configs.push_back(plain(Tag::nhwc, true));
+  configs.push_back({src_user, dst_user, true});
   const int64_t block = layout_channel_block(s.dst_layout);
-  if (block > 0 && s.cin % block == 0) configs.push_back({user_desc(dims.src, s.dst_layout), dst_user, true});
+  if (block > 0 && s.cin % block == 0) configs.push_back({user_desc(dims.src, s.dst_layout, dt), dst_user, true});
   configs.push_back(plain(Tag::nhwc, true));
   configs.push_back(plain(Tag::nchw, false));
   // With `winograd`, each config is tried with the Winograd algorithm first (oneDNN has it for
   // 3x3 stride-1 convs on AVX-512 and refuses the rest), then with the direct one.
   std::vector<std::pair<Config, dnnl::algorithm>> tries;
   for (const Config& cfg : configs) {
-    if (s.winograd) tries.emplace_back(cfg, dnnl::algorithm::convolution_winograd);
+    if (s.winograd && !s.bf16) tries.emplace_back(cfg, dnnl::algorithm::convolution_winograd);
     tries.emplace_back(cfg, dnnl::algorithm::convolution_direct);
   }
   std::optional<Choice> best;
   for (const auto& [cfg, algorithm] : tries) {
     try {
       Choice c;
-      const memory::desc wei_md = cfg.any_weights ? memory::desc(dims.wei, Dt::f32, Tag::any) : wei_user;
+      const memory::desc wei_md = cfg.any_weights ? memory::desc(dims.wei, dt, Tag::any) : wei_user;
       const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, algorithm,
                                               cfg.src, wei_md, s.has_bias ? bias_md : memory::desc(), cfg.dst,
                                               dims.strides, dims.dilates, dims.pad_l, dims.pad_r);
@@ -248,8 +266,8 @@ std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, co
 
 memory::desc weights_user(const ConvSpec& s) {
   const int64_t g = s.groups;
-  return g > 1 ? memory::desc({g, s.cout / g, s.cin / g, s.kh, s.kw}, Dt::f32, Tag::goihw)
-               : memory::desc({s.cout, s.cin, s.kh, s.kw}, Dt::f32, Tag::oihw);
+  return g > 1 ? memory::desc({g, s.cout / g, s.cin / g, s.kh, s.kw}, data_type(s), Tag::goihw)
+               : memory::desc({s.cout, s.cin, s.kh, s.kw}, data_type(s), Tag::oihw);
 }
 
 }  // namespace
@@ -264,8 +282,9 @@ bool dnnl_conv_is_fast(const ConvSpec& s) {
       if (spec == s) return fast;
   }
   std::string errors;
-  std::optional<Choice> c = choose(s, user_desc({s.n, s.cin, s.h, s.w}, s.src_layout), user_desc({s.n, s.cout, s.oh, s.ow}, s.dst_layout),
-                                   weights_user(s), memory::desc({s.cout}, Dt::f32, Tag::x), &errors);
+  std::optional<Choice> c = choose(s, user_desc({s.n, s.cin, s.h, s.w}, s.src_layout, data_type(s)),
+                                   user_desc({s.n, s.cout, s.oh, s.ow}, s.dst_layout, data_type(s)), weights_user(s),
+                                   memory::desc({s.cout}, data_type(s), Tag::x), &errors);
   const bool fast = c && !is_reference_impl(c->name);
   std::lock_guard<std::mutex> lock(mu);
   if (known.size() > 4096) known.clear();
@@ -322,14 +341,15 @@ DnnlConv::DnnlConv(const ConvSpec& s) : impl_(std::make_unique<Impl>()) {
   m.no_input = !m.empty_output && s.cin == 0;
   // The code generator folds post-ops only into convolutions with input channels.
   INGOT_CHECK(!m.no_input || s.post_ops.empty(), "CpuBackend: conv2d with 0 input channels cannot take post-ops");
+  INGOT_CHECK(!s.bf16 || (s.post_ops.empty() && !s.residual_in_dst), "CpuBackend: a bfloat16 conv2d takes no post-ops");
   if (m.empty_output || m.no_input) {
     m.name = "none (empty)";
     return;
   }
-  m.src_user = user_desc({s.n, s.cin, s.h, s.w}, s.src_layout);
-  m.dst_user = user_desc({s.n, s.cout, s.oh, s.ow}, s.dst_layout);
+  m.src_user = user_desc({s.n, s.cin, s.h, s.w}, s.src_layout, data_type(s));
+  m.dst_user = user_desc({s.n, s.cout, s.oh, s.ow}, s.dst_layout, data_type(s));
   m.wei_user = weights_user(s);
-  m.bias_md = memory::desc({s.cout}, Dt::f32, Tag::x);
+  m.bias_md = memory::desc({s.cout}, data_type(s), Tag::x);
   std::string errors;
   std::optional<Choice> c = choose(s, m.src_user, m.dst_user, m.wei_user, m.bias_md, &errors);
   INGOT_CHECK(c.has_value(), "CpuBackend: oneDNN cannot run conv2d [", s.n, ", ", s.cin, ", ", s.h, ", ", s.w, "] -> [", s.n,
@@ -383,12 +403,12 @@ struct WeightCache::Entries {
     return nullptr;
   }
   // Reorders `w` (stored as `user`, `count` values) into `layout` on `st` and keeps it.
-  const Entry* add(const memory::desc& user, const memory::desc& layout, const float* w, int64_t count, int64_t value,
+  const Entry* add(const memory::desc& user, const memory::desc& layout, const void* w, int64_t count, int64_t value,
                    dnnl::stream& st) {
     auto scratch = std::make_unique<Scratch>(layout.get_size());
-    memory u(user, cpu_engine(), const_cast<float*>(w)), t(layout, cpu_engine(), scratch->p);
+    memory u(user, cpu_engine(), const_cast<void*>(w)), t(layout, cpu_engine(), scratch->p);
     dnnl::reorder(u, t).execute(st, u, t);
-    list.push_back({layout, value, std::move(scratch), has_non_finite(w, count)});
+    list.push_back({layout, value, std::move(scratch), holds_non_finite(w, count, user.data_type())});
     return &list.back();
   }
 };
@@ -399,7 +419,7 @@ namespace {
 int64_t weight_count(const ConvSpec& s) { return s.cout * (s.cin / s.groups) * s.kh * s.kw; }
 }  // namespace
 
-void DnnlConv::keep_weights(const float* w, WeightCache* kept, int64_t weights_value) const {
+void DnnlConv::keep_weights(const void* w, WeightCache* kept, int64_t weights_value) const {
   const Impl& m = *impl_;
   if (m.empty_output || m.no_input || m.wei_user == m.wei_md || kept->entries_->find(weights_value, m.wei_md)) return;
   try {
@@ -411,17 +431,22 @@ void DnnlConv::keep_weights(const float* w, WeightCache* kept, int64_t weights_v
   }
 }
 
-bool DnnlConv::run(const float* x, const float* w, const float* b, const void* const* operands, float* y,
+bool DnnlConv::run(const void* x, const void* w, const void* b, const void* const* operands, void* y,
                    WeightCache* weights, int64_t weights_value, const WeightCache* kept, const bool* known_finite) const {
   const Impl& m = *impl_;
   const ConvSpec& s = m.spec;
   if (m.empty_output) return true;
-  if (m.no_input) {  // an empty sum: the bias everywhere
+  if (m.no_input) {  // an empty sum: the bias everywhere (bfloat16: its bits, 0 being +0's)
     const int64_t pixels = s.oh * s.ow;
     for (int64_t img = 0; img < s.n; ++img)
       for (int64_t c = 0; c < s.cout; ++c)
-        for (int64_t p = 0; p < pixels; ++p)
-          y[activation_offset(s.dst_layout, s.cout, pixels, img, c, p)] = b != nullptr ? b[c] : 0.0f;
+        for (int64_t p = 0; p < pixels; ++p) {
+          const int64_t at = activation_offset(s.dst_layout, s.cout, pixels, img, c, p);
+          if (s.bf16)
+            static_cast<uint16_t*>(y)[at] = b != nullptr ? static_cast<const uint16_t*>(b)[c] : uint16_t{0};
+          else
+            static_cast<float*>(y)[at] = b != nullptr ? static_cast<const float*>(b)[c] : 0.0f;
+        }
     return false;
   }
   // known_finite's slots: x, w, b when present, then the operands.
@@ -433,8 +458,8 @@ bool DnnlConv::run(const float* x, const float* w, const float* b, const void* c
     dnnl::stream st(eng);
     // Layout conversions into per-call temporaries where the caller's layout is not the
     // primitive's (reorder primitives come from oneDNN's primitive cache after the first call).
-    auto input = [&](const memory::desc& user, const memory::desc& want, const float* p, std::optional<Scratch>& tmp) {
-      memory u(user, eng, const_cast<float*>(p));
+    auto input = [&](const memory::desc& user, const memory::desc& want, const void* p, std::optional<Scratch>& tmp) {
+      memory u(user, eng, const_cast<void*>(p));
       if (user == want) return u;
       tmp.emplace(want.get_size());
       memory t(want, eng, tmp->p);
@@ -461,7 +486,7 @@ bool DnnlConv::run(const float* x, const float* w, const float* b, const void* c
     Scratch pad(m.scratch_md.get_size());
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, wei_m}, {DNNL_ARG_DST, dst_m},
                                             {DNNL_ARG_SCRATCHPAD, memory(m.scratch_md, eng, pad.p)}};
-    if (s.has_bias) args.emplace(DNNL_ARG_BIAS, memory(m.bias_md, eng, const_cast<float*>(b)));
+    if (s.has_bias) args.emplace(DNNL_ARG_BIAS, memory(m.bias_md, eng, const_cast<void*>(b)));
     // Full operands come in the caller's y layout (dst_user) and are read in the primitive's.
     // The sum operand (Impl::sum_operand) is no argument: dst holds it when the primitive starts.
     std::vector<std::optional<Scratch>> operand_tmp(m.binary_operands.size());
@@ -469,7 +494,7 @@ bool DnnlConv::run(const float* x, const float* w, const float* b, const void* c
     for (size_t i = 0; i < m.binary_operands.size(); ++i) {
       const auto& [index, md] = m.binary_operands[i];
       const bool full = !s.post_ops[static_cast<size_t>(index)].per_channel;
-      operand_m.push_back(full ? input(m.dst_user, md, static_cast<const float*>(operands[i]), operand_tmp[i])
+      operand_m.push_back(full ? input(m.dst_user, md, operands[i], operand_tmp[i])
                                : memory(md, eng, const_cast<void*>(operands[i])));
       if (static_cast<int>(i) != m.sum_operand)
         args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, operand_m.back());
@@ -478,11 +503,11 @@ bool DnnlConv::run(const float* x, const float* w, const float* b, const void* c
     // the convolution runs alone and the post-ops run here. Each input is known finite, or
     // scanned when the post-ops need to know, or left unknown (then so is the result).
     enum class Finite { Yes, No, Unknown };
-    auto finite = [&](bool is_known, const std::optional<bool>& non_finite_seen, const float* p, int64_t n) {
+    auto finite = [&](bool is_known, const std::optional<bool>& non_finite_seen, const void* p, int64_t n) {
       if (is_known) return Finite::Yes;
       if (non_finite_seen) return *non_finite_seen ? Finite::No : Finite::Yes;
       if (!m.needs_finite_inputs) return Finite::Unknown;
-      return has_non_finite(p, n) ? Finite::No : Finite::Yes;
+      return holds_non_finite(p, n, data_type(s)) ? Finite::No : Finite::Yes;
     };
     Finite all = finite(known(0), std::nullopt, x, s.n * s.cin * s.h * s.w);
     auto meet = [&](auto next) {
@@ -496,7 +521,7 @@ bool DnnlConv::run(const float* x, const float* w, const float* b, const void* c
     for (size_t i = 0; i < m.binary_operands.size(); ++i)
       meet([&] {
         const bool per_channel = s.post_ops[static_cast<size_t>(m.binary_operands[i].first)].per_channel;
-        return finite(known(first_operand + i), std::nullopt, static_cast<const float*>(operands[i]),
+        return finite(known(first_operand + i), std::nullopt, operands[i],
                       per_channel ? s.cout : s.n * s.cout * s.oh * s.ow);
       });
     const bool exact = m.needs_finite_inputs && all == Finite::No;
@@ -546,6 +571,7 @@ bool DnnlConv::run(const float* x, const float* w, const float* b, const void* c
 #else  // no oneDNN: the generated code keeps its own convolution
 
 bool dnnl_available() { return false; }
+bool dnnl_native_bf16_conv() { return false; }
 std::string dnnl_cpu_isa() { return ""; }
 
 struct DnnlConv::Impl {
@@ -559,11 +585,11 @@ DnnlConv::~DnnlConv() = default;
 const std::string& DnnlConv::implementation() const { return impl_->name; }
 std::string DnnlConv::layouts() const { return "none"; }
 bool dnnl_conv_is_fast(const ConvSpec&) { return false; }
-bool DnnlConv::run(const float*, const float*, const float*, const void* const*, float*, WeightCache*, int64_t,
+bool DnnlConv::run(const void*, const void*, const void*, const void* const*, void*, WeightCache*, int64_t,
                    const WeightCache*, const bool*) const {
   INGOT_FAIL("CpuBackend: ingot was built without oneDNN");
 }
-void DnnlConv::keep_weights(const float*, WeightCache*, int64_t) const {}
+void DnnlConv::keep_weights(const void*, WeightCache*, int64_t) const {}
 
 #endif
 

@@ -22,6 +22,10 @@
 namespace ingot::cpu {
 
 bool dnnl_available();
+// Whether bfloat16 convolutions run natively (ConvSpec::bf16): oneDNN's kernels use AMX on this
+// host. Without AMX its bf16 kernels (avx512_core_bf16) ran slower than its float32 ones on
+// ResNet-50's convs (2026-11-28), so mixed precision's convs are widened to float32 there.
+bool dnnl_native_bf16_conv();
 // The instruction set oneDNN's kernels use on this host ("avx2", "avx512_core", ...): the best
 // the CPU has, capped by ONEDNN_MAX_CPU_ISA when it is set (e.g. ONEDNN_MAX_CPU_ISA=AVX2 to run
 // the AVX2 kernels on an AVX-512 host). "" without oneDNN. `verbose` reports it.
@@ -55,6 +59,10 @@ struct ConvSpec {
   // as a sum post-op, onto what y holds, reading and writing that buffer once. run() still takes
   // it in another buffer (copied into y first).
   bool residual_in_dst = false;
+  // x, w, b and y are bfloat16 (mixed precision's convs on a host with AMX: native_bf16_conv),
+  // else float32. A bfloat16 conv takes no post-ops and no Winograd kernel, and runs channels-last
+  // whatever the caller's layout (oneDNN's AMX kernels take NHWC; x and y are reordered each call).
+  bool bf16 = false;
   bool operator==(const ConvSpec&) const = default;
 };
 
@@ -87,7 +95,8 @@ class DnnlConv {
  public:
   explicit DnnlConv(const ConvSpec& spec);  // throws ingot::Error when oneDNN cannot run it
   ~DnnlConv();
-  // x, w ([cout, cin/groups, kh, kw]), b ([cout] or null), y: float32; `operands`: float32, one
+  // x, w ([cout, cin/groups, kh, kw]), b ([cout] or null), y: float32 (bfloat16 for a bf16
+  // spec); `operands`: float32, one
   // per binary post-op, in order (null when there are none). `weights`: where w, the graph value
   // `weights_value`, stays reordered for later calls during one evaluation (null: reorder each
   // call). `kept`: weights reordered once for good (keep_weights), read only. `known_finite`:
@@ -95,14 +104,14 @@ class DnnlConv {
   // scanned (conv_post_ops.h). Returns whether y is finite in the same sense: every input was
   // finite and the post-ops keep finite values finite (false when that is not known). Throws
   // ingot::Error.
-  bool run(const float* x, const float* w, const float* b, const void* const* operands, float* y,
+  bool run(const void* x, const void* w, const void* b, const void* const* operands, void* y,
            WeightCache* weights = nullptr, int64_t weights_value = -1, const WeightCache* kept = nullptr,
            const bool* known_finite = nullptr) const;
   // Reorders weights `w` (graph value `weights_value`) into `kept` now, for every later call:
   // for weights that are graph constants, which cannot change, a binding does this at load, so
   // calls read them reordered instead of reordering them (9.4 MB per call for one of ResNet's
   // 512-channel convs). No-op when the primitive takes the weights as they are.
-  void keep_weights(const float* w, WeightCache* kept, int64_t weights_value) const;
+  void keep_weights(const void* w, WeightCache* kept, int64_t weights_value) const;
   const std::string& implementation() const;  // oneDNN's name for the kernel it chose
   // The activation layouts the primitive runs in, and the caller's where they differ (reordered
   // each call): "src nchw8c (reordered from nchw), dst nchw8c", plus a residual post-op operand's

@@ -31,6 +31,9 @@ CpuBackend::CpuOptions tuned_options(const CpuBackend::CpuOptions& options, cons
 // Whether bfloat16 matmuls run the host's bf16 matmul (host_gemm_bf16, with library products on)
 // rather than being widened to float32: lower, arena_bytes and verbose decide it alike.
 bool native_bf16_matmul(const CpuBackend::CpuOptions& options);
+// Whether bfloat16 convolutions run oneDNN's bf16 kernels (dnnl_native_bf16_conv: AMX) rather
+// than being widened to float32: lower, arena_bytes, prepare_code and verbose decide it alike.
+bool native_bf16_conv();
 
 // CpuOptions::cache_dir, else default_cache_dir().
 inline std::string cache_dir_of(const CpuBackend::CpuOptions& options) {

@@ -1,15 +1,17 @@
 #include "backends/cpu/widen.h"
 
+#include "compiler/layout_plan.h"
 #include "compiler/passes/passes.h"
 
 namespace ingot::cpu {
 
-std::optional<Graph> widen_half_dense(const Graph& g, bool native_bf16_matmul) {
+std::optional<Graph> widen_half_dense(const Graph& g, bool native_bf16_matmul, bool native_bf16_conv) {
   auto half_dense = [&](const Graph& graph, const Node& n) {
     if (n.op != "matmul" && n.op != "conv2d") return false;
     const DType t = graph.value(n.outputs[0]).dtype;
     if (t != DType::Float16 && t != DType::BFloat16) return false;
     if (native_bf16_matmul && n.op == "matmul" && t == DType::BFloat16) return false;
+    if (native_bf16_conv && bf16_conv_fits(graph, n)) return false;
     for (ValueId v : n.inputs)
       if (graph.value(v).dtype != t) return false;
     return true;
@@ -20,7 +22,7 @@ std::optional<Graph> widen_half_dense(const Graph& g, bool native_bf16_matmul) {
   std::vector<Graph> widened;
   for (const Node& n : g.nodes())
     for (size_t k = 0; k < n.subgraphs.size(); ++k)
-      if (std::optional<Graph> w = widen_half_dense(n.subgraphs[k], native_bf16_matmul)) {
+      if (std::optional<Graph> w = widen_half_dense(n.subgraphs[k], native_bf16_matmul, native_bf16_conv)) {
         subs.emplace_back(n.id, k);
         widened.push_back(std::move(*w));
       }

@@ -13,10 +13,12 @@ namespace ingot::cpu {
 // reference kernel computes (float32 accumulation, one rounding); inside control-flow subgraphs
 // too. nullopt when there is none. `native_bf16_matmul`: bfloat16 matmuls stay as they are, for
 // the host's native bf16 matmul (ingot_host::gemm_bf16, where the host has one and BLAS is on).
+// `native_bf16_conv`: bfloat16 conv2d nodes that bf16_conv_fits (layout_plan.h) stay as they
+// are, for oneDNN's bf16 convolution (dnnl_native_bf16_conv: an AMX host).
 //
 // Why widen the rest: the generated code has no other half-precision GEMM, and oneDNN's bf16
-// convolutions need AVX-512 (avx512_core); on AVX2 machines this is the native path. The
-// widening casts fuse into the loops around the dense op.
-std::optional<Graph> widen_half_dense(const Graph& g, bool native_bf16_matmul = false);
+// convolutions without AMX ran slower than its float32 ones; on AVX2 machines this is the native
+// path. The widening casts fuse into the loops around the dense op.
+std::optional<Graph> widen_half_dense(const Graph& g, bool native_bf16_matmul = false, bool native_bf16_conv = false);
 
 }  // namespace ingot::cpu

@@ -110,8 +110,8 @@ LayoutPlan plan_layouts(const Graph& g, const LayoutTarget& target) {
   for (const Node& n : g.nodes()) {
     if (!handles(n)) continue;
     const ValueId y = n.outputs.empty() ? -1 : n.outputs[0];
-    if (conv_runs_channels_last(g, n)) {
-      of[static_cast<size_t>(y)] = channels_last(g.value(y));
+    if (conv_runs_channels_last(g, n, target)) {
+      of[static_cast<size_t>(y)] = bf16_conv_fits(g, n) ? Layout::Nhwc : channels_last(g.value(y));
       any = true;
     } else if (carries_layout(g, n)) {
       of[static_cast<size_t>(y)] = carried_layout(g, n, of);
@@ -127,7 +127,7 @@ LayoutPlan plan_layouts(const Graph& g, const LayoutTarget& target) {
     if (r.op == "conv2d") {
       for (size_t i = 1; i < r.inputs.size(); ++i)
         if (r.inputs[i] == v) return false;  // weights and bias are plain
-      return conv_runs_channels_last(g, r);
+      return conv_runs_channels_last(g, r, target);
     }
     if (follows_input0(r)) return r.inputs[0] == v && of[static_cast<size_t>(r.outputs[0])] == l;
     if (channel_concat(g, r)) return of[static_cast<size_t>(r.outputs[0])] == l;
