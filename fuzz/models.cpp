@@ -288,10 +288,17 @@ std::optional<Finding> check_model(const ModelCase& c, const Variation& v, const
     x.data<float>()[x.numel() / 2] = INFINITY;
   }
   const TensorMap inputs = {{"input", x}};
+  // Under mixed precision both sides round each dense op's result to the low type, and float32
+  // sums in another order (or bfloat16 attention's probabilities, rounded once more for P V) can
+  // put one such rounding an ulp apart, which the layers after carry to the output: seed 503242,
+  // a bfloat16 transformer stack, 3.6e-3 off, under one ulp of bfloat16 (2^-8). The bound is
+  // two ulps of bfloat16, as the program fuzzer's floor (checks.cpp); float16's two ulps (2^-10)
+  // are within the 1e-3 every other variation is held to.
+  const double bound = v.options.mixed_precision == "bfloat16" ? 0x1p-7 : 1e-3;
   auto differs = [&](const std::string& name, const Tensor& a, const Tensor& b) -> std::optional<Finding> {
     if (a.shape() != b.shape() || a.dtype() != b.dtype()) return Finding{c.seed, v.name, name, what.str(), 1e30, 0};
     const double e = relative_error(a, b);
-    if (e > 1e-3) return Finding{c.seed, v.name, name, what.str(), e, 0};
+    if (e > bound) return Finding{c.seed, v.name, name, what.str(), e, 0};
     return std::nullopt;
   };
   if (!v.gradients) {

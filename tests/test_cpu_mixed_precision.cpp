@@ -110,8 +110,7 @@ TEST(CpuMixedPrecision, Bfloat16ConvolutionOfEveryFormMatchesReference) {
 // convs with what reads them), under every layout target: on an AMX host the layout plan stores
 // each bf16 conv's output NHWC (LayoutTarget::bf16_convs: oneDNN's AMX kernels take it, so no
 // reorder around the conv) and carries it through the pools, batch norm, residual add, channel
-// concat, global pool and a last max pool, which read it there (avg_pool2d in bfloat16 would be a
-// reference-kernel callback, NCHW: its kernel is float32 / float64 only); elsewhere the convs are widened and the plan is
+// concat, global pool, average pool and a last max pool, which read it there; elsewhere the convs are widened and the plan is
 // float32's. Against the reference, batch 2 and 1.
 TEST(CpuMixedPrecision, Bfloat16NetworkInEveryLayoutTargetMatchesReference) {
   const DType bf = DType::BFloat16;
@@ -130,6 +129,8 @@ TEST(CpuMixedPrecision, Bfloat16NetworkInEveryLayoutTargetMatchesReference) {
         const ValueId c3 = g.add_op("conv2d", {cat, in[4]}, {{"padding", V{1, 1}}});
         g.set_output("pooled", g.add_op("global_avg_pool2d", {g.add_op("relu", {c3})}));
         g.set_output("pool_2x2", g.add_op("max_pool2d", {c3}, {{"kernel", V{2, 2}}, {"stride", V{2, 2}}}));
+        const ValueId avg = g.add_op("avg_pool2d", {c2}, {{"kernel", V{3, 3}}, {"stride", V{1, 1}}, {"padding", V{1, 1}}});
+        g.set_output("avg_then_conv", g.add_op("conv2d", {avg, in[3]}));
       });
   auto inputs = [&](int64_t batch) {
     std::vector<Tensor> ins;
@@ -150,10 +151,10 @@ TEST(CpuMixedPrecision, Bfloat16NetworkInEveryLayoutTargetMatchesReference) {
     std::unique_ptr<Executable> exe = CpuBackend(cpu_test::cpu_options()).lower(g, o);
     const std::string src = exe->source();
     EXPECT_EQ(count(src, "nodes on reference kernels (host callback): 0."), 1);
-    // The convs read NHWC but for the first (the input, NCHW) and write NHWC but for the last
-    // (read by a max pool whose output, a graph output, is NCHW).
+    // The convs read NHWC but for the first (the input, NCHW) and write NHWC but for the last two
+    // (a graph output, and c3, read by a max pool whose output is a graph output, NCHW).
     if (cpu::native_bf16_conv()) {
-      EXPECT_EQ(count(src, "at load (x nhwc, "), target == Layout::Nchw ? 0 : 2);
+      EXPECT_EQ(count(src, "at load (x nhwc, "), target == Layout::Nchw ? 0 : 3);
       EXPECT_EQ(count(src, ", y nhwc, 0 post-ops)"), target == Layout::Nchw ? 0 : 2);
     }
     for (const int64_t batch : {2, 1}) {
@@ -162,6 +163,25 @@ TEST(CpuMixedPrecision, Bfloat16NetworkInEveryLayoutTargetMatchesReference) {
       for (size_t i = 0; i < want.size(); ++i)
         cpu_test::expect_same(got[i], want[i], "batch " + std::to_string(batch) + " " + g.outputs()[i].first, 2e-2, 2e-2);
     }
+  }
+}
+
+// avg_pool2d in the half types runs the generated kernel (ig_avg_pool2d summing and dividing in
+// float32, rounded once), as the reference computes it: the same sums in the same order, so the
+// same bits. Padded windows with and without count_include_pad, batch 2 and 0.
+TEST(CpuMixedPrecision, HalfTypeAveragePoolsAreNativeAndExact) {
+  using V = std::vector<int64_t>;
+  for (const DType t : {DType::BFloat16, DType::Float16}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    Graph g = cpu_test::make_graph({{"x", {"N", 3, 7, 6}, t}}, [&](Graph& g, std::vector<ValueId>& in) {
+      for (const int64_t include_pad : {1, 0})
+        g.set_output("avg" + std::to_string(include_pad),
+                     g.add_op("avg_pool2d", {in[0]},
+                              {{"kernel", V{3, 2}}, {"stride", V{2, 2}}, {"padding", V{1, 1}}, {"count_include_pad", include_pad}}));
+    });
+    const std::string src = cpu_test::check(g, {{random_tensor({2, 3, 7, 6}, 5, -3, 3).astype(t)},
+                                                {random_tensor({0, 3, 7, 6}, 6).astype(t)}}, cpu_test::unfused, 0, 0);
+    EXPECT_EQ(count(src, "nodes on reference kernels (host callback): 0."), 1);
   }
 }
 

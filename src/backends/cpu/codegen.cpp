@@ -102,8 +102,9 @@ bool is_native(const Graph& g, const Node& n) {
     return r >= 1 && a >= -r && a < r;
   }
   if (op == "batch_norm") return rank(n.inputs[0]) >= 2;
-  if (op == "avg_pool2d" || op == "avg_pool2d_grad") {  // float32 / float64 NCHW, [h, w] attributes
-    bool ok = rank(n.inputs[0]) == 4 && is_float_dtype(dt(n.inputs[0])) && dt(n.outputs[0]) == dt(n.inputs[0]) &&
+  if (op == "avg_pool2d" || op == "avg_pool2d_grad") {  // [h, w] attributes; the gradient float32 / float64 NCHW
+    const bool types = op == "avg_pool2d" ? is_floating(dt(n.inputs[0])) : is_float_dtype(dt(n.inputs[0]));
+    bool ok = rank(n.inputs[0]) == 4 && types && dt(n.outputs[0]) == dt(n.inputs[0]) &&
               n.attrs.has("kernel") && n.attrs.get_int("count_include_pad", 1) >= 0 && n.attrs.get_int("count_include_pad", 1) <= 1;
     for (const char* key : {"kernel", "stride", "padding"})
       ok = ok && (!n.attrs.has(key) || n.attrs.get_ints(key).size() == 2);

@@ -8,12 +8,14 @@ namespace ingot::cpu {
 const char* const kPoolPrelude = R"IGPRELUDE(
 // ---- avg_pool2d over [outer, H, W, lanes] -> [outer, Ho, Wo, lanes] (as ig_max_pool2d: NCHW is
 // lanes 1, NHWC outer N and lanes C, channel blocks outer N * C / b and lanes b); each lane's
-// window summed in the same row-major order in every layout, so all give the same bits ----
+// window summed in the same row-major order in every layout, so all give the same bits; the half
+// types sum and divide in float32 (ig_c) and round once, as the reference does ----
 template <class T>
 void ig_avg_pool2d(const T* __restrict x, T* __restrict y, int64_t outer, int64_t H, int64_t W, int64_t lanes,
                    int64_t Ho, int64_t Wo, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                    int include_pad) {
-  const T full = static_cast<T>(kh * kw);
+  using C = ig_c<T>;
+  const C full = static_cast<C>(kh * kw);
   #pragma omp parallel for collapse(2) if(ig_big(outer * Ho * Wo * lanes * kh * kw))
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t oh = 0; oh < Ho; ++oh) {
@@ -21,26 +23,26 @@ void ig_avg_pool2d(const T* __restrict x, T* __restrict y, int64_t outer, int64_
       const int64_t h = oh * sh - ph, h0 = h > 0 ? h : 0, h1 = h + kh < H ? h + kh : H;
       for (int64_t ow = 0; ow < Wo; ++ow) {
         const int64_t c = ow * sw - pw, w0 = c > 0 ? c : 0, w1 = c + kw < W ? c + kw : W;
-        const T div = include_pad ? full : static_cast<T>((h1 - h0) * (w1 - w0));
+        const C div = include_pad ? full : static_cast<C>((h1 - h0) * (w1 - w0));
         T* yp = y + ((o * Ho + oh) * Wo + ow) * lanes;
         if (lanes == 1) {
-          T sum = 0;
+          C sum = 0;
           for (int64_t i = h0; i < h1; ++i)
-            for (int64_t j = w0; j < w1; ++j) sum += xo[i * W + j];
-          yp[0] = sum / div;
+            for (int64_t j = w0; j < w1; ++j) sum += static_cast<C>(xo[i * W + j]);
+          yp[0] = static_cast<T>(sum / div);
           continue;
         }
         for (int64_t l0 = 0; l0 < lanes; l0 += 64) {
           const int64_t n = lanes - l0 < 64 ? lanes - l0 : 64;
-          T sum[64];
+          C sum[64];
           for (int64_t l = 0; l < n; ++l) sum[l] = 0;
           for (int64_t i = h0; i < h1; ++i)
             for (int64_t j = w0; j < w1; ++j) {
               const T* xp = xo + (i * W + j) * lanes + l0;
               #pragma omp simd
-              for (int64_t l = 0; l < n; ++l) sum[l] += xp[l];
+              for (int64_t l = 0; l < n; ++l) sum[l] += static_cast<C>(xp[l]);
             }
-          for (int64_t l = 0; l < n; ++l) yp[l0 + l] = sum[l] / div;
+          for (int64_t l = 0; l < n; ++l) yp[l0 + l] = static_cast<T>(sum[l] / div);
         }
       }
     }
