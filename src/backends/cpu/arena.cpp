@@ -2,7 +2,6 @@
 // memory planner's placement. CpuBackend::arena_bytes works it out for a graph without running
 // the compiler, so gradient checkpointing can report the arena of the graph it did not build.
 #include "backends/cpu/executable.h"
-#include "backends/cpu/widen.h"
 #include "compiler/passes/passes.h"
 
 namespace ingot {
@@ -20,16 +19,15 @@ std::vector<BufferRequest> cpu::arena_requests(const Graph& graph, const Generat
 
 int64_t CpuBackend::arena_bytes(const Graph& graph, const CompileOptions& options) const {
   // The code lower would generate (on the same widened graph), without building it.
-  const std::optional<Graph> widened = cpu::widen_half_dense(graph, cpu::native_bf16_matmul(options_), cpu::native_bf16_conv());
-  const Graph& g = widened ? *widened : graph;
+  const cpu::LoweringInput in = cpu::lowering_input(graph, options_, options);
+  const Graph& g = in.widened ? *in.widened : graph;
   std::vector<Shape> shapes;
   for (const Value& v : g.values()) {
     if (!is_static(v.shape)) return 0;  // sized per call, from the input shapes
     shapes.push_back(to_shape(v.shape));
   }
   const cpu::PreparedCode prepared =
-      cpu::prepare_code(g, fusion_plan_for(g, options), options_, options.memory_planning,
-                        requested_layout(g, options, cpu::cpu_layout_target(cpu::dnnl_available(), host_layout(), cpu::native_bf16_conv())),
+      cpu::prepare_code(g, fusion_plan_for(g, options), options_, options.memory_planning, in.layout,
                         options_.cache ? cpu::cache_dir_of(options_) : "");
   return place_buffers(cpu::arena_requests(g, prepared.code, shapes), options.memory_planning).arena_bytes;
 }

@@ -276,8 +276,9 @@ class Generator {
   bool prologue_fuses(const std::vector<NodeId>& run, const Node& anchor) const;
   void plan_buffers();
 
-  // -- oneDNN conv2d: float32 convs with static sizes whose padding covers the output exactly;
-  // the rest keeps the generated im2col + gemm.
+  // -- oneDNN conv2d: float32 convs with static sizes whose padding covers the output exactly,
+  // and bfloat16 ones where the host runs them natively (CodegenOptions::bf16_conv); the rest
+  // keeps the generated im2col + gemm.
   bool use_dnnl(const Node& n) const {
     return opt_.dnnl && (conv_runs_channels_last(g_, n) || (opt_.bf16_conv && bf16_conv_fits(g_, n)));
   }

@@ -565,16 +565,20 @@ class CpuExecutable final : public Executable {
 int CpuBackend::compile_count() { return cpu::compiler_invocations().load(); }
 
 std::unique_ptr<Executable> CpuBackend::lower(const Graph& graph, const CompileOptions& options) const {
-  const std::optional<Graph> widened =  // mixed precision's dense ops
-      cpu::widen_half_dense(graph, cpu::native_bf16_matmul(options_), cpu::native_bf16_conv());
-  const Graph& g = widened ? *widened : graph;
-  const Layout layout =
-      requested_layout(g, options, cpu::cpu_layout_target(cpu::dnnl_available(), host_layout(), cpu::native_bf16_conv()));
+  const cpu::LoweringInput in = cpu::lowering_input(graph, options_, options);
+  const Graph& g = in.widened ? *in.widened : graph;
   return cpu::lower_with_plan(g, fusion_plan_for(g, options), cpu::tuned_options(options_, options), options.verbose,
-                              options.memory_planning, layout, options.file_path, options.code_transformers);
+                              options.memory_planning, in.layout, options.file_path, options.code_transformers);
 }
 
-bool cpu::native_bf16_conv() { return cpu::dnnl_available() && cpu::dnnl_native_bf16_conv(); }
+cpu::LoweringInput cpu::lowering_input(const Graph& graph, const CpuBackend::CpuOptions& cpu,
+                                       const CompileOptions& options) {
+  LoweringInput in;
+  in.widened = widen_half_dense(graph, native_bf16_matmul(cpu), dnnl_native_bf16_conv());
+  in.layout = requested_layout(in.widened ? *in.widened : graph, options,
+                               cpu_layout_target(dnnl_available(), host_layout(), dnnl_native_bf16_conv()));
+  return in;
+}
 
 bool cpu::native_bf16_matmul(const CpuBackend::CpuOptions& options) {
   return options.blas && cpu::host_gemm_bf16() != nullptr;
@@ -596,7 +600,7 @@ cpu::PreparedCode cpu::prepare_code(const Graph& graph, const FusionPlan& plan, 
   cpu::CodegenOptions co;
   co.blas = !tc.openblas.empty();
   co.dnnl = cpu::dnnl_available();
-  co.bf16_conv = cpu::native_bf16_conv();
+  co.bf16_conv = cpu::dnnl_native_bf16_conv();
   co.inplace = memory_planning != "none";
   co.num_threads = options.num_threads;
   co.vectorize = options.vectorize;
@@ -639,7 +643,7 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
               << (cpu::dnnl_available() ? ", oneDNN kernels: " + cpu::dnnl_cpu_isa() : ", no oneDNN")
               << (cpu::native_bf16_matmul(options_) ? ", bfloat16 matmuls and attention: oneDNN bf16"
                                                     : ", bfloat16 matmuls and attention: widened to float32")
-              << (cpu::native_bf16_conv() ? ", bfloat16 convolutions: oneDNN bf16 (AMX)"
+              << (cpu::dnnl_native_bf16_conv() ? ", bfloat16 convolutions: oneDNN bf16 (AMX)"
                                           : ", bfloat16 convolutions: widened to float32")
               << "\n"
               << "[cpu] threads per call: "

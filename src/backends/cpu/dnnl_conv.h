@@ -23,8 +23,9 @@ namespace ingot::cpu {
 
 bool dnnl_available();
 // Whether bfloat16 convolutions run natively (ConvSpec::bf16): oneDNN's kernels use AMX on this
-// host. Without AMX its bf16 kernels (avx512_core_bf16) ran slower than its float32 ones on
-// ResNet-50's convs (2026-11-28), so mixed precision's convs are widened to float32 there.
+// host (false without oneDNN). Without AMX its bf16 kernels (avx512_core_bf16) ran slower than
+// its float32 ones on ResNet-50's convs (2026-11-28), so mixed precision's convs are widened to
+// float32 there. The CPU backend's widening, layout plan, code and verbose all ask this.
 bool dnnl_native_bf16_conv();
 // The instruction set oneDNN's kernels use on this host ("avx2", "avx512_core", ...): the best
 // the CPU has, capped by ONEDNN_MAX_CPU_ISA when it is set (e.g. ONEDNN_MAX_CPU_ISA=AVX2 to run
@@ -59,9 +60,11 @@ struct ConvSpec {
   // as a sum post-op, onto what y holds, reading and writing that buffer once. run() still takes
   // it in another buffer (copied into y first).
   bool residual_in_dst = false;
-  // x, w, b and y are bfloat16 (mixed precision's convs on a host with AMX: native_bf16_conv),
-  // else float32. A bfloat16 conv takes no post-ops and no Winograd kernel, and runs channels-last
-  // whatever the caller's layout (oneDNN's AMX kernels take NHWC; x and y are reordered each call).
+  // x, w, b and y are bfloat16 (mixed precision's convs on a host with AMX:
+  // dnnl_native_bf16_conv), else float32. A bfloat16 conv takes no post-ops and no Winograd
+  // kernel, and runs channels-last (oneDNN's AMX kernels take NHWC only): x and y are reordered
+  // each call where the caller's layout is another (the layout plan stores bf16 convs' outputs
+  // NHWC, so that is the input's and a graph output's NCHW).
   bool bf16 = false;
   bool operator==(const ConvSpec&) const = default;
 };

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,9 +32,15 @@ CpuBackend::CpuOptions tuned_options(const CpuBackend::CpuOptions& options, cons
 // Whether bfloat16 matmuls run the host's bf16 matmul (host_gemm_bf16, with library products on)
 // rather than being widened to float32: lower, arena_bytes and verbose decide it alike.
 bool native_bf16_matmul(const CpuBackend::CpuOptions& options);
-// Whether bfloat16 convolutions run oneDNN's bf16 kernels (dnnl_native_bf16_conv: AMX) rather
-// than being widened to float32: lower, arena_bytes, prepare_code and verbose decide it alike.
-bool native_bf16_conv();
+
+// What lower compiles for a graph, and arena_bytes sizes without compiling: the graph with
+// mixed precision's dense ops widened where this host runs them in float32 (native_bf16_matmul,
+// dnnl_native_bf16_conv; nullopt when none is), and the layout its buffers are planned for.
+struct LoweringInput {
+  std::optional<Graph> widened;
+  Layout layout = Layout::Nchw;
+};
+LoweringInput lowering_input(const Graph& graph, const CpuBackend::CpuOptions& cpu, const CompileOptions& options);
 
 // CpuOptions::cache_dir, else default_cache_dir().
 inline std::string cache_dir_of(const CpuBackend::CpuOptions& options) {

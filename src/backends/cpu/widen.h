@@ -14,7 +14,8 @@ namespace ingot::cpu {
 // too. nullopt when there is none. `native_bf16_matmul`: bfloat16 matmuls stay as they are, for
 // the host's native bf16 matmul (ingot_host::gemm_bf16, where the host has one and BLAS is on).
 // `native_bf16_conv`: bfloat16 conv2d nodes that bf16_conv_fits (layout_plan.h) stay as they
-// are, for oneDNN's bf16 convolution (dnnl_native_bf16_conv: an AMX host).
+// are, for oneDNN's bf16 convolution (dnnl_native_bf16_conv: an AMX host). lowering_input
+// (executable.h) decides both for the host.
 //
 // Why widen the rest: the generated code has no other half-precision GEMM, and oneDNN's bf16
 // convolutions without AMX ran slower than its float32 ones; on AVX2 machines this is the native
