@@ -125,6 +125,18 @@ inline Graph make_graph(const std::vector<Input>& inputs, const std::function<vo
   return g;
 }
 
+// Random values in [lo, hi] for every input of `g`, in its dtype (drawn as float32 and
+// converted), each with seed `seed` + its value id; symbolic dims set to `batch`.
+inline std::vector<Tensor> random_inputs(const Graph& g, int64_t batch, uint64_t seed, double lo = -1, double hi = 1) {
+  std::vector<Tensor> ins;
+  for (ValueId id : g.leaves_of(ValueKind::Input)) {
+    Shape s;
+    for (const SymDim& d : g.value(id).shape) s.push_back(d.known() ? d.value : batch);
+    ins.push_back(testing::random_tensor(s, seed + static_cast<uint64_t>(id), lo, hi).astype(g.value(id).dtype));
+  }
+  return ins;
+}
+
 inline ValueId scalar(Graph& g, double v, DType t = DType::Float32) {
   return g.add_constant("c" + std::to_string(g.values().size()), Tensor::full(t, {}, v));
 }

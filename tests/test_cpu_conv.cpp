@@ -30,16 +30,6 @@ std::vector<Kind> kinds(const cpu::DnnlConvCall& c) {
 }
 
 // Inputs for every leaf of `g` (kind Input), batch `n` where the shape has a symbol.
-std::vector<Tensor> random_inputs(const Graph& g, int64_t n, uint64_t seed) {
-  std::vector<Tensor> ins;
-  for (ValueId id : g.leaves_of(ValueKind::Input)) {
-    Shape s;
-    for (const SymDim& d : g.value(id).shape) s.push_back(d.known() ? d.value : n);
-    ins.push_back(random_tensor(s, seed + static_cast<uint64_t>(id), -1, 1));
-  }
-  return ins;
-}
-
 // The code the CPU backend generates for `g` with oneDNN: the fusion pass's plan and the layout
 // plan for this backend and layout target.
 cpu::GeneratedCode generated_with_dnnl(const Graph& g, Layout layout = host_layout()) {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/cpu/dnnl_gemm.h"
-#include "backends/cpu/executable.h"
+#include "backends/cpu/dnnl_conv.h"
 #include "cpu_test_util.h"
 #include "ingot/ingot.h"
 #include "ingot/models.h"
@@ -39,6 +39,14 @@ void check_mixed(const Model& model, const Shape& input, bool inference, const s
   const Tensor want = ref.evaluate(params, in).at("output"), got = cpu.evaluate(params, in).at("output");
   const double tol = low == "bfloat16" ? 3e-2 : 4e-3;
   cpu_test::expect_same(got, want, low + " output", tol, tol);
+}
+
+// `exe` against the reference `ref` on `ins`: every output of `g` within rtol = atol = `tol`.
+void expect_matches(const Executable& ref, const Executable& exe, const Graph& g, const std::vector<Tensor>& ins,
+                    const std::string& what, double tol) {
+  const std::vector<Tensor> want = ref.run(ins), got = exe.run(ins);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) cpu_test::expect_same(got[i], want[i], what + " " + g.outputs()[i].first, tol, tol);
 }
 
 TEST(CpuMixedPrecision, MLPMatchesReference) {
@@ -91,19 +99,9 @@ TEST(CpuMixedPrecision, Bfloat16ConvolutionOfEveryFormMatchesReference) {
   EXPECT_EQ(count(exe->source(), "nodes on reference kernels (host callback): 0."), 1);
   // Each conv is a oneDNN primitive: in bfloat16 on an AMX host, else widened to float32.
   EXPECT_EQ(count(exe->source(), "// oneDNN primitive, created by the host"), 8);
-  EXPECT_EQ(count(exe->source(), "const ig_bf16* x0"), cpu::native_bf16_conv() ? 8 : 0);
-  for (const int64_t batch : {2, 1, 0}) {
-    std::vector<Tensor> ins;
-    for (ValueId id : g.leaves_of(ValueKind::Input)) {
-      Shape shape;
-      for (const SymDim& d : g.value(id).shape) shape.push_back(d.known() ? d.value : batch);
-      ins.push_back(random_tensor(shape, 30 + static_cast<uint64_t>(id), -2, 2).astype(bf));
-    }
-    const std::vector<Tensor> want = ref->run(ins), got = exe->run(ins);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < want.size(); ++i)
-      cpu_test::expect_same(got[i], want[i], "batch " + std::to_string(batch) + " " + g.outputs()[i].first, 1e-2, 1e-2);
-  }
+  EXPECT_EQ(count(exe->source(), "const ig_bf16* x0"), cpu::dnnl_native_bf16_conv() ? 8 : 0);
+  for (const int64_t batch : {2, 1, 0})
+    expect_matches(*ref, *exe, g, cpu_test::random_inputs(g, batch, 30, -2, 2), "batch " + std::to_string(batch), 1e-2);
 }
 
 // A network in bfloat16 throughout (compile(fn) on bf16 arrays, or the mixed_precision pass's
@@ -133,14 +131,9 @@ TEST(CpuMixedPrecision, Bfloat16NetworkInEveryLayoutTargetMatchesReference) {
         g.set_output("avg_then_conv", g.add_op("conv2d", {avg, in[3]}));
       });
   auto inputs = [&](int64_t batch) {
-    std::vector<Tensor> ins;
-    for (ValueId id : g.leaves_of(ValueKind::Input)) {
-      Shape shape;
-      for (const SymDim& d : g.value(id).shape) shape.push_back(d.known() ? d.value : batch);
-      // var (the last input) positive: batch_norm's variance
-      const bool var = id == g.leaves_of(ValueKind::Input).back();
-      ins.push_back(random_tensor(shape, 50 + static_cast<uint64_t>(id), var ? 0.5 : -1, var ? 2 : 1).astype(bf));
-    }
+    std::vector<Tensor> ins = cpu_test::random_inputs(g, batch, 50);
+    const ValueId var = g.leaves_of(ValueKind::Input).back();  // positive: batch_norm's variance
+    ins.back() = random_tensor({16}, 50 + static_cast<uint64_t>(var), 0.5, 2).astype(bf);
     return ins;
   };
   std::unique_ptr<Executable> ref = ReferenceBackend().lower(g, {});
@@ -153,16 +146,11 @@ TEST(CpuMixedPrecision, Bfloat16NetworkInEveryLayoutTargetMatchesReference) {
     EXPECT_EQ(count(src, "nodes on reference kernels (host callback): 0."), 1);
     // The convs read NHWC but for the first (the input, NCHW) and write NHWC but for the last two
     // (a graph output, and c3, read by a max pool whose output is a graph output, NCHW).
-    if (cpu::native_bf16_conv()) {
+    if (cpu::dnnl_native_bf16_conv()) {
       EXPECT_EQ(count(src, "at load (x nhwc, "), target == Layout::Nchw ? 0 : 3);
       EXPECT_EQ(count(src, ", y nhwc, 0 post-ops)"), target == Layout::Nchw ? 0 : 2);
     }
-    for (const int64_t batch : {2, 1}) {
-      const std::vector<Tensor> ins = inputs(batch), want = ref->run(ins), got = exe->run(ins);
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < want.size(); ++i)
-        cpu_test::expect_same(got[i], want[i], "batch " + std::to_string(batch) + " " + g.outputs()[i].first, 2e-2, 2e-2);
-    }
+    for (const int64_t batch : {2, 1}) expect_matches(*ref, *exe, g, inputs(batch), "batch " + std::to_string(batch), 2e-2);
   }
 }
 
@@ -217,15 +205,7 @@ TEST(CpuMixedPrecision, Bfloat16MatmulOfEveryFormMatchesReference) {
         g.set_output("no_rows", g.add_op("matmul", {in[5], in[1]}));
         g.set_output("no_depth", g.add_op("matmul", {in[6], in[7]}));
       });
-  auto inputs = [&](int64_t b, uint64_t seed) {
-    std::vector<Tensor> ins;
-    for (ValueId id : g.leaves_of(ValueKind::Input)) {
-      Shape s;
-      for (const SymDim& d : g.value(id).shape) s.push_back(d.known() ? d.value : b);
-      ins.push_back(random_tensor(s, seed + static_cast<uint64_t>(id), -2, 2).astype(bf));
-    }
-    return ins;
-  };
+  auto inputs = [&](int64_t b, uint64_t seed) { return cpu_test::random_inputs(g, b, seed, -2, 2); };
   CpuBackend::CpuOptions widened = cpu_test::cpu_options();
   widened.blas = false;
   const int64_t before = cpu::gemm_bf16_calls();
