@@ -393,7 +393,10 @@ struct WeightCache::Entries {
     memory::desc layout;
     int64_t value;
     std::unique_ptr<Scratch> reordered;
-    bool non_finite;  // the weights hold a NaN or an inf (scanned once, as they are reordered)
+    // Whether the weights hold a NaN or an inf: scanned at most once, when a conv first needs to
+    // know (weights kept at load are scanned there; per-call weights only for post-ops that need
+    // finite inputs, as a scan of ResNet's largest weights costs as much as its conv).
+    mutable std::optional<bool> non_finite;
   };
   std::vector<Entry> list;
   // The weights of graph value `value` reordered into `layout`, or null.
@@ -402,13 +405,13 @@ struct WeightCache::Entries {
       if (e.value == value && e.layout == layout) return &e;
     return nullptr;
   }
-  // Reorders `w` (stored as `user`, `count` values) into `layout` on `st` and keeps it.
-  const Entry* add(const memory::desc& user, const memory::desc& layout, const void* w, int64_t count, int64_t value,
+  // Reorders `w` (stored as `user`) into `layout` on `st` and keeps it.
+  const Entry* add(const memory::desc& user, const memory::desc& layout, const void* w, int64_t value,
                    dnnl::stream& st) {
     auto scratch = std::make_unique<Scratch>(layout.get_size());
     memory u(user, cpu_engine(), const_cast<void*>(w)), t(layout, cpu_engine(), scratch->p);
     dnnl::reorder(u, t).execute(st, u, t);
-    list.push_back({layout, value, std::move(scratch), holds_non_finite(w, count, user.data_type())});
+    list.push_back({layout, value, std::move(scratch), std::nullopt});
     return &list.back();
   }
 };
@@ -424,7 +427,8 @@ void DnnlConv::keep_weights(const void* w, WeightCache* kept, int64_t weights_va
   if (m.empty_output || m.no_input || m.wei_user == m.wei_md || kept->entries_->find(weights_value, m.wei_md)) return;
   try {
     dnnl::stream st(cpu_engine());
-    kept->entries_->add(m.wei_user, m.wei_md, w, weight_count(m.spec), weights_value, st);
+    const WeightCache::Entries::Entry* e = kept->entries_->add(m.wei_user, m.wei_md, w, weights_value, st);
+    e->non_finite = holds_non_finite(w, weight_count(m.spec), data_type(m.spec));  // once, at load
     st.wait();
   } catch (const dnnl::error& e) {
     INGOT_FAIL("CpuBackend: oneDNN weight reorder failed: ", e.what());
@@ -468,13 +472,13 @@ bool DnnlConv::run(const void* x, const void* w, const void* b, const void* cons
     };
     std::optional<Scratch> src_tmp, wei_tmp;
     memory src_m = input(m.src_user, m.src_md, x, src_tmp);
-    // Whether the weights hold a NaN or an inf: scanned where they are reordered, once.
-    std::optional<bool> weights_non_finite;
+    // The weights reordered once per call (or at load), and what is known of their values.
+    const WeightCache::Entries::Entry* weights_entry = nullptr;
     auto cached_weights = [&]() -> memory {
       const WeightCache::Entries::Entry* e = kept != nullptr ? kept->entries_->find(weights_value, m.wei_md) : nullptr;
       if (e == nullptr) e = weights->entries_->find(weights_value, m.wei_md);
-      if (e == nullptr) e = weights->entries_->add(m.wei_user, m.wei_md, w, weight_count(s), weights_value, st);
-      weights_non_finite = e->non_finite;
+      if (e == nullptr) e = weights->entries_->add(m.wei_user, m.wei_md, w, weights_value, st);
+      weights_entry = e;
       return memory(m.wei_md, eng, e->reordered->p);
     };
     memory wei_m = weights != nullptr && weights_value >= 0 && !(m.wei_user == m.wei_md)
@@ -516,7 +520,12 @@ bool DnnlConv::run(const void* x, const void* w, const void* b, const void* cons
         all = f == Finite::No ? Finite::No : (f == Finite::Unknown ? Finite::Unknown : all);
       }
     };
-    meet([&] { return finite(known(1), weights_non_finite, w, weight_count(s)); });
+    meet([&] {
+      const Finite f =
+          finite(known(1), weights_entry != nullptr ? weights_entry->non_finite : std::nullopt, w, weight_count(s));
+      if (weights_entry != nullptr && f != Finite::Unknown) weights_entry->non_finite = f == Finite::No;
+      return f;
+    });
     if (s.has_bias) meet([&] { return finite(known(2), std::nullopt, b, s.cout); });
     for (size_t i = 0; i < m.binary_operands.size(); ++i)
       meet([&] {
