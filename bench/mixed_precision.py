@@ -9,7 +9,13 @@ under the same machine state:
     projections, FFN and attention (scaled_dot_product_attention) run in bfloat16;
   - the zoo's ResNet-50 (weights compiled in as constants, 3 x 224 x 224) at batch 1 and 8: its
     convolutions run in bfloat16 (oneDNN's AMX kernels where the host has AMX, else widened to
-    float32), batch norms folded into them.
+    float32), batch norms folded into them;
+  - a training step of the zoo's ResNet-18 (batch 8, 3 x 128 x 128 and 3 x 224 x 224, weights
+    passed per call, every parameter's gradient): the forward convolutions and both gradients of
+    each run on bfloat16 operands (on AMX, where the conv's output is 6x6 or more: oneDNN's bf16
+    backward kernels), batch norms in training mode in float32. Its error column is the output's;
+    the JSON also holds the median over parameters of each gradient's largest difference from
+    float32's, relative to its largest value.
 On a host whose oneDNN runs bfloat16 natively (ISA avx512_core_bf16 or avx512_core_amx:
 AVX512_BF16, AMX) the bfloat16 matmuls and the attention's block products run its bf16 matmul;
 elsewhere they are widened to float32 and the ratio shows the casts' cost. The error column is the
@@ -98,6 +104,22 @@ def resnet_row(batch, rounds, reps):
             **compare(pms, lambda pm: pm.evaluate({}, {"input": x})["output"], rounds, reps)}
 
 
+def resnet_train_row(batch, size, rounds, reps):
+    shapes = {"input": [batch, 3, size, size]}
+    model = ml.ResNet18()
+    pms = {mp: ml.compile(model, ml.CpuBackend(num_threads=THREADS), shapes=shapes, mixed_precision=mp)
+           for mp in ("none", "bfloat16")}
+    params = pms["none"].randomize_params(1)
+    x = np.random.default_rng(0).standard_normal((batch, 3, size, size)).astype(np.float32)
+    cot = {"output": np.random.default_rng(1).standard_normal((batch, 1000)).astype(np.float32)}
+    grads = {mp: pm.evaluate(params, {"input": x}, cot)[1] for mp, pm in pms.items()}
+    rel = [float(np.abs(np.asarray(grads["bfloat16"][k]) - np.asarray(g)).max() / np.abs(np.asarray(g)).max())
+           for k, g in grads["none"].items() if np.abs(np.asarray(g)).max() > 0]
+    return {"block": f"ResNet-18 training step, {batch} x {size} x {size}", "rows": batch,
+            **compare(pms, lambda pm: pm.evaluate(params, {"input": x}, cot)[0]["output"], rounds, min(reps, 5)),
+            "gradient_error_median": statistics.median(rel)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
@@ -109,7 +131,8 @@ def main():
                "bf16_instructions": bf16_flags(),
                "rows": [ffn_row(r, args.rounds, args.reps) for r in (128, 1024)] +
                        [layer_row(1, s, args.rounds, args.reps) for s in (128, 512)] +
-                       [resnet_row(b, args.rounds, args.reps) for b in (1, 8)]}
+                       [resnet_row(b, args.rounds, args.reps) for b in (1, 8)] +
+                       [resnet_train_row(8, s, args.rounds, args.reps) for s in (128, 224)]}
     write_json(args.out, results)
     print("| block | float32 ms | bfloat16 ms | float32 / bfloat16 (median) | bfloat16 error |")
     print("|---|---|---|---|---|")

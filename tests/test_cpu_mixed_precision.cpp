@@ -173,6 +173,80 @@ TEST(CpuMixedPrecision, HalfTypeAveragePoolsAreNativeAndExact) {
   }
 }
 
+// Mixed precision's conv gradients (the pass gives a training step's conv2d_input_grad and
+// conv2d_weight_grad two bfloat16 operands and leaves `like`, so the result, float32) of every
+// form against the reference. On an AMX host those whose output (dy) is 6x6 or more run oneDNN's
+// bf16 backward kernels (bf16_conv_grad_fits); the smaller ones, a weight gradient over fewer
+// than 8 channels per group (the 3-channel stem's, a grouped conv's) and, elsewhere (ctest
+// cpu_tests_onednn_avx2), every one are widened to float32 and run the float32 primitives. Both
+// sum the same exact products in float32 and write float32 (bf16 for a bf16 `like`): they differ
+// by float32 summation order only.
+TEST(CpuMixedPrecision, Bfloat16ConvGradientsOfEveryFormMatchReference) {
+  const DType bf = DType::BFloat16, f32 = DType::Float32;
+  Graph g = cpu_test::make_graph(
+      {{"x", {"B", 16, 9, 9}, bf},      {"x_like", {"B", 16, 9, 9}, f32}, {"w3", {32, 16, 3, 3}, bf},
+       {"w3_like", {32, 16, 3, 3}, f32}, {"dy9", {"B", 32, 9, 9}, bf},    {"w1", {8, 16, 1, 1}, bf},
+       {"w1_like", {8, 16, 1, 1}, f32},  {"dy5", {"B", 8, 5, 5}, bf},     {"x14", {"B", 16, 14, 14}, bf},
+       {"x14_like", {"B", 16, 14, 14}, f32}, {"dy7", {"B", 32, 7, 7}, bf}, {"wg", {16, 4, 3, 3}, bf},
+       {"wg_like", {16, 4, 3, 3}, f32},  {"dyg", {"B", 16, 9, 9}, bf},    {"stem", {"B", 3, 16, 16}, bf},
+       {"stem_like", {"B", 3, 16, 16}, f32}, {"w7", {8, 3, 7, 7}, bf},    {"w7_like", {8, 3, 7, 7}, f32},
+       {"dy8", {"B", 8, 8, 8}, bf}},
+      [&](Graph& g, std::vector<ValueId>& in) {
+        using Ints = std::vector<int64_t>;
+        auto both = [&](const std::string& name, ValueId x, ValueId x_like, ValueId w, ValueId w_like, ValueId dy,
+                        Ints stride, Ints pad, Ints dil, int64_t groups) {
+          const Attrs a = {{"stride", stride}, {"padding", pad}, {"dilation", dil}, {"groups", groups}};
+          g.set_output(name + "_dx", g.add_op("conv2d_input_grad", {dy, w, x_like}, a));
+          g.set_output(name + "_dw", g.add_op("conv2d_weight_grad", {x, dy, w_like}, a));
+        };
+        both("same_3x3", in[0], in[1], in[2], in[3], in[4], {1, 1}, {1, 1}, {1, 1}, 1);
+        both("strided_1x1", in[0], in[1], in[5], in[6], in[7], {2, 2}, {0, 0}, {1, 1}, 1);  // 5x5: widened
+        both("strided_3x3", in[8], in[9], in[2], in[3], in[10], {2, 2}, {1, 1}, {1, 1}, 1);
+        both("grouped", in[0], in[1], in[11], in[12], in[13], {1, 1}, {1, 1}, {1, 1}, 4);   // dw widened
+        both("dilated", in[0], in[1], in[2], in[3], in[4], {1, 1}, {2, 2}, {2, 2}, 1);
+        both("stem_7x7", in[14], in[15], in[16], in[17], in[18], {2, 2}, {3, 3}, {1, 1}, 1);  // dw widened
+        g.set_output("bf16_result_dx", g.add_op("conv2d_input_grad", {in[4], in[2], in[0]}, {{"padding", Ints{1, 1}}}));
+      });
+  CpuBackend cpu(cpu_test::cpu_options());
+  std::unique_ptr<Executable> ref = ReferenceBackend().lower(g, {}), exe = cpu.lower(g, {});
+  const std::string src = exe->source();
+  EXPECT_EQ(count(src, "nodes on reference kernels (host callback): 0."), 1);
+  if (cpu::dnnl_available()) {
+    EXPECT_EQ(count(src, "// oneDNN backward primitive, created by the host at load"), 13);
+    const int native = count(src, "_conv2d_input_grad(const ig_ctx* ctx, const ig_bf16*") +
+                       count(src, "_conv2d_weight_grad(const ig_ctx* ctx, const ig_bf16*");
+    EXPECT_EQ(native, cpu::dnnl_native_bf16_conv() ? 9 : 0) << src;
+  }
+  for (const int64_t batch : {2, 1, 0})
+    expect_matches(*ref, *exe, g, cpu_test::random_inputs(g, batch, 40), "batch " + std::to_string(batch), 1e-3);
+}
+
+// A training step of ResNet's basic block under bfloat16 mixed precision: its forward convs,
+// both gradients of each (on AMX: oneDNN's bf16 backward kernels, the block's 8x8 outputs fit)
+// and the batch norms' backward in float32 around them. Gradients of every parameter and of the
+// output against the reference running the same graph; bf16's roundings of the forward convs'
+// outputs can land one ulp apart (2^-8), which the batch norms' backward carries on.
+TEST(CpuMixedPrecision, ResNetBlockTrainingStepMatchesReference) {
+  CompileOptions o;
+  o.shapes["input"] = {2, 8, 8, 8};
+  o.mixed_precision = "bfloat16";
+  const Model block = BasicBlock(8, 1, false);
+  PhysicalModel ref = compile(block, ReferenceBackend(), o);
+  PhysicalModel cpu = compile(block, CpuBackend(cpu_test::cpu_options()), o);
+  const TensorMap params = ref.randomize_params(5);
+  const TensorMap in = {{"input", random_tensor({2, 8, 8, 8}, 6)}};
+  const TensorMap cot = {{"output", random_tensor({2, 8, 8, 8}, 7)}};
+  const Evaluation want = ref.evaluate(params, in, cot), got = cpu.evaluate(params, in, cot);
+  cpu_test::expect_same(got.outputs.at("output"), want.outputs.at("output"), "output", 3e-2, 3e-2);
+  ASSERT_EQ(got.gradients.size(), want.gradients.size());
+  for (const auto& [name, w] : want.gradients) {
+    const Tensor& gr = got.gradients.at(name);
+    EXPECT_EQ(gr.dtype(), DType::Float32) << name;
+    const double scale = std::max(1.0, max_abs_diff(w, Tensor::full(w.dtype(), w.shape(), 0.0)));
+    cpu_test::expect_same(gr, w, "gradient of " + name, 3e-2, 3e-2 * scale);
+  }
+}
+
 TEST(CpuMixedPrecision, TransformerLayerMatchesReference) {
   for (bool causal : {false, true}) {
     TransformerEncoderLayerOptions o;

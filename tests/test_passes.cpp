@@ -421,6 +421,42 @@ TEST(MixedPrecision, CastsDenseOpsAndKeepsFloat32Outputs) {
   }
 }
 
+// A convolution's gradients take their two operands in the low type but keep their third input,
+// `like` (which types the result): the result stays float32, with no cast after it, and equals
+// the float32 gradient of the operands rounded to the low type (the same float32 sums).
+TEST(MixedPrecision, ConvGradientsTakeLowOperandsAndKeepFloat32Results) {
+  Graph g;
+  const ValueId x = g.add_input("x"), w = g.add_input("w"), dy = g.add_input("dy");
+  const Attrs a = {{"padding", std::vector<int64_t>{1, 1}}};
+  g.set_output("dx", g.add_op("conv2d_input_grad", {dy, w, x}, a));
+  g.set_output("dw", g.add_op("conv2d_weight_grad", {x, dy, w}, a));
+  annotate(g, {{x, {2, 4, 6, 6}}, {w, {8, 4, 3, 3}}, {dy, {2, 8, 6, 6}}});
+  const std::vector<Tensor> ins = {random_tensor({2, 4, 6, 6}, 1), random_tensor({8, 4, 3, 3}, 2),
+                                   random_tensor({2, 8, 6, 6}, 3)};
+  std::vector<Tensor> rounded;
+  for (const Tensor& t : ins) rounded.push_back(t.astype(DType::BFloat16).astype(DType::Float32));
+  const std::vector<Tensor> want = run_graph(g, {{"x", rounded[0]}, {"w", rounded[1]}, {"dy", rounded[2]}});
+  PassContext ctx;
+  ctx.mixed_precision = "bfloat16";
+  const PassReport r = apply_mixed_precision(g, ctx);
+  EXPECT_EQ(r.changes, 2);
+  ASSERT_EQ(r.notes.size(), 2u);
+  EXPECT_EQ(r.notes[0], "conv2d_input_grad on bfloat16 operands");
+  for (const Node& n : g.nodes()) {
+    if (n.op == "cast") {
+      EXPECT_EQ(g.value(n.outputs[0]).dtype, DType::BFloat16) << "only operands are cast";
+      continue;
+    }
+    EXPECT_EQ(g.value(n.inputs[0]).dtype, DType::BFloat16) << n.op;
+    EXPECT_EQ(g.value(n.inputs[1]).dtype, DType::BFloat16) << n.op;
+    EXPECT_EQ(g.value(n.inputs[2]).kind, ValueKind::Input) << n.op << ": `like` is not cast";
+    EXPECT_EQ(g.value(n.outputs[0]).dtype, DType::Float32) << n.op;
+  }
+  check_annotated(g, "test");
+  const std::vector<Tensor> got = run_graph(g, {{"x", ins[0]}, {"w", ins[1]}, {"dy", ins[2]}});
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(equal(got[i], want[i])) << g.outputs()[i].first;
+}
+
 // Weights compiled in as constants (constant_keys) are converted to the low type once, at compile
 // time: no cast node reads a constant, and the results are the per-call casts' exactly.
 TEST(MixedPrecision, ConstantWeightsAreConvertedOnceAtCompileTime) {

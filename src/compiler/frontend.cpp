@@ -378,8 +378,14 @@ ResolvedModel resolve_terminals(const FlatModel& flat, const CompileOptions& opt
     c.value = remap[c.value];
     out.constraints.push_back(std::move(c));
   }
+  // Named constants one a line; the unnamed literals blocks make (batch norm's eps, a scale) by count.
+  int64_t literals = 0;
   for (const Value& v : g.values())
-    if (v.kind == ValueKind::Constant) out.notes.push_back("'" + v.name + "' is a constant");
+    if (v.kind == ValueKind::Constant) {
+      if (v.name.empty()) ++literals;
+      else out.notes.push_back("'" + v.name + "' is a constant");
+    }
+  if (literals > 0) out.notes.push_back(std::to_string(literals) + " unnamed literal constants");
   return out;
 }
 

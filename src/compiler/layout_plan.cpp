@@ -115,6 +115,22 @@ bool bf16_conv_fits(const Graph& g, const Node& n) {
   return conv_geometry_fits(g, n, n.inputs[0], n.inputs[1], n.outputs[0]);
 }
 
+bool bf16_conv_grad_fits(const Graph& g, const Node& n) {
+  const bool input_grad = n.op == "conv2d_input_grad";  // (dy, w, like x), else (x, dy, like w)
+  if ((!input_grad && n.op != "conv2d_weight_grad") || n.inputs.size() != 3 || n.outputs.size() != 1) return false;
+  const DType result = g.value(n.outputs[0]).dtype;
+  if (g.value(n.inputs[0]).dtype != DType::BFloat16 || g.value(n.inputs[1]).dtype != DType::BFloat16 ||
+      (result != DType::Float32 && result != DType::BFloat16))
+    return false;
+  const ValueId x = input_grad ? n.inputs[2] : n.inputs[0], w = input_grad ? n.inputs[1] : n.inputs[2],
+                dy = input_grad ? n.inputs[0] : n.inputs[1];
+  if (!conv_geometry_fits(g, n, x, w, dy)) return false;  // also: every size but the batch known
+  const SymShape &ys = g.value(dy).shape, &ws = g.value(w).shape;
+  if (ys[2].value * ys[3].value < 36) return false;
+  // Weight gradients of 64 taps or more stay off oneDNN as in float32 (Generator::dnnl_weight_grad_trusted).
+  return input_grad || (ws[1].value >= 8 && ws[2].value * ws[3].value < 64);
+}
+
 bool conv_runs_channels_last(const Graph& g, const Node& n, const LayoutTarget& target) {
   return conv_runs_channels_last(g, n) || (target.bf16_convs && bf16_conv_fits(g, n));
 }

@@ -269,8 +269,8 @@ Graph inferred_half(const Model& model, const CompileOptions& options, StageLog&
     log.note("fixpoint after " + std::to_string(report.iterations) + " sweeps");
     for (auto& a : report.assumptions) log.note(a);
     if (std::string batch = apply_batch_range(g, resolved.constraints, options); !batch.empty()) log.note(batch);
-    for (const Value& v : g.values())
-      if (v.producer < 0 || g.find_output(v.name)) log.note("'" + v.name + "': " + to_string(v.shape));
+    for (const Value& v : g.values())  // the terminals (not the unnamed literals)
+      if (!v.name.empty() && (v.producer < 0 || g.find_output(v.name))) log.note("'" + v.name + "': " + to_string(v.shape));
     if (options.static_shapes)
       for (const Value& v : g.values())
         INGOT_CHECK(is_static(v.shape), "static_shapes is set but '", describe_value(g, v.id),

@@ -43,8 +43,9 @@ struct ingot_host {
   void (*profile)(void* ctx, int32_t kernel, int32_t phase);
   // conv2d with binary post-op operands: args = {x, w, b (or null), operand 0, operand 1, ...}.
   int (*conv2d_args)(void* ctx, int32_t conv, const void* const* args, void* y, char* error, size_t error_size);
-  // Runs GeneratedCode::dnnl_conv_grads[grad] on float32 buffers: conv2d_input_grad (a = dy,
-  // b = weight, out = dx) or conv2d_weight_grad (a = x, b = dy, out = dw).
+  // Runs GeneratedCode::dnnl_conv_grads[grad]: conv2d_input_grad (a = dy, b = weight, out = dx)
+  // or conv2d_weight_grad (a = x, b = dy, out = dw), in the node's types (float32, or bfloat16
+  // operands with a float32 or bfloat16 result).
   int (*conv2d_grad)(void* ctx, int32_t grad, const void* a, const void* b, void* out, char* error, size_t error_size);
   // Null, or one thread's row-major float32 C = alpha op(A) op(B) + beta C (ta, tb: 'N' or 'T')
   // in oneDNN's sgemm, which outruns single-threaded OpenBLAS on the small blocks of kernels

@@ -345,15 +345,18 @@ void Generator::plan_buffers() {
   }
 }
 
-// conv2d_input_grad / conv2d_weight_grad through oneDNN's backward primitives: float32, the
-// forward convolution's geometry as use_dnnl requires it. They read and write NCHW buffers
-// (the layout plan leaves the operands of nodes it does not know as NCHW).
+// conv2d_input_grad / conv2d_weight_grad through oneDNN's backward primitives: float32, or
+// bfloat16 operands where the host runs them natively (bf16_conv_grad_fits on an AMX host, the
+// widening's test: any other half-type gradient reaches here widened to float32), the forward
+// convolution's geometry as use_dnnl requires it. They read and write NCHW buffers (the layout
+// plan leaves the operands of nodes it does not know as NCHW).
 bool Generator::use_dnnl_grad(const Node& n) const {
   if (!opt_.dnnl || (n.op != "conv2d_input_grad" && n.op != "conv2d_weight_grad")) return false;
-  for (ValueId v : {n.inputs[0], n.inputs[1], n.inputs[2], n.outputs[0]})
-    if (g_.value(v).dtype != DType::Float32) return false;
   const bool input_grad = n.op == "conv2d_input_grad";  // inputs (dy, w, like x), else (x, dy, like w)
   if (!input_grad && !dnnl_weight_grad_trusted(n)) return false;
+  if (opt_.bf16_conv && bf16_conv_grad_fits(g_, n)) return true;
+  for (ValueId v : {n.inputs[0], n.inputs[1], n.inputs[2], n.outputs[0]})
+    if (g_.value(v).dtype != DType::Float32) return false;
   return input_grad ? conv_geometry_fits(g_, n, n.inputs[2], n.inputs[1], n.inputs[0])
                     : conv_geometry_fits(g_, n, n.inputs[0], n.inputs[2], n.inputs[1]);
 }

@@ -344,8 +344,7 @@ class CpuExecutable final : public Executable {
                            size_t error_size) {
     const HostCall& call = *static_cast<const HostCall*>(ctx);
     try {
-      call.binding->conv_grads.at(static_cast<size_t>(grad))
-          ->run(static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(out));
+      call.binding->conv_grads.at(static_cast<size_t>(grad))->run(a, b, out);
       return 0;
     } catch (const std::exception& e) {
       std::snprintf(error, error_size, "%s", e.what());
@@ -410,8 +409,13 @@ class CpuExecutable final : public Executable {
       const Node& n = graph_.node(c.node);
       const bool input_grad = n.op == "conv2d_input_grad";  // (dy, w, like x), else (x, dy, like w)
       auto shape = [&](size_t i) { return b.shapes[static_cast<size_t>(n.inputs[i])]; };
-      b.conv_grads.push_back(input_grad ? std::make_unique<cpu::DnnlConvGrad>(n, shape(2), shape(1), shape(0))
-                                        : std::make_unique<cpu::DnnlConvGrad>(n, shape(0), shape(2), shape(1)));
+      // bfloat16 operands (and maybe result) where the generated code hands them over so
+      // (Generator::use_dnnl_grad), else float32.
+      const bool bf16_operands = graph_.value(n.inputs[0]).dtype == DType::BFloat16;
+      const bool bf16_result = graph_.value(n.outputs[0]).dtype == DType::BFloat16;
+      b.conv_grads.push_back(
+          input_grad ? std::make_unique<cpu::DnnlConvGrad>(n, shape(2), shape(1), shape(0), bf16_operands, bf16_result)
+                     : std::make_unique<cpu::DnnlConvGrad>(n, shape(0), shape(2), shape(1), bf16_operands, bf16_result));
     }
     plan_subgraphs(b);
   }

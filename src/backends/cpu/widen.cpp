@@ -7,6 +7,11 @@ namespace ingot::cpu {
 
 std::optional<Graph> widen_half_dense(const Graph& g, bool native_bf16_matmul, bool native_bf16_conv) {
   auto half_dense = [&](const Graph& graph, const Node& n) {
+    if (n.op == "conv2d_input_grad" || n.op == "conv2d_weight_grad") {  // two half operands, any `like`
+      const DType t = graph.value(n.inputs[0]).dtype;
+      if ((t != DType::Float16 && t != DType::BFloat16) || graph.value(n.inputs[1]).dtype != t) return false;
+      return !(native_bf16_conv && bf16_conv_grad_fits(graph, n));
+    }
     if (n.op != "matmul" && n.op != "conv2d") return false;
     const DType t = graph.value(n.outputs[0]).dtype;
     if (t != DType::Float16 && t != DType::BFloat16) return false;

@@ -2,18 +2,24 @@
 // float32 (an attention's bool mask aside) runs in the low type (PassContext::mixed_precision:
 // "bfloat16" or "float16"): cast nodes convert its float operands to the low type and its result
 // back to float32, so every other op and the graph's outputs keep their float32 types (as
-// PyTorch's autocast does for these ops). The reference kernels accumulate low-precision inputs in
-// float32 (attention: in double, its softmax included).
+// PyTorch's autocast does for these ops). A convolution's gradients (conv2d_input_grad,
+// conv2d_weight_grad, also ONNX's ConvTranspose) take their two operands in the low type too, but
+// not the third, `like`, whose type is their result's: they accumulate the low-precision products
+// into a float32 result that is never rounded to the low type (PyTorch rounds a bf16 conv's
+// gradients to bf16). The reference kernels accumulate low-precision inputs in float32
+// (attention: in double, its softmax included).
 #include <map>
+#include <span>
 #include <utility>
 
 #include "compiler/passes/passes.h"
 #include "ingot/error.h"
+#include "ir/op_registry.h"
 
 namespace ingot {
 
 std::vector<NodeId> run_in_dtype(Graph& g, const std::function<std::optional<DType>(const Node&)>& compute,
-                                 const std::string& suffix) {
+                                 const std::string& suffix, const std::function<bool(const Node&, size_t)>& converts) {
   const size_t count = g.nodes().size();
   std::vector<std::vector<NodeId>> before(count), after(count);  // new nodes around each node
   std::map<std::pair<ValueId, DType>, ValueId> converted;         // constants, once per type
@@ -24,11 +30,16 @@ std::vector<NodeId> run_in_dtype(Graph& g, const std::function<std::optional<DTy
     if (!t) continue;
     INGOT_CHECK(node.outputs.size() == 1, "run_in_dtype: ", node.op, " has ", node.outputs.size(), " results");
     std::vector<ValueId> ins;
-    for (ValueId v : node.inputs) {
-      if (!is_floating(g.value(v).dtype)) {  // a bool mask stays a bool mask
+    std::vector<DType> in_types;
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const ValueId v = node.inputs[k];
+      // A bool mask stays a bool mask; an operand in the type already, or one `converts` keeps, stays.
+      if (!is_floating(g.value(v).dtype) || g.value(v).dtype == *t || (converts && !converts(node, k))) {
         ins.push_back(v);
+        in_types.push_back(g.value(v).dtype);
         continue;
       }
+      in_types.push_back(*t);
       if (g.value(v).kind == ValueKind::Constant) {  // converted once, here, not on every call
         auto [it, fresh] = converted.try_emplace({v, *t}, ValueId{-1});
         if (fresh) {
@@ -54,6 +65,12 @@ std::vector<NodeId> run_in_dtype(Graph& g, const std::function<std::optional<DTy
     const ValueId out = node.outputs[0];
     const DType result = g.value(out).dtype;
     g.nodes()[i].inputs = ins;
+    changed.push_back(i);
+    // The result's type under the op's own rule: the same (a gradient shaped and typed like an
+    // operand left as it was) needs no cast back.
+    DType computed = result;
+    get_op(node.op).dtype(g.nodes()[i], in_types, std::span<DType>(&computed, 1));
+    if (computed == result) continue;
     ValueId back = g.add_op("cast", {out}, {{"dtype", std::string(dtype_name(result))}}, node.scope);
     replace_uses(g, out, back);
     g.node(g.value(back).producer).inputs = {out};  // replace_uses rewrote the cast's own input
@@ -63,9 +80,8 @@ std::vector<NodeId> run_in_dtype(Graph& g, const std::function<std::optional<DTy
     b.shape_known = true;
     b.name = g.value(out).name;
     g.value(out).name = b.name.empty() ? "" : b.name + "." + suffix;
-    g.value(out).dtype = *t;
+    g.value(out).dtype = computed;
     after[i].push_back(b.producer);
-    changed.push_back(i);
   }
   if (changed.empty()) return {};
   std::vector<NodeId> order, new_id(count);
@@ -85,22 +101,24 @@ PassReport apply_mixed_precision(Graph& g, const PassContext& ctx) {
   PassReport report;
   if (ctx.mixed_precision == "none") return report;
   const DType low = parse_dtype(ctx.mixed_precision);
+  auto conv_grad = [](const Node& node) { return node.op == "conv2d_input_grad" || node.op == "conv2d_weight_grad"; };
   const std::vector<NodeId> changed = run_in_dtype(
       g,
       [&](const Node& node) -> std::optional<DType> {
         const bool attention = node.op == "scaled_dot_product_attention";
-        if (node.op != "matmul" && node.op != "conv2d" && !attention) return std::nullopt;
+        if (node.op != "matmul" && node.op != "conv2d" && !attention && !conv_grad(node)) return std::nullopt;
         bool f32 = g.value(node.outputs[0]).dtype == DType::Float32;
         for (ValueId v : node.inputs)
           f32 = f32 && (g.value(v).dtype == DType::Float32 || (attention && g.value(v).dtype == DType::Bool));
         return f32 ? std::optional<DType>(low) : std::nullopt;
       },
-      "lowp");
+      "lowp", [&](const Node& node, size_t input) { return !conv_grad(node) || input < 2; });
   for (NodeId n : changed) {
     const Node& node = g.node(n);
     ++report.changes;
-    report.notes.push_back(node.op + (node.scope.empty() ? "" : " in '" + node.scope + "'") + " in " +
-                           std::string(dtype_name(low)));
+    report.notes.push_back(node.op + (node.scope.empty() ? "" : " in '" + node.scope + "'") +
+                           (conv_grad(node) ? " on " : " in ") + std::string(dtype_name(low)) +
+                           (conv_grad(node) ? " operands" : ""));
   }
   return report;
 }
