@@ -59,22 +59,35 @@ TEST(CpuPooling, MaxPoolKeepsAConvolutionsLayout) {
 
 TEST(CpuPooling, MaxPoolGradientIsNativeAndMatchesReference) {
   // dy goes to each window's first maximum: ties (values rounded to a coarse grid repeat), a NaN
-  // (the window's maximum from where it is seen), overlapping windows adding into one element.
-  Graph g = make_graph({{"x", {"N", 3, 9, 7}}, {"xd", {2, 2, 6, 6}, DType::Float64}}, [&](Graph& g, std::vector<ValueId>& in) {
-    const Attrs a{{"kernel", V{3, 3}}, {"stride", V{2, 2}}, {"padding", V{1, 1}}}, b{{"kernel", V{2, 2}}};
+  // (the window's maximum from where it is seen; also a window's first element, and -inf beside
+  // it), overlapping windows adding into one element, padding on every side, and a row of 75
+  // outputs (the kernel finds the maxima of up to 64 windows at once).
+  Graph g = make_graph({{"x", {"N", 3, 9, 7}}, {"xd", {2, 2, 6, 6}, DType::Float64}, {"xw", {1, 2, 5, 150}}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+    const Attrs a{{"kernel", V{3, 3}}, {"stride", V{2, 2}}, {"padding", V{1, 1}}}, b{{"kernel", V{2, 2}}},
+        c{{"kernel", V{2, 3}}, {"stride", V{1, 2}}, {"padding", V{1, 1}}};
     const ValueId y = g.add_op("max_pool2d", {in[0]}, a);
     g.set_output("dx", g.add_op("max_pool2d_grad", {in[0], g.add_op("sin", {y})}, a));
     const ValueId yd = g.add_op("max_pool2d", {in[1]}, b);
     g.set_output("dxd", g.add_op("max_pool2d_grad", {in[1], g.add_op("cos", {yd})}, b));
+    const ValueId yw = g.add_op("max_pool2d", {in[2]}, c);
+    g.set_output("dxw", g.add_op("max_pool2d_grad", {in[2], g.add_op("sin", {yw})}, c));
   });
   auto inputs = [&](int64_t n, uint64_t seed) {
     Tensor x = random_tensor({n, 3, 9, 7}, seed, -2, 2);
     for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::round(x.data<float>()[i] * 2) / 2;  // ties
     if (n > 0) x.data<float>()[23] = NAN;
-    return std::vector<Tensor>{x, random_tensor({2, 2, 6, 6}, seed + 1, -1, 1).astype(DType::Float64)};
+    Tensor xw = random_tensor({1, 2, 5, 150}, seed + 2, -2, 2);
+    float* w = xw.data<float>();
+    for (int64_t i = 0; i < xw.numel(); ++i) w[i] = std::round(w[i] * 2) / 2;
+    w[0] = NAN;  // the first window's first element
+    w[1] = -INFINITY;
+    w[150 + 141] = NAN;  // row 1, in a window past the first 64
+    w[4 * 150 + 149] = INFINITY;  // the last column: a window over the right padding
+    return std::vector<Tensor>{x, random_tensor({2, 2, 6, 6}, seed + 1, -1, 1).astype(DType::Float64), xw};
   };
   const std::string src = check(g, {inputs(2, 60), inputs(1, 70), inputs(0, 80)}, plan_fusion, 1e-6, 1e-6);
-  EXPECT_EQ(count(src, "ig_max_pool2d_grad("), 2 + 1) << "two native calls and the prelude's definition";
+  EXPECT_EQ(count(src, "ig_max_pool2d_grad("), 3 + 1) << "three native calls and the prelude's definition";
   EXPECT_EQ(count(src, "host->run_node"), 0) << src;
 }
 
