@@ -538,6 +538,10 @@ std::vector<Variation> variations() {
   checkpointed.name = "gradients, checkpointing 2 segments";
   checkpointed.options.gradient_checkpointing = true;
   v.push_back(checkpointed);
+  Variation grads_low = grads;  // the backward's matmuls and conv gradients on bfloat16 operands
+  grads_low.name = "gradients, mixed_precision bfloat16";
+  grads_low.options.mixed_precision = "bfloat16";
+  v.push_back(grads_low);
   return v;
 }
 
