@@ -68,8 +68,8 @@ std::vector<NodeId> run_in_dtype(Graph& g, const std::function<std::optional<DTy
     changed.push_back(i);
     // The result's type under the op's own rule: the same (a gradient shaped and typed like an
     // operand left as it was) needs no cast back.
-    DType computed = result;
-    get_op(node.op).dtype(g.nodes()[i], in_types, std::span<DType>(&computed, 1));
+    DType computed = *t;  // an op without a dtype rule: its result takes the type
+    if (const DTypeRule rule = get_op(node.op).dtype) rule(g.nodes()[i], in_types, std::span<DType>(&computed, 1));
     if (computed == result) continue;
     ValueId back = g.add_op("cast", {out}, {{"dtype", std::string(dtype_name(result))}}, node.scope);
     replace_uses(g, out, back);
