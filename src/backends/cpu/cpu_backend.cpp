@@ -413,9 +413,8 @@ class CpuExecutable final : public Executable {
       // (Generator::use_dnnl_grad), else float32.
       const bool bf16_operands = graph_.value(n.inputs[0]).dtype == DType::BFloat16;
       const bool bf16_result = graph_.value(n.outputs[0]).dtype == DType::BFloat16;
-      b.conv_grads.push_back(
-          input_grad ? std::make_unique<cpu::DnnlConvGrad>(n, shape(2), shape(1), shape(0), bf16_operands, bf16_result)
-                     : std::make_unique<cpu::DnnlConvGrad>(n, shape(0), shape(2), shape(1), bf16_operands, bf16_result));
+      b.conv_grads.push_back(std::make_unique<cpu::DnnlConvGrad>(n, shape(input_grad ? 2 : 0), shape(input_grad ? 1 : 2),
+                                                                 shape(input_grad ? 0 : 1), bf16_operands, bf16_result));
     }
     plan_subgraphs(b);
   }

@@ -81,7 +81,8 @@ DnnlConvGrad::DnnlConvGrad(const ConvSpec& s, ConvGradKind kind, bool bf16_resul
   const Dt x_dt = input_grad ? result_dt : operand_dt, w_dt = input_grad ? operand_dt : result_dt;
   const memory::desc x_user(dims.src, x_dt, activation_tag(s.src_layout));
   const memory::desc dy_user(dims.dst, operand_dt, activation_tag(s.dst_layout));
-  const memory::desc w_user(dims.wei, w_dt, g > 1 ? Tag::goihw : Tag::oihw);
+  const Tag plain_weights = g > 1 ? Tag::goihw : Tag::oihw;
+  const memory::desc w_user(dims.wei, w_dt, plain_weights);
   m.a_user = input_grad ? dy_user : x_user, m.a_arg = input_grad ? DNNL_ARG_DIFF_DST : DNNL_ARG_SRC;
   m.b_user = input_grad ? w_user : dy_user, m.b_arg = input_grad ? DNNL_ARG_WEIGHTS : DNNL_ARG_DIFF_DST;
   m.out_user = input_grad ? x_user : w_user, m.out_arg = input_grad ? DNNL_ARG_DIFF_SRC : DNNL_ARG_DIFF_WEIGHTS;
@@ -102,11 +103,9 @@ DnnlConvGrad::DnnlConvGrad(const ConvSpec& s, ConvGradKind kind, bool bf16_resul
     try {
       // The forward hint in the operands' type; the primitive's result (dx or dw) in its own.
       const memory::desc src_md(dims.src, operand_dt, c.activations), dst_md(dims.dst, operand_dt, c.activations);
-      const memory::desc wei_md = c.any_weights ? memory::desc(dims.wei, operand_dt, Tag::any)
-                                                : memory::desc(dims.wei, operand_dt, g > 1 ? Tag::goihw : Tag::oihw);
+      const Tag weights = c.any_weights ? Tag::any : plain_weights;
+      const memory::desc wei_md(dims.wei, operand_dt, weights), dw_md(dims.wei, result_dt, weights);
       const memory::desc dx_md(dims.src, result_dt, c.activations);
-      const memory::desc dw_md = c.any_weights ? memory::desc(dims.wei, result_dt, Tag::any)
-                                               : memory::desc(dims.wei, result_dt, g > 1 ? Tag::goihw : Tag::oihw);
       const dnnl::convolution_forward::primitive_desc hint(
           dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                           src_md, wei_md, dst_md, dims.strides, dims.dilates, dims.pad_l, dims.pad_r),
