@@ -15,7 +15,11 @@ under the same machine state:
     each run on bfloat16 operands (on AMX, where the conv's output is 6x6 or more: oneDNN's bf16
     backward kernels), batch norms in training mode in float32. Its error column is the output's;
     the JSON also holds the median over parameters of each gradient's largest difference from
-    float32's, relative to its largest value.
+    float32's, relative to its largest value;
+  - a training step of a 4-layer transformer encoder (the zoo's TransformerEncoderLayer stacked,
+    d 256, 4 heads, FFN 1024, batch 8 x seq 128: issue 13's training benchmark), weights passed
+    per call, every parameter's gradient: its matmuls, attention and the attention's gradient
+    (scaled_dot_product_attention_grad) in bfloat16; layer norms, softmax sums and GELU float32.
 On a host whose oneDNN runs bfloat16 natively (ISA avx512_core_bf16 or avx512_core_amx:
 AVX512_BF16, AMX) the bfloat16 matmuls and the attention's block products run its bf16 matmul;
 elsewhere they are widened to float32 and the ratio shows the casts' cost. The error column is the
@@ -120,6 +124,27 @@ def resnet_train_row(batch, size, rounds, reps):
             "gradient_error_median": statistics.median(rel)}
 
 
+def encoder_train_row(layers, batch, seq, d, heads, ffn, rounds, reps):
+    model = ml.Model()
+    prev = "input"
+    for i in range(layers):
+        out = ml.IOKey("output", expose=True) if i == layers - 1 else f"h{i}"
+        model |= ml.TransformerEncoderLayer(d, heads, ffn)(input=prev, output=out)
+        prev = f"h{i}"
+    shapes = {"input": [batch, seq, d]}
+    pms = {mp: ml.compile(model, ml.CpuBackend(num_threads=THREADS), shapes=shapes, mixed_precision=mp)
+           for mp in ("none", "bfloat16")}
+    params = pms["none"].randomize_params(1)
+    x = np.random.default_rng(0).standard_normal((batch, seq, d)).astype(np.float32)
+    cot = {"output": np.random.default_rng(1).standard_normal((batch, seq, d)).astype(np.float32)}
+    grads = {mp: pm.evaluate(params, {"input": x}, cot)[1] for mp, pm in pms.items()}
+    rel = [float(np.abs(np.asarray(grads["bfloat16"][k]) - np.asarray(g)).max() / np.abs(np.asarray(g)).max())
+           for k, g in grads["none"].items() if np.abs(np.asarray(g)).max() > 0]
+    return {"block": f"{layers}-layer encoder training step, {batch} x {seq}, d {d}", "rows": batch * seq,
+            **compare(pms, lambda pm: pm.evaluate(params, {"input": x}, cot)[0]["output"], rounds, min(reps, 5)),
+            "gradient_error_median": statistics.median(rel)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
@@ -132,7 +157,8 @@ def main():
                "rows": [ffn_row(r, args.rounds, args.reps) for r in (128, 1024)] +
                        [layer_row(1, s, args.rounds, args.reps) for s in (128, 512)] +
                        [resnet_row(b, args.rounds, args.reps) for b in (1, 8)] +
-                       [resnet_train_row(8, s, args.rounds, args.reps) for s in (128, 224)]}
+                       [resnet_train_row(8, s, args.rounds, args.reps) for s in (128, 224)] +
+                       [encoder_train_row(4, 8, 128, 256, 4, 1024, args.rounds, args.reps)]}
     write_json(args.out, results)
     print("| block | float32 ms | bfloat16 ms | float32 / bfloat16 (median) | bfloat16 error |")
     print("|---|---|---|---|---|")

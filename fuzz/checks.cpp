@@ -568,8 +568,12 @@ std::optional<Finding> differential(uint64_t seed, const Variation& v, const Gra
     const double held = error_where_reference_holds(got64, want64, t, tol);
     if (err <= 4 * r + tol && held <= 5 * tol) continue;
     const double allowance = tol * path_scale(ref, i, inputs) / output_scale(t);
+    // The conditioning is judged on the graph the reference ran: under mixed precision the cast
+    // one, whose low-type ops (an attention, a matmul) may land one unit of the low type from the
+    // reference's and an op after them (a pow) amplify it (seed 53109: pow(x, attention) under
+    // bfloat16, 0.019 off with the attention itself within tolerance).
     if ((err > 4 * r + tol && err > 4 * r + allowance) || (held > 5 * tol && held > 5 * allowance))
-      if (!(same_program(i) && explained_by_conditioning(g, i, v, inputs, cpu, got[i], std::max(tol, 1e-4))))
+      if (!explained_by_conditioning(ref, i, v, inputs, cpu, got[i], std::max(tol, 1e-4)))
         return Finding{seed, v.name, name, print_graph(g), std::max(err, held), r};
   }
   return std::nullopt;

@@ -259,6 +259,46 @@ TEST(CpuMixedPrecision, TransformerLayerMatchesReference) {
   }
 }
 
+// A training step of a transformer layer under bfloat16 mixed precision: its projections and FFN
+// products, the attention and the attention's gradient in bfloat16 (on a host with a bf16 matmul,
+// ig_attention_grad_bf16: P and dS rounded to bfloat16 for the gradients' products, one rounding
+// more than the reference's), layer norms and GELU float32. Each value mixed_precision converts
+// is cast once for all its readers (x for the three projections, each weight for its forward and
+// backward products), and a transposed operand is the transpose of the converted value, so the
+// CPU backend reads it in place. Every parameter's gradient and the output against the
+// reference running the same graph.
+TEST(CpuMixedPrecision, TransformerTrainingStepMatchesReference) {
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal, pre-norm" : "post-norm");
+    TransformerEncoderLayerOptions lo;
+    lo.d_model = 32;
+    lo.num_heads = 2;
+    lo.ffn_dim = 64;
+    lo.causal = causal;
+    lo.norm_first = causal;
+    CompileOptions o;
+    o.shapes["input"] = {2, 24, 32};
+    o.mixed_precision = "bfloat16";
+    const Model layer = TransformerEncoderLayer(lo);
+    PhysicalModel ref = compile(layer, ReferenceBackend(), o);
+    PhysicalModel cpu = compile(layer, CpuBackend(cpu_test::cpu_options()), o);
+    const TensorMap params = ref.randomize_params(8);
+    const TensorMap in = {{"input", random_tensor({2, 24, 32}, 9)}};
+    const TensorMap cot = {{"output", random_tensor({2, 24, 32}, 10)}};
+    const int64_t before = cpu::gemm_bf16_calls();
+    const Evaluation want = ref.evaluate(params, in, cot), got = cpu.evaluate(params, in, cot);
+    EXPECT_EQ(cpu::gemm_bf16_calls() > before, cpu::host_gemm_bf16() != nullptr);
+    cpu_test::expect_same(got.outputs.at("output"), want.outputs.at("output"), "output", 3e-2, 3e-2);
+    ASSERT_EQ(got.gradients.size(), want.gradients.size());
+    for (const auto& [name, w] : want.gradients) {
+      const Tensor& gr = got.gradients.at(name);
+      EXPECT_EQ(gr.dtype(), DType::Float32) << name;
+      const double scale = std::max(1.0, max_abs_diff(w, Tensor::full(w.dtype(), w.shape(), 0.0)));
+      cpu_test::expect_same(gr, w, "gradient of " + name, 3e-2, 3e-2 * scale);
+    }
+  }
+}
+
 // A bfloat16 matmul runs natively: the host's bf16 matmul (oneDNN) where it has one (AVX512_BF16,
 // AMX), else (and with BLAS off, on every host) the operands widened to float32 in the kernel.
 // Both paths against the reference on the product's forms: one GEMM over a batch, a loop over

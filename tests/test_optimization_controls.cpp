@@ -123,7 +123,9 @@ TEST(OptimizationControls, HighRepeatsTheCleanupPassesAfterFolding) {
   }
 }
 
-TEST(OptimizationControls, HighMergesWeightsCastTwiceByMixedPrecision) {
+// mixed_precision converts a value once for all its readers (run_in_dtype), so a shared weight has
+// one cast at every level; high's cleanup rounds find nothing of it left to merge.
+TEST(OptimizationControls, MixedPrecisionCastsASharedWeightOnceAtEveryLevel) {
   GraphWithInputs t;
   const ValueId x1 = t.leaf("x1", ValueKind::Input, {2, 8}), x2 = t.leaf("x2", ValueKind::Input, {2, 8});
   const ValueId w = t.leaf("w", ValueKind::Parameter, {8, 4});
@@ -136,8 +138,8 @@ TEST(OptimizationControls, HighMergesWeightsCastTwiceByMixedPrecision) {
     o.optimization_level = level;
     o.mixed_precision = "bfloat16";
     optimize(g, o);
-    // 2 input casts, the shared weight's cast(s), 2 casts back.
-    EXPECT_EQ(count_op(g, "cast"), std::string(level) == "high" ? 5 : 6) << level;
+    // 2 input casts, the shared weight's cast, 2 casts back.
+    EXPECT_EQ(count_op(g, "cast"), 5) << level;
   }
 }
 

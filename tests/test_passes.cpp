@@ -457,6 +457,54 @@ TEST(MixedPrecision, ConvGradientsTakeLowOperandsAndKeepFloat32Results) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(equal(got[i], want[i])) << g.outputs()[i].first;
 }
 
+// The attention's gradient: q, k, v and dy cast to the low type, a bool mask left alone, and each
+// of its four results cast back to float32 where its readers (here graph outputs) want it; the
+// results are the bfloat16 gradients of the rounded operands, widened.
+TEST(MixedPrecision, AttentionGradientRunsLowAndCastsEachResultBack) {
+  Graph g;
+  const ValueId q = g.add_input("q"), k = g.add_input("k"), v = g.add_input("v"), dy = g.add_input("dy"),
+                mask = g.add_input("mask");
+  g.value(mask).dtype = DType::Bool;
+  const std::vector<ValueId> grads =
+      g.add_node("scaled_dot_product_attention_grad", {q, k, v, dy, mask}, {{"causal", int64_t{1}}}, 4);
+  for (size_t i = 0; i < 4; ++i) g.set_output("d" + std::to_string(i), grads[i]);
+  annotate(g, {{q, {2, 5, 8}}, {k, {2, 6, 8}}, {v, {2, 6, 4}}, {dy, {2, 5, 4}}, {mask, {5, 6}}});
+  Tensor m(DType::Bool, {5, 6});
+  for (int64_t i = 0; i < m.numel(); ++i) m.data<bool>()[i] = i % 3 != 1;
+  const std::vector<Tensor> ins = {random_tensor({2, 5, 8}, 1), random_tensor({2, 6, 8}, 2),
+                                   random_tensor({2, 6, 4}, 3), random_tensor({2, 5, 4}, 4)};
+  const auto feed = [&](const std::vector<Tensor>& t) {
+    return std::map<std::string, Tensor>{{"q", t[0]}, {"k", t[1]}, {"v", t[2]}, {"dy", t[3]}, {"mask", m}};
+  };
+  std::vector<Tensor> low;
+  for (const Tensor& t : ins) low.push_back(t.astype(DType::BFloat16));
+  Graph low_graph = g;
+  for (ValueId in : {q, k, v, dy}) low_graph.value(in).dtype = DType::BFloat16;
+  infer_types(low_graph);
+  std::vector<Tensor> want = run_graph(low_graph, feed(low));
+  PassContext ctx;
+  ctx.mixed_precision = "bfloat16";
+  const PassReport r = apply_mixed_precision(g, ctx);
+  EXPECT_EQ(r.changes, 1);
+  int casts_back = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op == "cast") {
+      casts_back += g.value(n.outputs[0]).dtype == DType::Float32;
+      continue;
+    }
+    ASSERT_EQ(n.op, "scaled_dot_product_attention_grad");
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(g.value(n.inputs[i]).dtype, DType::BFloat16) << i;
+    EXPECT_EQ(n.inputs[4], mask) << "the bool mask is not cast";
+    for (ValueId o : n.outputs) EXPECT_EQ(g.value(o).dtype, DType::BFloat16);
+  }
+  EXPECT_EQ(casts_back, 4) << "every result back to float32";
+  for (const auto& [name, out] : g.outputs()) EXPECT_EQ(g.value(out).dtype, DType::Float32) << name;
+  check_annotated(g, "test");
+  const std::vector<Tensor> got = run_graph(g, feed(ins));
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(equal(got[i], want[i].astype(DType::Float32))) << g.outputs()[i].first;
+}
+
 // Weights compiled in as constants (constant_keys) are converted to the low type once, at compile
 // time: no cast node reads a constant, and the results are the per-call casts' exactly.
 TEST(MixedPrecision, ConstantWeightsAreConvertedOnceAtCompileTime) {

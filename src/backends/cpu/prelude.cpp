@@ -637,6 +637,7 @@ std::string prelude(bool blas) {
   s += kConvPrelude;
   s += kReduceAxesPrelude;
   s += kAttentionPrelude;
+  s += kAttentionLowpPrelude;
   s += kMovementPrelude;
   s += kPoolPrelude;
   s += "\n}  // namespace\n";

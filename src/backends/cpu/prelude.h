@@ -23,6 +23,8 @@ extern const char* const kConvPrelude;
 extern const char* const kReduceAxesPrelude;
 // scaled_dot_product_attention (prelude_attention.cpp), part of prelude().
 extern const char* const kAttentionPrelude;
+// Its float16 / bfloat16 kernels (prelude_attention_lowp.cpp), part of prelude() after it.
+extern const char* const kAttentionLowpPrelude;
 // transpose, slice, slice_scatter, concat_part, take_along_axis, scatter_add, index_add
 // (prelude_movement.cpp), part of prelude().
 extern const char* const kMovementPrelude;

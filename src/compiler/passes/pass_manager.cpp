@@ -266,7 +266,8 @@ OptimizeResult optimize(Graph& g, const CompileOptions& options,
   }
   // Level high: the cleanup passes again, until none changes anything. conv_bn_folding,
   // mixed_precision and batch_chunking add nodes the earlier passes never saw (a weight shared by
-  // two convolutions folded twice, or cast twice), which cse merges and dce removes.
+  // two convolutions folded twice; a transpose that mixed_precision replaced by one of the
+  // converted value, left unread), which cse merges and dce removes.
   if (optimization_level_index(options.optimization_level) >= 3)
     for (int round = 0; round < kHighCleanupRounds; ++round) {
       int changes = 0;

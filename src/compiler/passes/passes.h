@@ -95,9 +95,9 @@ PassReport bucket_gradient_all_reduce(Graph& g, const PassContext& ctx = {});
 
 // Runs each node for which `compute` names a dtype in that dtype: cast nodes convert its floating
 // inputs (not a bool mask, not one already in that dtype, and only those `converts(node, input)`
-// accepts when it is given) to it, and its result back to the result's dtype where the op's dtype
-// rule now gives another one (the result's readers, graph outputs and name move to that cast; the
-// node's own result is renamed "<name>.<suffix>"). Nodes are reordered so casts sit next to their
+// accepts when it is given) to it, and each of its results back to that result's dtype where the
+// op's dtype rule now gives another one (the result's readers, graph outputs and name move to that
+// cast; the node's own result is renamed "<name>.<suffix>"). Nodes are reordered so casts sit next to their
 // node. Returns the changed nodes' new ids. Used by mixed_precision (float32 -> low) and by the
 // CPU backend (low -> float32, src/backends/cpu/widen.cpp).
 std::vector<NodeId> run_in_dtype(Graph& g, const std::function<std::optional<DType>(const Node&)>& compute,
