@@ -49,6 +49,19 @@ void expect_matches(const Executable& ref, const Executable& exe, const Graph& g
   for (size_t i = 0; i < want.size(); ++i) cpu_test::expect_same(got[i], want[i], what + " " + g.outputs()[i].first, tol, tol);
 }
 
+// A bfloat16 training step's output and every gradient (float32) against the reference's, within
+// two units of bfloat16 (the gradients relative to their largest value).
+void expect_step_matches(const Evaluation& got, const Evaluation& want) {
+  cpu_test::expect_same(got.outputs.at("output"), want.outputs.at("output"), "output", 3e-2, 3e-2);
+  ASSERT_EQ(got.gradients.size(), want.gradients.size());
+  for (const auto& [name, w] : want.gradients) {
+    const Tensor& gr = got.gradients.at(name);
+    EXPECT_EQ(gr.dtype(), DType::Float32) << name;
+    const double scale = std::max(1.0, max_abs_diff(w, Tensor::full(w.dtype(), w.shape(), 0.0)));
+    cpu_test::expect_same(gr, w, "gradient of " + name, 3e-2, 3e-2 * scale);
+  }
+}
+
 TEST(CpuMixedPrecision, MLPMatchesReference) {
   for (const char* low : {"bfloat16", "float16"}) check_mixed(ExampleMLP(), {5, 784}, false, low);
 }
@@ -237,14 +250,7 @@ TEST(CpuMixedPrecision, ResNetBlockTrainingStepMatchesReference) {
   const TensorMap in = {{"input", random_tensor({2, 8, 8, 8}, 6)}};
   const TensorMap cot = {{"output", random_tensor({2, 8, 8, 8}, 7)}};
   const Evaluation want = ref.evaluate(params, in, cot), got = cpu.evaluate(params, in, cot);
-  cpu_test::expect_same(got.outputs.at("output"), want.outputs.at("output"), "output", 3e-2, 3e-2);
-  ASSERT_EQ(got.gradients.size(), want.gradients.size());
-  for (const auto& [name, w] : want.gradients) {
-    const Tensor& gr = got.gradients.at(name);
-    EXPECT_EQ(gr.dtype(), DType::Float32) << name;
-    const double scale = std::max(1.0, max_abs_diff(w, Tensor::full(w.dtype(), w.shape(), 0.0)));
-    cpu_test::expect_same(gr, w, "gradient of " + name, 3e-2, 3e-2 * scale);
-  }
+  expect_step_matches(got, want);
 }
 
 TEST(CpuMixedPrecision, TransformerLayerMatchesReference) {
@@ -288,14 +294,7 @@ TEST(CpuMixedPrecision, TransformerTrainingStepMatchesReference) {
     const int64_t before = cpu::gemm_bf16_calls();
     const Evaluation want = ref.evaluate(params, in, cot), got = cpu.evaluate(params, in, cot);
     EXPECT_EQ(cpu::gemm_bf16_calls() > before, cpu::host_gemm_bf16() != nullptr);
-    cpu_test::expect_same(got.outputs.at("output"), want.outputs.at("output"), "output", 3e-2, 3e-2);
-    ASSERT_EQ(got.gradients.size(), want.gradients.size());
-    for (const auto& [name, w] : want.gradients) {
-      const Tensor& gr = got.gradients.at(name);
-      EXPECT_EQ(gr.dtype(), DType::Float32) << name;
-      const double scale = std::max(1.0, max_abs_diff(w, Tensor::full(w.dtype(), w.shape(), 0.0)));
-      cpu_test::expect_same(gr, w, "gradient of " + name, 3e-2, 3e-2 * scale);
-    }
+    expect_step_matches(got, want);
   }
 }
 
