@@ -115,9 +115,11 @@ bool bf16_conv_fits(const Graph& g, const Node& n) {
   return conv_geometry_fits(g, n, n.inputs[0], n.inputs[1], n.outputs[0]);
 }
 
+bool is_conv2d_gradient(const Node& n) { return n.op == "conv2d_input_grad" || n.op == "conv2d_weight_grad"; }
+
 bool bf16_conv_grad_fits(const Graph& g, const Node& n) {
   const bool input_grad = n.op == "conv2d_input_grad";  // (dy, w, like x), else (x, dy, like w)
-  if ((!input_grad && n.op != "conv2d_weight_grad") || n.inputs.size() != 3 || n.outputs.size() != 1) return false;
+  if (!is_conv2d_gradient(n) || n.inputs.size() != 3 || n.outputs.size() != 1) return false;
   const DType result = g.value(n.outputs[0]).dtype;
   if (g.value(n.inputs[0]).dtype != DType::BFloat16 || g.value(n.inputs[1]).dtype != DType::BFloat16 ||
       (result != DType::Float32 && result != DType::BFloat16))

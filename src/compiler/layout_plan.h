@@ -90,6 +90,8 @@ bool bf16_conv_fits(const Graph& g, const Node& conv);
 // 64 channels: 0.20 against 0.80 ms for dx, 0.46 against 0.88 ms for dw), but 1.3-3.5x slower at
 // 4x4 and 2x2 and for the 3-channel stem's dw. The CPU backend runs those on AMX hosts.
 bool bf16_conv_grad_fits(const Graph& g, const Node& grad);
+// A conv's gradient op: conv2d_input_grad (dy, w, like x) or conv2d_weight_grad (x, dy, like w).
+bool is_conv2d_gradient(const Node& n);
 // conv_runs_channels_last, or a bf16_conv_fits conv for a target with bf16_convs.
 bool conv_runs_channels_last(const Graph& g, const Node& conv, const LayoutTarget& target);
 

@@ -7,7 +7,7 @@ namespace ingot::cpu {
 
 std::optional<Graph> widen_half_dense(const Graph& g, bool native_bf16_matmul, bool native_bf16_conv) {
   auto half_dense = [&](const Graph& graph, const Node& n) {
-    if (n.op == "conv2d_input_grad" || n.op == "conv2d_weight_grad") {  // two half operands, any `like`
+    if (is_conv2d_gradient(n)) {  // two half operands, any `like`
       const DType t = graph.value(n.inputs[0]).dtype;
       if ((t != DType::Float16 && t != DType::BFloat16) || graph.value(n.inputs[1]).dtype != t) return false;
       return !(native_bf16_conv && bf16_conv_grad_fits(graph, n));

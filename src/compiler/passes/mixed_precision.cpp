@@ -14,6 +14,7 @@
 #include <span>
 #include <utility>
 
+#include "compiler/layout_plan.h"
 #include "compiler/passes/passes.h"
 #include "ingot/error.h"
 #include "ir/op_registry.h"
@@ -133,24 +134,23 @@ PassReport apply_mixed_precision(Graph& g, const PassContext& ctx) {
   PassReport report;
   if (ctx.mixed_precision == "none") return report;
   const DType low = parse_dtype(ctx.mixed_precision);
-  auto conv_grad = [](const Node& node) { return node.op == "conv2d_input_grad" || node.op == "conv2d_weight_grad"; };
   const std::vector<NodeId> changed = run_in_dtype(
       g,
       [&](const Node& node) -> std::optional<DType> {
         const bool attention = node.op == "scaled_dot_product_attention" || node.op == "scaled_dot_product_attention_grad";
-        if (node.op != "matmul" && node.op != "conv2d" && !attention && !conv_grad(node)) return std::nullopt;
+        if (node.op != "matmul" && node.op != "conv2d" && !attention && !is_conv2d_gradient(node)) return std::nullopt;
         bool f32 = g.value(node.outputs[0]).dtype == DType::Float32;
         for (ValueId v : node.inputs)
           f32 = f32 && (g.value(v).dtype == DType::Float32 || (attention && g.value(v).dtype == DType::Bool));
         return f32 ? std::optional<DType>(low) : std::nullopt;
       },
-      "lowp", [&](const Node& node, size_t input) { return !conv_grad(node) || input < 2; });
+      "lowp", [&](const Node& node, size_t input) { return !is_conv2d_gradient(node) || input < 2; });
   for (NodeId n : changed) {
     const Node& node = g.node(n);
     ++report.changes;
     report.notes.push_back(node.op + (node.scope.empty() ? "" : " in '" + node.scope + "'") +
-                           (conv_grad(node) ? " on " : " in ") + std::string(dtype_name(low)) +
-                           (conv_grad(node) ? " operands" : ""));
+                           (is_conv2d_gradient(node) ? " on " : " in ") + std::string(dtype_name(low)) +
+                           (is_conv2d_gradient(node) ? " operands" : ""));
   }
   return report;
 }
