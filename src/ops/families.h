@@ -39,12 +39,13 @@
 //   matmul(a, b): NumPy matmul (1-D operands promoted and squeezed, batch dims broadcast)
 //   conv2d(input, weight, [bias]) {stride: [sh, sw] = [1,1], padding: [ph, pw] = [0,0],
 //       dilation: [dh, dw] = [1,1], groups: int = 1}                           (Dense)
+//   (grad) conv2d_input_grad(dy, weight, like_input), conv2d_weight_grad(input, dy, like_weight)
+//       {conv2d's attrs}: d conv2d / d input and d weight, shaped like the third operand (Opaque)
+// pool.cpp (windows shared with conv2d: window_util.h)
 //   max_pool2d avg_pool2d {kernel: [kh, kw], stride: [sh, sw] = kernel, padding: [ph, pw] = 0,
 //       avg only: count_include_pad: 0|1 = 1; max only: ceil_mode: 0|1 = 0, a last window
 //       past the padded end where the floor rule stops short (PyTorch's rule)}     (Opaque)
 //   global_avg_pool2d {keepdims: 0|1 = 0}: [N, C, H, W] -> [N, C] (or [N, C, 1, 1]) (Reduction)
-//   (grad) conv2d_input_grad(dy, weight, like_input), conv2d_weight_grad(input, dy, like_weight)
-//       {conv2d's attrs}: d conv2d / d input and d weight, shaped like the third operand (Opaque)
 //   (grad) max_pool2d_grad(input, dy) {max_pool2d's attrs}: dy routed to each window's first
 //       max (the element the forward picked), overlaps summed                    (Opaque)
 //   (grad) avg_pool2d_grad(dy, like_input) {avg_pool2d's attrs}: dy spread evenly over each
@@ -56,9 +57,6 @@
 //   broadcast_to {shape: ints}
 //   slice {starts, ends, axes, steps: ints; ends clamp; negative indices count from the end}
 //   concat(x0, x1, ...) {axis: int}
-//   gather(input, indices) {axis: int = 0}: NumPy take; out = in[:axis] + idx + in[axis+1:]
-//   take_along_axis(input, indices) {axis: int}: NumPy take_along_axis (torch.gather); indices
-//       have the input's rank and match it off `axis`; out has the indices' shape
 //   (grad) broadcast_to_like(x, like): x broadcast to like's shape     (Elementwise: fuses)
 //   (grad) reshape_like(x, like): x's elements in like's shape
 //   (grad) expand_dims(x) {axes: ints, positions in the result}: inserts size-1 dims
@@ -66,6 +64,11 @@
 //   (grad) slice_scatter(grad, like) {slice's attrs}: zeros like `like`, grad where slice reads
 //   (grad) concat_part(grad, x0, x1, ...) {axis, index}: the part of grad that concat took
 //       from x<index>
+// indexing.cpp (FusionClass::Injective; gradient-op helpers shared with movement.cpp:
+// gradient_util.h)
+//   gather(input, indices) {axis: int = 0}: NumPy take; out = in[:axis] + idx + in[axis+1:]
+//   take_along_axis(input, indices) {axis: int}: NumPy take_along_axis (torch.gather); indices
+//       have the input's rank and match it off `axis`; out has the indices' shape
 //   (grad) index_add(like, indices, updates) {axis = 0}: zeros like `like`, plus updates added
 //       at the rows gather read (repeats add up)
 //   (grad) scatter_add(like, indices, updates) {axis}: zeros like `like`, plus updates added
@@ -114,7 +117,9 @@ void register_binary_ops();
 void register_reduce_ops();
 void register_normalization_ops();
 void register_linalg_ops();
+void register_pool_ops();
 void register_movement_ops();
+void register_indexing_ops();
 void register_random_ops();
 void register_attention_ops();
 void register_sort_ops();
@@ -127,7 +132,9 @@ inline void register_all_families() {
   register_reduce_ops();
   register_normalization_ops();
   register_linalg_ops();
+  register_pool_ops();
   register_movement_ops();
+  register_indexing_ops();
   register_random_ops();
   register_attention_ops();
   register_sort_ops();
