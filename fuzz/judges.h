@@ -27,9 +27,11 @@ std::vector<Tensor> run_on_cpu(const Graph& g, const Variation& v, const std::ma
 Tensor strided_view(const Tensor& t);
 
 // Non-float output `output` of `g`: its boundary ops (float operands, non-float result) flipped by
-// operands that agree with the reference within float tolerance.
+// operands that agree with the reference within `operand_tol` (float32's tolerance; under mixed
+// precision, on the cast graph, the low type's).
 bool explained_by_float_rounding(const Graph& g, size_t output, const Variation& v,
-                                 const std::map<std::string, Tensor>& inputs, const CpuBackend::CpuOptions& cpu);
+                                 const std::map<std::string, Tensor>& inputs, const CpuBackend::CpuOptions& cpu,
+                                 double operand_tol = 1e-4);
 
 // Output `output` of `g` (the CPU gave `first_run`): one op on its path amplifies operands that
 // agree with the reference into a result that does not, and that op in float64 on the CPU's
@@ -38,9 +40,11 @@ bool explained_by_conditioning(const Graph& g, size_t output, const Variation& v
                                const CpuBackend::CpuOptions& cpu, const Tensor& first_run, double tol);
 
 // `g` with each `if` on the branch the reference takes for `inputs`, that branch's nodes inlined
-// in its place; nullopt when `g` has no `if`. The conditioning judge sees an `if` as one node, so
-// an amplifying op inside a branch was out of its sight (seed 53009: an `if` whose branch divides
-// the attention backward's dk by a dv near 0); on this graph it sees the branch's ops one by one.
+// in its place, and each scan of one step and while of one known iteration inlined too; nullopt
+// when there is nothing to inline. The judges see a control-flow node as one node, so an
+// amplifying op inside a branch was out of their sight (seed 53009: an `if` whose branch divides
+// the attention backward's dk by a dv near 0); on this graph they see its ops one by one. Loops
+// of more steps stay whole.
 std::optional<Graph> with_taken_branches(const Graph& g, const std::map<std::string, Tensor>& inputs);
 
 }  // namespace ingot::fuzz

@@ -22,18 +22,25 @@ struct Shrinker {
   const CpuBackend::CpuOptions& cpu;
   int budget;
   bool by_error;  // the original finding was an exception, not a wrong value
+  bool refusal;   // the original finding: the reference refused the program, the CPU did not
 
   // Whether `b` still fails the way the original did (an exception only counts when the
-  // original was one: a step that breaks the program differently is no smaller reproducer).
+  // original was one, and a program the reference refuses when the original was one: a step
+  // that breaks the program differently is no smaller reproducer. Seed 54057's wrong-looking
+  // value shrank into an index that sizes of 1 put out of range in an op no output read, which
+  // the reference refused and the CPU's dead-code elimination never ran).
   bool fails(const Batch& b) {
     if (budget <= 0) return false;
     --budget;
     try {
-      return check(b, v, cpu).has_value();
+      const std::optional<Finding> f = check(b, v, cpu);
+      return f.has_value() && is_refusal(*f) == refusal;
     } catch (const std::exception&) {
       return by_error;
     }
   }
+
+  static bool is_refusal(const Finding& f) { return f.output.rfind("(the reference refused", 0) == 0; }
 };
 
 // `b` without the nodes no output needs, and without the inputs nothing reads.
@@ -130,13 +137,15 @@ std::optional<Batch> resized(const Batch& b, int64_t from, int64_t to) {
 
 Batch shrink(const Batch& failing, const Variation& v, const CpuBackend::CpuOptions& cpu, int max_checks,
              const std::string& failing_output) {
-  bool by_error = false;
+  bool by_error = false, refusal = false;
   try {
-    if (!check(failing, v, cpu)) return failing;  // nothing to shrink
+    const std::optional<Finding> f = check(failing, v, cpu);
+    if (!f) return failing;  // nothing to shrink
+    refusal = Shrinker::is_refusal(*f);
   } catch (const std::exception&) {
     by_error = true;
   }
-  Shrinker s{v, cpu, max_checks, by_error};
+  Shrinker s{v, cpu, max_checks, by_error, refusal};
   Batch best = failing;
   // One output, and what it needs: the one the finding names first (a batch has hundreds of
   // outputs, and each try is a build), then the others in turn.

@@ -84,8 +84,8 @@ Graph while_graph(std::optional<int64_t> max_iterations = std::nullopt) {
 }
 
 // A running sum over the rows of xs with w invariant: carry h = tanh(h * w + x_t); y_t = h.
-Graph scan_graph(ShapeTemplate xs_shape = {5, 3}, bool reverse = false) {
-  return make_graph({{"h", {3}}, {"xs", xs_shape}, {"w", {3}}}, [&](Graph& g, std::vector<ValueId>& in) {
+Graph scan_graph(ShapeTemplate xs_shape = {5, 3}, bool reverse = false, int64_t width = 3) {
+  return make_graph({{"h", {width}}, {"xs", xs_shape}, {"w", {width}}}, [&](Graph& g, std::vector<ValueId>& in) {
     Graph body = subgraph({"h", "x", "w"}, [](Graph& s, const std::vector<ValueId>& p) {
       const ValueId h = s.add_op("tanh", {s.add_op("add", {s.add_op("mul", {p[0], p[2]}), p[1]})});
       return std::vector<ValueId>{h, s.add_op("mul", {h, cpu_test::scalar(s, 3.0)})};
@@ -328,6 +328,24 @@ TEST(ControlFlow, LoopsWithAConstantTripCountOfZeroOrOneBecomeStraightCode) {
     for (size_t k = 0; k < 2; ++k) expect_same(got[k], want[k], "simplified", 0, 0);
     check_levels(scan_graph({steps, 3}), {h, xs, w}, want);
   }
+}
+
+// A scan of one step over empty elements ([1, 0]) is inlined with empty constants for its x and
+// its stacked y: written as reshapes [1, 0] -> [0] and back, the reference kernel refused them,
+// since reshape reads a 0 in its target as "copy the input's dim" (found by the program fuzzer,
+// seed 54057: every level past none failed on the reference backend).
+TEST(ControlFlow, AOneStepScanOverEmptyElementsIsInlinedWithEmptyConstants) {
+  Graph g = scan_graph({1, 0}, false, 0);
+  const Tensor h = random_tensor({0}, 35), xs = random_tensor({1, 0}, 36), w = random_tensor({0}, 37);
+  const std::vector<Tensor> want = run_reference(g, {h, xs, w});
+  EXPECT_EQ(want[1].shape(), (Shape{1, 0}));
+  simplify_control_flow(g);
+  verify(g);
+  EXPECT_EQ(count_ops(g, "scan"), 0) << print_graph(g);
+  EXPECT_EQ(count_ops(g, "reshape"), 0) << print_graph(g);
+  const std::vector<Tensor> got = run_reference(g, {h, xs, w});
+  for (size_t k = 0; k < 2; ++k) expect_same(got[k], want[k], "simplified", 0, 0);
+  check_levels(scan_graph({1, 0}, false, 0), {h, xs, w}, want);
 }
 
 TEST(ControlFlow, PassesRunInsideSubgraphsAndKeepTheirInterface) {

@@ -12,6 +12,7 @@
 // part of the loop with the reference kernels, up to kMaxSimulatedIterations. The graph is
 // rebuilt in order with inlined nodes where the loop stood, so they are optimized, fused and
 // planned with the rest; nodes keep the shapes and dtypes inference gave them in the subgraph.
+#include <algorithm>
 #include <optional>
 #include <set>
 
@@ -184,24 +185,33 @@ std::optional<Rewrite> rewrite(Graph& out, const Graph& g, const Node& n, const 
   }
   if (steps != 1) return std::nullopt;
   // One step: xs[0] without the leading axis in, each y with a leading axis of 1 out (static
-  // shapes only, checked before anything is added).
+  // shapes only, checked before anything is added). An empty one is an empty constant of its
+  // shape, not a reshape: reshape reads a 0 in its target as "copy the input's dim" (ONNX's
+  // rule), so [1, 0] -> [0] was refused by the reference kernel (found by the program fuzzer's
+  // judge inlining a one-step scan with an empty y, seed 54057).
   for (size_t j = c; j < c + x; ++j)
     if (static_dims(g.value(n.inputs[j]).shape).empty()) return std::nullopt;
   for (size_t k = c; k < n.outputs.size(); ++k)
     if (static_dims(g.value(n.outputs[k]).shape).empty()) return std::nullopt;
+  auto reshaped = [&](ValueId v, const std::vector<int64_t>& dims, const Value& like) {
+    const bool empty = std::find(dims.begin(), dims.end(), 0) != dims.end();
+    const ValueId r = empty ? out.add_constant("empty_" + like.name, Tensor::full(like.dtype, dims, 0))
+                            : out.add_op("reshape", {v}, {{"shape", dims}}, n.scope);
+    out.value(r).dtype = like.dtype;
+    out.value(r).shape.clear();
+    for (int64_t d : dims) out.value(r).shape.emplace_back(d);
+    out.value(r).shape_known = true;
+    return r;
+  };
   std::vector<ValueId> args = operands;
   for (size_t j = c; j < c + x; ++j) {
     const std::vector<int64_t> dims = static_dims(g.value(n.inputs[j]).shape);
-    args[j] = out.add_op("reshape", {operands[j]}, {{"shape", std::vector<int64_t>(dims.begin() + 1, dims.end())}}, n.scope);
-    out.value(args[j]).dtype = g.value(n.inputs[j]).dtype;
-    for (size_t d = 1; d < dims.size(); ++d) out.value(args[j]).shape.emplace_back(dims[d]);
-    out.value(args[j]).shape_known = true;
+    args[j] = reshaped(operands[j], std::vector<int64_t>(dims.begin() + 1, dims.end()), g.value(n.inputs[j]));
   }
   std::vector<ValueId> results = inline_graph(out, n.subgraphs[0], args, n.scope);
   for (size_t k = c; k < results.size(); ++k) {
     const Value& y = g.value(n.outputs[k]);
-    const std::vector<int64_t> dims = static_dims(y.shape);
-    results[k] = out.add_op("reshape", {results[k]}, {{"shape", dims}}, n.scope);
+    results[k] = reshaped(results[k], static_dims(y.shape), y);
     copy_value_info(out.value(results[k]), y);
   }
   return Rewrite{results, what + ": scans one step; its body inlined"};
