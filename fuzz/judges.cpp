@@ -7,6 +7,7 @@
 
 #include "compiler/passes/passes.h"
 #include "compiler/shape_inference.h"
+#include "ir/inline.h"
 
 namespace ingot::fuzz {
 namespace {
@@ -64,6 +65,104 @@ Tensor reference_on_cpu_values(const Graph& g, const std::set<NodeId>& nodes, si
   infer_shapes(tail, cs);
   infer_types(tail);
   return ReferenceBackend().lower(tail, {})->run(feed).at(0);
+}
+
+// A new value of `g` with the given static shape and dtype (what inference would give it).
+ValueId typed(Graph& g, ValueId v, DType dtype, const std::vector<int64_t>& dims) {
+  Value& val = g.value(v);
+  val.dtype = dtype;
+  val.shape.clear();
+  for (int64_t d : dims) val.shape.emplace_back(d);
+  val.shape_known = true;
+  return v;
+}
+
+// `v` (of `dtype`) in the static shape `dims`: a reshape, or an empty constant when it holds no
+// element (a reshape target's 0 means "copy the input's dim").
+ValueId reshaped(Graph& g, ValueId v, DType dtype, const std::vector<int64_t>& dims, const std::string& scope) {
+  const bool empty = std::find(dims.begin(), dims.end(), 0) != dims.end();
+  return typed(g,
+               empty ? g.add_constant("empty_" + std::to_string(g.values().size()), Tensor::full(dtype, dims, 0))
+                     : g.add_op("reshape", {v}, {{"shape", dims}}, scope),
+               dtype, dims);
+}
+
+std::vector<int64_t> static_dims(const Value& v) {
+  std::vector<int64_t> out;
+  for (const SymDim& d : v.shape) {
+    if (!d.known()) return {};
+    out.push_back(d.value);
+  }
+  return out;
+}
+
+// Scan node `n` of `g` written out into `out` step by step (`map`: g's values to out's): xs[t]
+// sliced off its stack, the body inlined, each step's ys in their rows (row t, so a reverse scan
+// fills them last first) and stacked. nullopt unless its shapes are static and it runs 2 to 8
+// steps (the control-flow simplification inlines 0 and 1).
+std::optional<std::vector<ValueId>> unrolled_scan(Graph& out, const Graph& g, const Node& n,
+                                                  const std::vector<ValueId>& map) {
+  constexpr int64_t kMaxSteps = 8;
+  const size_t c = static_cast<size_t>(n.attrs.get_int("num_carry")), x = static_cast<size_t>(n.attrs.get_int("num_xs"));
+  if (x == 0) return std::nullopt;
+  for (size_t j = c; j < c + x; ++j)
+    if (static_dims(g.value(n.inputs[j])).empty()) return std::nullopt;
+  for (size_t k = c; k < n.outputs.size(); ++k)
+    if (static_dims(g.value(n.outputs[k])).empty()) return std::nullopt;
+  const int64_t steps = static_dims(g.value(n.inputs[c]))[0];
+  if (steps < 2 || steps > kMaxSteps) return std::nullopt;
+  const bool reverse = n.attrs.get_int("reverse", 0) != 0;
+  std::vector<ValueId> args;
+  for (ValueId v : n.inputs) args.push_back(map[static_cast<size_t>(v)]);
+  std::vector<std::vector<ValueId>> rows(n.outputs.size() - c, std::vector<ValueId>(static_cast<size_t>(steps)));
+  for (int64_t step = 0; step < steps; ++step) {
+    const int64_t t = reverse ? steps - 1 - step : step;
+    std::vector<ValueId> operands = args;
+    for (size_t j = c; j < c + x; ++j) {
+      const Value& xs = g.value(n.inputs[j]);
+      std::vector<int64_t> dims = static_dims(xs);
+      dims[0] = 1;
+      const ValueId row = typed(out,
+                                out.add_op("slice", {args[j]},
+                                           {{"starts", std::vector<int64_t>{t}}, {"ends", std::vector<int64_t>{t + 1}},
+                                            {"axes", std::vector<int64_t>{0}}, {"steps", std::vector<int64_t>{1}}},
+                                           n.scope),
+                                xs.dtype, dims);
+      operands[j] = reshaped(out, row, xs.dtype, std::vector<int64_t>(dims.begin() + 1, dims.end()), n.scope);
+    }
+    const std::vector<ValueId> results = inline_graph(out, n.subgraphs[0], operands, n.scope);
+    for (size_t i = 0; i < c; ++i) args[i] = results[i];
+    for (size_t k = c; k < results.size(); ++k) {
+      std::vector<int64_t> dims = static_dims(g.value(n.outputs[k]));
+      dims[0] = 1;
+      rows[k - c][static_cast<size_t>(t)] = reshaped(out, results[k], g.value(n.outputs[k]).dtype, dims, n.scope);
+    }
+  }
+  std::vector<ValueId> finals(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(c));
+  for (size_t k = c; k < n.outputs.size(); ++k) {
+    const Value& y = g.value(n.outputs[k]);
+    finals.push_back(typed(out, out.add_op("concat", rows[k - c], {{"axis", int64_t{0}}}, n.scope), y.dtype, static_dims(y)));
+  }
+  return finals;
+}
+
+// `g` with its scans of 2 to 8 static steps unrolled (unrolled_scan); nullopt when none is.
+std::optional<Graph> with_scans_unrolled(const Graph& g) {
+  Graph out;
+  std::vector<ValueId> map = copy_leaves(out, g);
+  int unrolled = 0;
+  for (const Node& n : g.nodes()) {
+    const std::optional<std::vector<ValueId>> r = n.op == "scan" ? unrolled_scan(out, g, n, map) : std::nullopt;
+    if (!r) {
+      copy_node(out, g, n, map);
+      continue;
+    }
+    for (size_t k = 0; k < n.outputs.size(); ++k) map[static_cast<size_t>(n.outputs[k])] = (*r)[k];
+    ++unrolled;
+  }
+  if (unrolled == 0) return std::nullopt;
+  for (const auto& [name, v] : g.outputs()) out.set_output(name, map[static_cast<size_t>(v)]);
+  return out;
 }
 
 }  // namespace
@@ -155,7 +254,7 @@ bool explained_by_float_rounding(const Graph& g, size_t output, const Variation&
 // it comes after. Ops of the cone past the amplifier that do not read its results must agree with
 // the reference too; the tail reads the CPU's values of them.
 bool explained_by_conditioning(const Graph& g, size_t output, const Variation& v, const std::map<std::string, Tensor>& inputs,
-                               const CpuBackend::CpuOptions& cpu, const Tensor& first_run, double tol) {
+                               const CpuBackend::CpuOptions& cpu, const Tensor& first_run, double tol, double operand_tol) {
   std::set<NodeId> cone;
   std::vector<ValueId> stack = {g.outputs()[output].second};
   while (!stack.empty()) {
@@ -185,7 +284,8 @@ bool explained_by_conditioning(const Graph& g, size_t output, const Variation& v
   auto agrees = [&](ValueId x) {
     const Tensor &a = got[probed.at(x)], &r = want[probed.at(x)];
     if (a.dtype() != r.dtype() || a.shape() != r.shape()) return false;
-    return is_floating(r.dtype()) ? relative_error(a.astype(DType::Float64), r.astype(DType::Float64)) <= 1e-4 : equal(a, r);
+    return is_floating(r.dtype()) ? relative_error(a.astype(DType::Float64), r.astype(DType::Float64)) <= operand_tol
+                                  : equal(a, r);
   };
   NodeId amplifier = -1;
   for (NodeId p : cone) {  // ascending ids: the graph's order
@@ -281,6 +381,9 @@ std::optional<Graph> with_taken_branches(const Graph& g, const std::map<std::str
   // while of one known iteration (what the compiler itself inlines; seed 54057: rsqrt of the
   // attention backward's dq near 0, in a one-step scan's body).
   const PassReport report = simplify_control_flow(taken);
+  // Scans of up to 8 steps, written out step by step.
+  std::optional<Graph> unrolled = with_scans_unrolled(taken);
+  if (unrolled) return unrolled;
   if (ifs.empty() && report.changes == 0) return std::nullopt;
   return taken;
 }

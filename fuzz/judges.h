@@ -34,17 +34,19 @@ bool explained_by_float_rounding(const Graph& g, size_t output, const Variation&
                                  double operand_tol = 1e-4);
 
 // Output `output` of `g` (the CPU gave `first_run`): one op on its path amplifies operands that
-// agree with the reference into a result that does not, and that op in float64 on the CPU's
-// operands, and the ops after it on the CPU's values, give the CPU's result within `tol`.
+// agree with the reference (within `operand_tol`: float32's tolerance; under mixed precision, on
+// the cast graph, the low type's) into a result that does not, and that op in float64 on the
+// CPU's operands, and the ops after it on the CPU's values, give the CPU's result within `tol`.
 bool explained_by_conditioning(const Graph& g, size_t output, const Variation& v, const std::map<std::string, Tensor>& inputs,
-                               const CpuBackend::CpuOptions& cpu, const Tensor& first_run, double tol);
+                               const CpuBackend::CpuOptions& cpu, const Tensor& first_run, double tol,
+                               double operand_tol = 1e-4);
 
 // `g` with each `if` on the branch the reference takes for `inputs`, that branch's nodes inlined
-// in its place, and each scan of one step and while of one known iteration inlined too; nullopt
-// when there is nothing to inline. The judges see a control-flow node as one node, so an
-// amplifying op inside a branch was out of their sight (seed 53009: an `if` whose branch divides
-// the attention backward's dk by a dv near 0); on this graph they see its ops one by one. Loops
-// of more steps stay whole.
+// in its place, each scan of one step and while of one known iteration inlined too, and each
+// scan of 2 to 8 static steps written out step by step; nullopt when there is nothing to inline.
+// The judges see a control-flow node as one node, so an amplifying op inside a branch was out of
+// their sight (seed 53009: an `if` whose branch divides the attention backward's dk by a dv near
+// 0); on this graph they see its ops one by one. Whiles of several iterations stay whole.
 std::optional<Graph> with_taken_branches(const Graph& g, const std::map<std::string, Tensor>& inputs);
 
 }  // namespace ingot::fuzz

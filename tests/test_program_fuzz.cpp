@@ -10,6 +10,7 @@
 
 #include "cpu_test_util.h"
 #include "ir/op_registry.h"
+#include "judges.h"
 #include "models.h"
 #include "programs.h"
 #include "shrink.h"
@@ -371,6 +372,44 @@ TEST(ProgramFuzz, JudgesConditioningInsideTheBranchAnIfTakes) {
                                                   if (m.op == "div") m.op = "sub";
                                           }});
   EXPECT_TRUE(fuzz::check(b, broken, cpu_test::cpu_options()).has_value());
+}
+
+// The judges' view inside loops: a scan of 3 steps (either way round) written out step by step
+// computes what the scan does, bit for bit on the reference, with no scan left.
+TEST(ProgramFuzz, JudgesUnrollAScanIntoTheSameValues) {
+  for (const bool reverse : {false, true}) {
+    SCOPED_TRACE(reverse);
+    Graph g;
+    const ValueId h = g.add_input("h"), xs = g.add_input("xs"), w = g.add_input("w");
+    for (ValueId v : {h, xs, w}) g.value(v).dtype = DType::Float32;
+    Graph body;
+    const ValueId bh = body.add_input("h"), bx = body.add_input("x"), bw = body.add_input("w");
+    for (ValueId v : {bh, bx, bw}) body.value(v).dtype = DType::Float32;
+    const ValueId next = body.add_op("tanh", {body.add_op("add", {body.add_op("mul", {bh, bw}), bx})});
+    body.set_output("h", next);
+    body.set_output("y", body.add_op("mul", {next, bx}));
+    const std::vector<ValueId> r = g.add_node(
+        "scan", {h, xs, w}, {{"num_carry", int64_t{1}}, {"num_xs", int64_t{1}}, {"reverse", int64_t{reverse}}}, 2);
+    g.node(g.value(r[0]).producer).subgraphs = {body};
+    g.set_output("h_out", r[0]);
+    g.set_output("ys", r[1]);
+    infer_shapes(g, {{h, ingot::testing::template_of({2}), "", "test"},
+                     {xs, ingot::testing::template_of({3, 2}), "", "test"},
+                     {w, ingot::testing::template_of({2}), "", "test"}});
+    infer_types(g);
+    const std::map<std::string, Tensor> inputs = {{"h", ingot::testing::random_tensor({2}, 1, -1, 1)},
+                                                  {"xs", ingot::testing::random_tensor({3, 2}, 2, -1, 1)},
+                                                  {"w", ingot::testing::random_tensor({2}, 3, -1, 1)}};
+    const std::optional<Graph> unrolled = fuzz::with_taken_branches(g, inputs);
+    ASSERT_TRUE(unrolled.has_value());
+    for (const Node& n : unrolled->nodes()) EXPECT_NE(n.op, "scan") << print_graph(*unrolled);
+    const std::vector<Tensor> want = fuzz::run_reference(g, inputs), got = fuzz::run_reference(*unrolled, inputs);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_EQ(got[k].shape(), want[k].shape());
+      EXPECT_TRUE(equal(got[k], want[k])) << k;
+    }
+  }
 }
 
 // c / attention(q, k, v, mask) with attention outputs near 1e-4: the gradients (near 4e8) amplify

@@ -14,6 +14,17 @@ void copy_value_info(Value& to, const Value& from) {
   to.weak_type = from.weak_type;
 }
 
+std::vector<ValueId> copy_leaves(Graph& into, const Graph& from) {
+  std::vector<ValueId> map(from.values().size(), -1);
+  for (ValueId id : from.leaves()) {
+    const Value& v = from.value(id);
+    const ValueId nid = v.kind == ValueKind::Constant ? into.add_constant(v.name, v.constant) : into.add_input(v.name, v.kind);
+    copy_value_info(into.value(nid), v);
+    map[static_cast<size_t>(id)] = nid;
+  }
+  return map;
+}
+
 void copy_node(Graph& into, const Graph& from, const Node& n, std::vector<ValueId>& map, const std::string& scope) {
   std::vector<ValueId> inputs;
   for (ValueId v : n.inputs) inputs.push_back(map[static_cast<size_t>(v)]);

@@ -12,6 +12,11 @@ namespace ingot {
 // The value fields a copy keeps (the id, kind, producer and constant are the new graph's).
 void copy_value_info(Value& to, const Value& from);
 
+// Adds `from`'s leaves (inputs and constants, in leaf order, each with its value info) to
+// `into`, which has none yet: the start of a graph rebuilt node by node. Returns the map from
+// from's value ids to into's, -1 where a value is not copied yet.
+std::vector<ValueId> copy_leaves(Graph& into, const Graph& from);
+
 // Appends node `n` of `from` to `into`: its inputs read through `map` (from's value ids to
 // into's), its attributes, subgraphs, output shapes and dtypes kept; its outputs are recorded in
 // `map`. `scope` replaces the node's scope when the node has none.

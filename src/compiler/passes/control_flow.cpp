@@ -334,13 +334,7 @@ PassReport simplify_control_flow(Graph& g, const PassContext& ctx) {
   }
   // Then branches and loops fixed at compile time, in a rebuilt graph.
   Graph out;
-  std::vector<ValueId> map(g.values().size(), -1);
-  for (ValueId id : g.leaves()) {
-    const Value& v = g.value(id);
-    const ValueId nid = v.kind == ValueKind::Constant ? out.add_constant(v.name, v.constant) : out.add_input(v.name, v.kind);
-    copy_value_info(out.value(nid), v);
-    map[static_cast<size_t>(id)] = nid;
-  }
+  std::vector<ValueId> map = copy_leaves(out, g);
   int rewrites = 0;
   for (const Node& n : g.nodes()) {
     std::optional<Rewrite> r = n.subgraphs.empty() ? std::nullopt : rewrite(out, g, n, map);
