@@ -286,7 +286,7 @@ std::optional<Finding> differential(uint64_t seed, const Variation& v, const Gra
   std::map<const Graph*, std::optional<Graph>> inlined;
   auto or_in_branch = [&](const Graph& graph, const std::function<bool(const Graph&)>& judge) {
     if (judge(graph)) return true;
-    if (!inlined.count(&graph)) inlined[&graph] = with_taken_branches(graph, inputs);
+    if (!inlined.count(&graph)) inlined[&graph] = with_control_flow_inlined(graph, inputs);
     return inlined.at(&graph) && judge(*inlined.at(&graph));
   };
   auto conditioned = [&](const Graph& graph, size_t i, double tol, double operand_tol) {

@@ -69,23 +69,11 @@ Tensor reference_on_cpu_values(const Graph& g, const std::set<NodeId>& nodes, si
 
 // A new value of `g` with the given static shape and dtype (what inference would give it).
 ValueId typed(Graph& g, ValueId v, DType dtype, const std::vector<int64_t>& dims) {
-  Value& val = g.value(v);
-  val.dtype = dtype;
-  val.shape.clear();
-  for (int64_t d : dims) val.shape.emplace_back(d);
-  val.shape_known = true;
+  set_static_type(g.value(v), dtype, dims);
   return v;
 }
 
-// `v` (of `dtype`) in the static shape `dims`: a reshape, or an empty constant when it holds no
-// element (a reshape target's 0 means "copy the input's dim").
-ValueId reshaped(Graph& g, ValueId v, DType dtype, const std::vector<int64_t>& dims, const std::string& scope) {
-  const bool empty = std::find(dims.begin(), dims.end(), 0) != dims.end();
-  return typed(g,
-               empty ? g.add_constant("empty_" + std::to_string(g.values().size()), Tensor::full(dtype, dims, 0))
-                     : g.add_op("reshape", {v}, {{"shape", dims}}, scope),
-               dtype, dims);
-}
+std::string empty_name(const Graph& g) { return "empty_" + std::to_string(g.values().size()); }
 
 std::vector<int64_t> static_dims(const Value& v) {
   std::vector<int64_t> out;
@@ -128,14 +116,14 @@ std::optional<std::vector<ValueId>> unrolled_scan(Graph& out, const Graph& g, co
                                             {"axes", std::vector<int64_t>{0}}, {"steps", std::vector<int64_t>{1}}},
                                            n.scope),
                                 xs.dtype, dims);
-      operands[j] = reshaped(out, row, xs.dtype, std::vector<int64_t>(dims.begin() + 1, dims.end()), n.scope);
+      operands[j] = reshape_static(out, row, xs.dtype, std::vector<int64_t>(dims.begin() + 1, dims.end()), empty_name(out), n.scope);
     }
     const std::vector<ValueId> results = inline_graph(out, n.subgraphs[0], operands, n.scope);
     for (size_t i = 0; i < c; ++i) args[i] = results[i];
     for (size_t k = c; k < results.size(); ++k) {
       std::vector<int64_t> dims = static_dims(g.value(n.outputs[k]));
       dims[0] = 1;
-      rows[k - c][static_cast<size_t>(t)] = reshaped(out, results[k], g.value(n.outputs[k]).dtype, dims, n.scope);
+      rows[k - c][static_cast<size_t>(t)] = reshape_static(out, results[k], g.value(n.outputs[k]).dtype, dims, empty_name(out), n.scope);
     }
   }
   std::vector<ValueId> finals(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(c));
@@ -350,7 +338,7 @@ bool explained_by_conditioning(const Graph& g, size_t output, const Variation& v
              : equal(redone, first_run);
 }
 
-std::optional<Graph> with_taken_branches(const Graph& g, const std::map<std::string, Tensor>& inputs) {
+std::optional<Graph> with_control_flow_inlined(const Graph& g, const std::map<std::string, Tensor>& inputs) {
   std::vector<NodeId> ifs;
   size_t loops = 0;
   Graph probe = g;

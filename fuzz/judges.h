@@ -47,6 +47,6 @@ bool explained_by_conditioning(const Graph& g, size_t output, const Variation& v
 // The judges see a control-flow node as one node, so an amplifying op inside a branch was out of
 // their sight (seed 53009: an `if` whose branch divides the attention backward's dk by a dv near
 // 0); on this graph they see its ops one by one. Whiles of several iterations stay whole.
-std::optional<Graph> with_taken_branches(const Graph& g, const std::map<std::string, Tensor>& inputs);
+std::optional<Graph> with_control_flow_inlined(const Graph& g, const std::map<std::string, Tensor>& inputs);
 
 }  // namespace ingot::fuzz

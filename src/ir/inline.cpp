@@ -1,5 +1,7 @@
 #include "ir/inline.h"
 
+#include <algorithm>
+
 #include "ingot/error.h"
 
 namespace ingot {
@@ -23,6 +25,22 @@ std::vector<ValueId> copy_leaves(Graph& into, const Graph& from) {
     map[static_cast<size_t>(id)] = nid;
   }
   return map;
+}
+
+void set_static_type(Value& v, DType dtype, const std::vector<int64_t>& dims) {
+  v.dtype = dtype;
+  v.shape.clear();
+  for (int64_t d : dims) v.shape.emplace_back(d);
+  v.shape_known = true;
+}
+
+ValueId reshape_static(Graph& g, ValueId v, DType dtype, const std::vector<int64_t>& dims, const std::string& empty_name,
+                       const std::string& scope) {
+  const bool empty = std::find(dims.begin(), dims.end(), 0) != dims.end();
+  const ValueId r = empty ? g.add_constant(empty_name, Tensor::full(dtype, dims, 0))
+                          : g.add_op("reshape", {v}, {{"shape", dims}}, scope);
+  set_static_type(g.value(r), dtype, dims);
+  return r;
 }
 
 void copy_node(Graph& into, const Graph& from, const Node& n, std::vector<ValueId>& map, const std::string& scope) {

@@ -29,6 +29,15 @@ void copy_node(Graph& into, const Graph& from, const Node& n, std::vector<ValueI
 std::vector<ValueId> inline_graph(Graph& into, const Graph& sub, const std::vector<ValueId>& args,
                                   const std::string& scope = "");
 
+// Records a static shape and dtype in `v` (what inference would give a value added after it ran).
+void set_static_type(Value& v, DType dtype, const std::vector<int64_t>& dims);
+
+// `v` (of `dtype`) in the static shape `dims`, its dtype and shape recorded in the value: a
+// reshape, or, when the shape holds no element, an empty constant named `empty_name` (a reshape
+// target's 0 means "copy the input's dim", so [1, 0] -> [0] cannot be a reshape).
+ValueId reshape_static(Graph& g, ValueId v, DType dtype, const std::vector<int64_t>& dims, const std::string& empty_name,
+                       const std::string& scope);
+
 // A scalar literal: a constant that takes the dtype of the operand it meets (weak type), as a
 // Python number does.
 ValueId add_weak_scalar(Graph& g, double value);

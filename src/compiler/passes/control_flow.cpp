@@ -12,7 +12,6 @@
 // part of the loop with the reference kernels, up to kMaxSimulatedIterations. The graph is
 // rebuilt in order with inlined nodes where the loop stood, so they are optimized, fused and
 // planned with the rest; nodes keep the shapes and dtypes inference gave them in the subgraph.
-#include <algorithm>
 #include <optional>
 #include <set>
 
@@ -194,14 +193,7 @@ std::optional<Rewrite> rewrite(Graph& out, const Graph& g, const Node& n, const 
   for (size_t k = c; k < n.outputs.size(); ++k)
     if (static_dims(g.value(n.outputs[k]).shape).empty()) return std::nullopt;
   auto reshaped = [&](ValueId v, const std::vector<int64_t>& dims, const Value& like) {
-    const bool empty = std::find(dims.begin(), dims.end(), 0) != dims.end();
-    const ValueId r = empty ? out.add_constant("empty_" + like.name, Tensor::full(like.dtype, dims, 0))
-                            : out.add_op("reshape", {v}, {{"shape", dims}}, n.scope);
-    out.value(r).dtype = like.dtype;
-    out.value(r).shape.clear();
-    for (int64_t d : dims) out.value(r).shape.emplace_back(d);
-    out.value(r).shape_known = true;
-    return r;
+    return reshape_static(out, v, like.dtype, dims, "empty_" + like.name, n.scope);
   };
   std::vector<ValueId> args = operands;
   for (size_t j = c; j < c + x; ++j) {
