@@ -21,6 +21,33 @@ TEST(AutodiffLinalg, MatmulShapes) {
   check_op_gradients("matmul", {rnd({2, 3, 4}, 40), rnd({4, 2}, 41)}, {}, o);
 }
 
+// A matrix every batch entry shares ([B, S, K] @ [K, N], a layer's weight): its gradient is one
+// product over all B x S rows, not B products summed afterwards (which wrote and read back a
+// [K, N] partial per entry in a training step). Symbolic batch dims keep the general rule.
+TEST(AutodiffLinalg, ASharedMatrixsGradientIsOneProductOverEveryRow) {
+  for (bool symbolic : {false, true}) {
+    SCOPED_TRACE(symbolic ? "symbolic batch" : "static shapes");
+    Graph g;
+    const ValueId a = g.add_input("a"), b = g.add_input("b"), dy = g.add_input("dy");
+    const ValueId y = g.add_op("matmul", {a, b});
+    std::vector<ShapeConstraint> cs = {{a, symbolic ? ShapeTemplate{"B", 3, 4} : ShapeTemplate{2, 3, 4}, "", "test"},
+                                       {b, {4, 5}, "", "test"},
+                                       {dy, symbolic ? ShapeTemplate{"B", 3, 5} : ShapeTemplate{2, 3, 5}, "", "test"}};
+    infer_shapes(g, cs);
+    infer_types(g);
+    const std::vector<ValueId> grads = append_backward(g, {{y, dy}}, {b});
+    int matmuls = 0, sums = 0;
+    for (const Node& n : g.nodes()) {
+      matmuls += n.op == "matmul";
+      sums += n.op == "sum" || n.op == "sum_to_like";
+    }
+    EXPECT_EQ(matmuls, 2) << "the forward and one product for b's gradient";
+    EXPECT_EQ(sums, symbolic ? 1 : 0);
+    EXPECT_EQ(to_string(g.value(grads[0]).shape), "[4, 5]");
+  }
+  check_op_gradients("matmul", {rnd({2, 3, 4}, 90), rnd({4, 5}, 91)});  // the values, by finite differences
+}
+
 TEST(AutodiffLinalg, Conv2dStridePaddingDilationGroupsBias) {
   struct Case {
     Shape x, w;

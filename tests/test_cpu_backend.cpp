@@ -206,6 +206,32 @@ TEST(CpuBackend, ReductionsDownTheRowsInColumnBlocks) {
   EXPECT_GE(count(src, "reinterpret_cast<const unsigned char*>"), 2) << src;
 }
 
+// Sums and means along contiguous rows run in sixteen lanes of double (ig_sum_run), a whole
+// input of more than 16,384 elements in fixed chunks summed in parallel and added in chunk order:
+// the reference's values (a loss's mean, a layer norm gradient's row means; rows of 37 leave a
+// tail past the lanes; a NaN propagates; a fused prologue feeds the lanes), and the same bits
+// on one thread as on two.
+TEST(CpuBackend, ContiguousSumsRunInLanesAndChunks) {
+  Graph g = make_graph({{"x", {3, 70001}}, {"r", {1000, 37}}}, [&](Graph& g, std::vector<ValueId>& in) {
+    using V = std::vector<int64_t>;
+    g.set_output("mean_all", g.add_op("mean", {in[0]}));                               // node 0
+    g.set_output("sum_rows", g.add_op("sum", {in[0]}, {{"axes", V{1}}}));              // node 1
+    g.set_output("row_means", g.add_op("mean", {in[1]}, {{"axes", V{-1}}}));          // node 2
+    g.set_output("sumsq", g.add_op("sum", {g.add_op("mul", {in[0], in[0]})}));         // nodes 3, 4
+  });
+  Tensor x = random_tensor({3, 70001}, 41, -1, 1), r = random_tensor({1000, 37}, 42, -1, 1);
+  r.data<float>()[500 * 37 + 36] = std::numeric_limits<float>::quiet_NaN();
+  check(g, {{x, r}}, grouped({{3, 4}}), 1e-6, 1e-6);
+  CpuBackend::CpuOptions one = cpu_options(), two = cpu_options();
+  one.num_threads = 1;
+  two.num_threads = 2;
+  const std::vector<Tensor> feed = {x, r};
+  const std::vector<Tensor> a = cpu::lower_with_plan(g, grouped({{3, 4}})(g), one, false, "greedy", host_layout())->run(feed);
+  const std::vector<Tensor> b = cpu::lower_with_plan(g, grouped({{3, 4}})(g), two, false, "greedy", host_layout())->run(feed);
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(std::memcmp(a[i].raw_data(), b[i].raw_data(), a[i].nbytes()), 0) << "output " << i << " depends on the threads";
+}
+
 TEST(CpuBackend, RowKernels) {
   Graph g = make_graph({{"x", {2, 3, 17}}, {"w", {17}}, {"b", {17}}, {"c", {3}}, {"v", {3}}},
                        [&](Graph& g, std::vector<ValueId>& in) {

@@ -7,6 +7,7 @@ GeneratedCode Generator::run() {
   index_leaves_and_symbols();
   fold_transposes();
   build_segments();
+  fold_head_swaps();
   fold_reshapes();
   fold_slices();
   check_layouts();

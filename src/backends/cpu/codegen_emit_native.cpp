@@ -233,6 +233,13 @@ void Generator::emit_attention(const Node& n, std::ostream& k) {
     << "  const int64_t d = " << str(qd[r - 1]) << ";\n"
     << "  const double scale = " << scale << " != 0.0 ? " << scale
     << " : (d > 0 ? 1.0 / std::sqrt(static_cast<double>(d)) : 1.0);\n";
+  // A bit per operand the kernel reads or writes with its head and sequence axes swapped, in its
+  // argument order (fold_transposes, fold_head_swaps): q, k, v, [dy,] then the results.
+  int swapped = 0, bit = 1;
+  for (size_t i = 0; i < mask_at; ++i, bit <<= 1)
+    if (folded_[n.inputs[i]] >= 0) swapped |= bit;
+  for (size_t i = 0; i < (grad ? 3u : 1u); ++i, bit <<= 1)
+    if (head_swapped_writes_.count(n.outputs[i])) swapped |= bit;
   const std::string mask_arg = kind ? "x" + std::to_string(mask_at) : std::string("nullptr");
   const DType t = g_.value(n.inputs[0]).dtype;
   const std::string kernel = std::string(grad ? "ig_attention_grad" : "ig_attention") + (is_half(t) ? "_lowp<" : "<") +
@@ -242,14 +249,14 @@ void Generator::emit_attention(const Node& n, std::ostream& k) {
       << ", " << str(product(qd, 0, r - 2)) << ", " << (r >= 3 ? str(qd[r - 3]) : "1") << ", "
       << (r >= 3 ? str(kd[r - 3]) : "1") << ", " << str(qd[r - 2]) << ", " << str(kd[r - 2]) << ", d, "
       << str(vd[r - 1]) << ", scale, " << (n.attrs.get_int("causal", 0) != 0 ? 1 : 0) << ", "
-      << n.attrs.get_int("causal_offset", 0) << ", " << r - 2 << ", lead, mstride);\n";
+      << n.attrs.get_int("causal_offset", 0) << ", " << r - 2 << ", lead, mstride, " << swapped << ");\n";
     return;
   }
   k << "  return " << kernel << "(ctx, x0, x1, x2, "
     << (kind ? "x3" : "nullptr") << ", y, " << str(product(qd, 0, r - 2)) << ", "
     << (r >= 3 ? str(qd[r - 3]) : "1") << ", " << (r >= 3 ? str(kd[r - 3]) : "1") << ", " << str(qd[r - 2]) << ", "
     << str(kd[r - 2]) << ", d, " << str(vd[r - 1]) << ", scale, " << (n.attrs.get_int("causal", 0) != 0 ? 1 : 0)
-    << ", " << n.attrs.get_int("causal_offset", 0) << ", " << r - 2 << ", lead, mstride);\n";
+    << ", " << n.attrs.get_int("causal_offset", 0) << ", " << r - 2 << ", lead, mstride, " << swapped << ");\n";
 }
 
 // conv2d through the host's oneDNN primitive, its folded epilogue computed inside (post-ops).

@@ -252,8 +252,9 @@ class Generator {
     return {d[0], std::to_string(dims(v)[1].c / b), d[2], d[3], std::to_string(b)};
   }
   void index_leaves_and_symbols();
-  // -- transposes folded into gemm
+  // -- transposes folded into gemm, and head splits folded into attention
   void fold_transposes();
+  void fold_head_swaps();
   ValueId stored(ValueId v) const;
   // -- reshapes as views
   void fold_reshapes();
@@ -340,6 +341,7 @@ class Generator {
   std::vector<int> seg_of_, last_use_;
   std::vector<bool> needs_buffer_, is_output_;
   std::vector<ValueId> folded_;    // per value: a folded transpose's input, or -1
+  std::set<ValueId> head_swapped_writes_;  // attention results written [outer, S, H, D] (fold_head_swaps)
   std::map<ValueId, SliceView> slice_views_;  // slices read in place (fold_slices)
   std::map<ValueId, ValueId> reshape_views_;  // reshape results -> the buffer they are (fold_reshapes)
   std::vector<int> slot_;          // per value: arena slot, or -1

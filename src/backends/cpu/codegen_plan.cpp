@@ -16,33 +16,96 @@ void Generator::index_leaves_and_symbols() {
   }
 }
 
+namespace {
+
+// Whether transpose node `n` swaps axes `a` and `a + 1` of its input (counted from the end:
+// from_end 1 swaps the last two) and keeps every other axis in place.
+bool swaps_axes(const Graph& g, const Node& n, int from_end) {
+  const int rank = static_cast<int>(g.value(n.outputs[0]).shape.size());
+  if (rank < from_end + 1) return false;
+  std::vector<int64_t> want(static_cast<size_t>(rank));
+  for (int i = 0; i < rank; ++i) want[static_cast<size_t>(i)] = i;
+  std::swap(want[static_cast<size_t>(rank - from_end)], want[static_cast<size_t>(rank - from_end - 1)]);
+  std::vector<int64_t> perm = n.attrs.get_ints("perm", {});
+  if (perm.empty())  // default: reversed
+    for (int i = rank; i-- > 0;) perm.push_back(i);
+  for (int64_t& p : perm) p = p < 0 ? p + rank : p;
+  return perm == want;
+}
+
+// A float32 / float64 attention node (forward or gradient): the kernels that take operands
+// with their head and sequence axes swapped (ig_rows).
+bool strided_attention(const Graph& g, const Node& n) {
+  if (n.op != "scaled_dot_product_attention" && n.op != "scaled_dot_product_attention_grad") return false;
+  const DType t = g.value(n.inputs[0]).dtype;
+  return (t == DType::Float32 || t == DType::Float64) && is_native(g, n);
+}
+
+}  // namespace
+
 // -- transposes folded into gemm
 // A float `transpose` swapping the last two axes whose every reader is a native matmul (and
 // that is no graph output) is never materialized: the matmul passes BLAS the transpose flag
 // and the transpose's input (matmul's gradient rule makes one per operand).
+// -- head splits folded into attention
+// Likewise a transpose swapping the head and sequence axes ([B, S, H, D] -> [B, H, S, D]: how a
+// transformer splits its projections into heads) whose every reader takes it as attention's q, k,
+// v or dy: the kernel reads the transpose's input, each head's rows H x D apart (ig_rows).
 void Generator::fold_transposes() {
   folded_.assign(g_.values().size(), -1);
-  std::vector<int> matmul_reads(g_.values().size(), 0), reads(g_.values().size(), 0);
+  std::vector<int> matmul_reads(g_.values().size(), 0), attention_reads(g_.values().size(), 0),
+      reads(g_.values().size(), 0);
   for (const Node& n : g_.nodes())
-    for (ValueId v : n.inputs) {
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const ValueId v = n.inputs[i];
       ++reads[v];
       if (n.op == "matmul" && is_native(g_, n)) ++matmul_reads[v];
+      const size_t operands = n.op == "scaled_dot_product_attention" ? 3 : 4;  // q, k, v (, dy): not a mask
+      if (i < operands && strided_attention(g_, n)) ++attention_reads[v];
     }
   for (const auto& [name, v] : g_.outputs()) ++reads[v];
   for (const Node& n : g_.nodes()) {
     if (n.op != "transpose" || n.outputs.size() != 1) continue;
     const ValueId y = n.outputs[0];
     const Value& yv = g_.value(y);
-    const int rank = static_cast<int>(yv.shape.size());
     const bool gemm_type = is_float_dtype(yv.dtype) || yv.dtype == DType::BFloat16;  // ig_matmul's
-    if (rank < 2 || !gemm_type || reads[y] == 0 || reads[y] != matmul_reads[y]) continue;
-    std::vector<int64_t> swap_last2(static_cast<size_t>(rank));
-    for (int i = 0; i < rank; ++i) swap_last2[static_cast<size_t>(i)] = i;
-    std::swap(swap_last2[static_cast<size_t>(rank - 1)], swap_last2[static_cast<size_t>(rank - 2)]);
-    std::vector<int64_t> perm = n.attrs.get_ints("perm", {});
-    if (perm.empty()) perm.assign(swap_last2.rbegin(), swap_last2.rend());  // default: reversed
-    for (int64_t& p : perm) p = p < 0 ? p + rank : p;
-    if (perm == swap_last2) folded_[y] = n.inputs[0];
+    if (reads[y] == 0 || layout(n.inputs[0]) != Layout::Nchw || layout(y) != Layout::Nchw) continue;
+    if (gemm_type && reads[y] == matmul_reads[y] && swaps_axes(g_, n, 1)) folded_[y] = n.inputs[0];
+    else if (reads[y] == attention_reads[y] && swaps_axes(g_, n, 2)) folded_[y] = n.inputs[0];
+  }
+}
+
+// The other side of the head split: an attention result (or its gradient's dq, dk, dv) read
+// only by a transpose swapping its head and sequence axes back ([B, H, S, D] -> [B, S, H, D],
+// before the heads merge into [B, S, H x D]) is written in that order by the kernel, and the
+// transpose becomes a view of it (its segment Folded). Not for graph outputs (they go to the
+// caller's buffer).
+void Generator::fold_head_swaps() {
+  std::vector<int> reads(g_.values().size(), 0);
+  for (const Node& n : g_.nodes())
+    for (ValueId v : n.inputs) ++reads[v];
+  std::set<ValueId> outputs;
+  for (const auto& [name, v] : g_.outputs()) {
+    ++reads[v];
+    outputs.insert(v);
+  }
+  std::vector<const Node*> producer(g_.values().size(), nullptr);
+  for (const Node& n : g_.nodes())
+    for (ValueId v : n.outputs) producer[v] = &n;
+  for (Segment& seg : segs_) {
+    if (seg.kind != Segment::Native || seg.nodes.size() != 1) continue;
+    const Node& n = g_.node(seg.nodes[0]);
+    if (n.op != "transpose" || n.outputs.size() != 1 || !swaps_axes(g_, n, 2)) continue;
+    const ValueId x = n.inputs[0], y = n.outputs[0];
+    const Node* a = producer[x];
+    if (a == nullptr || !strided_attention(g_, *a) || reads[x] != 1 || outputs.count(y) || folded_[x] >= 0 ||
+        layout(x) != Layout::Nchw || layout(y) != Layout::Nchw)
+      continue;
+    const auto at = std::find(a->outputs.begin(), a->outputs.end(), x);
+    if (at - a->outputs.begin() > 2) continue;  // a mask's gradient keeps the mask's shape
+    head_swapped_writes_.insert(x);
+    reshape_views_[y] = x;
+    seg.kind = Segment::Folded;
   }
 }
 

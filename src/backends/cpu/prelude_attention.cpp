@@ -20,6 +20,20 @@ inline void ig_block_gemm(const ig_ctx*, bool tb, int64_t M, int64_t N, int64_t 
   ig_gemm_serial(tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+// Where an operand's rows are. Dense: [units, rows, width], units = outer x heads. Swapped: the
+// operand is stored [outer, rows, heads, width], the layout before a transpose of the head split
+// (0, 2, 1, 3) that the generated code folds into the kernel instead of writing out; each head's
+// rows are then heads x width apart (a BLAS leading dimension). `swapped` (ig_attention's and
+// ig_attention_grad's last argument) holds a bit per operand, in argument order.
+struct ig_rows {
+  int64_t heads, rows, width;
+  bool swapped;
+  int64_t at(int64_t unit, int64_t i) const {  // unit's row i, in elements
+    return swapped ? ((unit / heads) * rows + i) * heads * width + (unit % heads) * width : (unit * rows + i) * width;
+  }
+  int64_t ld() const { return swapped ? heads * width : width; }
+};
+
 // Where unit b's mask starts: its leading index through the mask's broadcast strides.
 inline int64_t ig_mask_base(int64_t b, int nlead, const int64_t* lead, const int64_t* mstride) {
   int64_t base = 0;
@@ -145,6 +159,25 @@ void ig_narrow(const W* x, S* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = static_cast<S>(x[i]);
   }
 }
+// The same through an operand's rows (ig_rows): widened into a new dense [units, rows, width]
+// buffer, and narrowed back from one.
+template <class W, class S>
+W* ig_widened_rows(const S* x, const ig_rows& r, int64_t units) {
+  if (!r.swapped) return ig_widened<W>(x, units * r.rows * r.width);
+  W* w = static_cast<W*>(std::malloc(sizeof(W) * static_cast<size_t>(units * r.rows * r.width > 0 ? units * r.rows * r.width : 1)));
+  if (w != nullptr)
+    for (int64_t u = 0; u < units; ++u)
+      for (int64_t i = 0; i < r.rows; ++i)
+        for (int64_t c = 0; c < r.width; ++c) w[(u * r.rows + i) * r.width + c] = static_cast<W>(x[r.at(u, i) + c]);
+  return w;
+}
+template <class W, class S>
+void ig_narrow_rows(const W* x, S* y, const ig_rows& r, int64_t units) {
+  if (!r.swapped) return ig_narrow(x, y, units * r.rows * r.width);
+  for (int64_t u = 0; u < units; ++u)
+    for (int64_t i = 0; i < r.rows; ++i) ig_narrow(x + (u * r.rows + i) * r.width, y + r.at(u, i), r.width);
+}
+
 // Elements a mask read through broadcast strides over [lead..., Sq, Sk] can reach.
 inline int64_t ig_mask_extent(int nlead, const int64_t* lead, int64_t sq, int64_t sk, const int64_t* mstride) {
   int64_t last = (sq - 1) * mstride[nlead] + (sk - 1) * mstride[nlead + 1];
@@ -157,13 +190,13 @@ template <class T, int kMask>
 int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k, const T* __restrict v,
                  const void* mask, T* __restrict y, int64_t batch, int64_t hq, int64_t hk, int64_t sq, int64_t sk,
                  int64_t d, int64_t dv, double scale, int causal, int64_t offset, int nlead, const int64_t* lead,
-                 const int64_t* mstride);
+                 const int64_t* mstride, int swapped);
 template <class T, int kMask>
 int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k, const T* __restrict v,
                       const T* __restrict dy, const void* mask, T* __restrict dq, T* __restrict dk, T* __restrict dv,
                       T* __restrict dmask, int64_t mask_numel, int64_t batch, int64_t hq, int64_t hk, int64_t sq,
                       int64_t sk, int64_t d, int64_t dvn, double scale, int causal, int64_t offset, int nlead,
-                      const int64_t* lead, const int64_t* mstride);
+                      const int64_t* lead, const int64_t* mstride, int swapped);
 
 // Attention run in a wider type W: the operands (and a float mask) widened to new W buffers, the
 // W kernel, its results narrowed into the caller's. float32 with a non-finite v (or dy) runs in
@@ -171,19 +204,20 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
 template <class W, class T, int kMask>
 int ig_attention_widened(const ig_ctx* ctx, const T* q, const T* k, const T* v, const void* mask, T* y, int64_t batch,
                          int64_t hq, int64_t hk, int64_t sq, int64_t sk, int64_t d, int64_t dv, double scale, int causal,
-                         int64_t offset, int nlead, const int64_t* lead, const int64_t* mstride) {
+                         int64_t offset, int nlead, const int64_t* lead, const int64_t* mstride, int swapped) {
   if (batch == 0 || sq == 0 || dv == 0) return 0;
   const int64_t units = hk > 0 && hq > 0 ? batch / hq * hk : 0;  // key / value heads in all
-  const int64_t nq = batch * sq * d, nk = units * sk * d, nv = units * sk * dv;
   const int64_t nm = kMask == 2 ? ig_mask_extent(nlead, lead, sq, sk, mstride) : 0;
-  W *wq = ig_widened<W>(q, nq), *wk = ig_widened<W>(k, nk), *wv = ig_widened<W>(v, nv);
+  const ig_rows qr{hq, sq, d, (swapped & 1) != 0}, kr{hk, sk, d, (swapped & 2) != 0}, vr{hk, sk, dv, (swapped & 4) != 0},
+      yr{hq, sq, dv, (swapped & 8) != 0};
+  W *wq = ig_widened_rows<W>(q, qr, batch), *wk = ig_widened_rows<W>(k, kr, units), *wv = ig_widened_rows<W>(v, vr, units);
   W* wm = kMask == 2 ? ig_widened<W>(static_cast<const T*>(mask), nm) : nullptr;
   W* wy = static_cast<W*>(std::malloc(sizeof(W) * static_cast<size_t>(batch * sq * dv)));
   int rc = 1;
   if (wq && wk && wv && wy && (kMask != 2 || wm)) {
     rc = ig_attention<W, kMask>(ctx, wq, wk, wv, kMask == 2 ? wm : mask, wy, batch, hq, hk, sq, sk, d, dv, scale, causal,
-                                offset, nlead, lead, mstride);
-    if (rc == 0) ig_narrow(wy, y, batch * sq * dv);
+                                offset, nlead, lead, mstride, 0);
+    if (rc == 0) ig_narrow_rows(wy, y, yr, batch);
   } else {
     ig_fail(ctx, "scaled_dot_product_attention: out of memory for the kernel's scratch");
   }
@@ -195,22 +229,26 @@ template <class W, class T, int kMask>
 int ig_attention_grad_widened(const ig_ctx* ctx, const T* q, const T* k, const T* v, const T* dy, const void* mask,
                               T* dq, T* dk, T* dv, T* dmask, int64_t mask_numel, int64_t batch, int64_t hq, int64_t hk,
                               int64_t sq, int64_t sk, int64_t d, int64_t dvn, double scale, int causal, int64_t offset,
-                              int nlead, const int64_t* lead, const int64_t* mstride) {
+                              int nlead, const int64_t* lead, const int64_t* mstride, int swapped) {
   const int64_t units = hk > 0 && hq > 0 ? batch / hq * hk : 0;
-  const int64_t nq = batch * sq * d, nk = units * sk * d, nv = units * sk * dvn, ny = batch * sq * dvn;
+  const int64_t nq = batch * sq * d, nk = units * sk * d, nv = units * sk * dvn;
   const int64_t nm = kMask != 0 ? mask_numel : 0;
-  W *wq = ig_widened<W>(q, nq), *wk = ig_widened<W>(k, nk), *wv = ig_widened<W>(v, nv), *wdy = ig_widened<W>(dy, ny);
+  const ig_rows qr{hq, sq, d, (swapped & 1) != 0}, kr{hk, sk, d, (swapped & 2) != 0}, vr{hk, sk, dvn, (swapped & 4) != 0},
+      dyr{hq, sq, dvn, (swapped & 8) != 0}, dqr{hq, sq, d, (swapped & 16) != 0}, dkr{hk, sk, d, (swapped & 32) != 0},
+      dvr{hk, sk, dvn, (swapped & 64) != 0};
+  W *wq = ig_widened_rows<W>(q, qr, batch), *wk = ig_widened_rows<W>(k, kr, units), *wv = ig_widened_rows<W>(v, vr, units),
+    *wdy = ig_widened_rows<W>(dy, dyr, batch);
   W* wm = kMask == 2 ? ig_widened<W>(static_cast<const T*>(mask), nm) : nullptr;
   W* out = static_cast<W*>(std::malloc(sizeof(W) * static_cast<size_t>(nq + nk + nv + nm + 1)));
   int rc = 1;
   if (wq && wk && wv && wdy && out && (kMask != 2 || wm)) {
     rc = ig_attention_grad<W, kMask>(ctx, wq, wk, wv, wdy, kMask == 2 ? wm : mask, out, out + nq, out + nq + nk,
                                      out + nq + nk + nv, mask_numel, batch, hq, hk, sq, sk, d, dvn, scale, causal, offset,
-                                     nlead, lead, mstride);
+                                     nlead, lead, mstride, 0);
     if (rc == 0) {
-      ig_narrow(out, dq, nq);
-      ig_narrow(out + nq, dk, nk);
-      ig_narrow(out + nq + nk, dv, nv);
+      ig_narrow_rows(out, dq, dqr, batch);
+      ig_narrow_rows(out + nq, dk, dkr, units);
+      ig_narrow_rows(out + nq + nk, dv, dvr, units);
       ig_narrow(out + nq + nk + nv, dmask, nm);
     }
   } else {
@@ -224,7 +262,7 @@ template <class T, int kMask>
 int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k, const T* __restrict v,
                  const void* mask, T* __restrict y, int64_t batch, int64_t hq, int64_t hk, int64_t sq, int64_t sk,
                  int64_t d, int64_t dv, double scale, int causal, int64_t offset, int nlead, const int64_t* lead,
-                 const int64_t* mstride) {
+                 const int64_t* mstride, int swapped) {
   constexpr int64_t kQ = 128, kK = 512;
   constexpr T kHidden = -std::numeric_limits<T>::infinity();
   if (batch == 0 || sq == 0 || dv == 0) return 0;
@@ -237,8 +275,10 @@ int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k
   if constexpr (std::is_same<T, float>::value) {
     if (!v_finite)  // in double (see ig_widened)
       return ig_attention_widened<double, T, kMask>(ctx, q, k, v, mask, y, batch, hq, hk, sq, sk, d, dv, scale, causal,
-                                                    offset, nlead, lead, mstride);
+                                                    offset, nlead, lead, mstride, swapped);
   }
+  const ig_rows qr{hq, sq, d, (swapped & 1) != 0}, kr{hk, sk, d, (swapped & 2) != 0}, vr{hk, sk, dv, (swapped & 4) != 0},
+      yr{hq, sq, dv, (swapped & 8) != 0};
   // A hidden key still adds its probability (0) times its v row to the output, as the reference
   // and attention written out do: 0 * inf or 0 * NaN is NaN. So the causal skip (which leaves
   // such rows out) only runs when every v is finite (found by the program fuzzer, seed 90019).
@@ -259,9 +299,9 @@ int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k
       if (s == nullptr) continue;
       const int64_t b = unit / qblocks, i0 = (unit % qblocks) * kQ, rows = sq - i0 < kQ ? sq - i0 : kQ;
       const int64_t kvb = (b / hq) * hk + (b % hq) / group;
-      const T* qb = q + (b * sq + i0) * d;
-      const T* kb = k + kvb * sk * d;
-      const T* vb = v + kvb * sk * dv;
+      const T* qb = q + qr.at(b, i0);
+      const T* kb = k + kr.at(kvb, 0);
+      const T* vb = v + vr.at(kvb, 0);
       const int64_t mbase = kMask != 0 ? ig_mask_base(b, nlead, lead, mstride) : 0;
       for (int64_t r = 0; r < rows; ++r) {
         m[r] = kHidden;
@@ -275,16 +315,16 @@ int ig_attention(const ig_ctx* ctx, const T* __restrict q, const T* __restrict k
         // The block is stored densely (row stride n, not kK): with rows 2 KB apart the products
         // of a short block (S = 128) took 1.7x as long.
         const int64_t n = end - j0 < kK ? end - j0 : kK;
-        ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, n);
+        ig_block_gemm(ctx, true, rows, n, d, tscale, qb, qr.ld(), kb + j0 * kr.ld(), kr.ld(), T(0), s, n);
         ig_mask_scores<T, kMask>(s, n, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
         ig_softmax_block(s, n, rows, n, m, l, acc, dv);
-        ig_block_gemm(ctx, false, rows, dv, n, T(1), s, n, vb + j0 * dv, dv, T(1), acc, dv);
+        ig_block_gemm(ctx, false, rows, dv, n, T(1), s, n, vb + j0 * vr.ld(), vr.ld(), T(1), acc, dv);
       }
       for (int64_t r = 0; r < rows; ++r) {
-        T* yr = y + (b * sq + i0 + r) * dv;
+        T* yrow = y + yr.at(b, i0 + r);
         const T inv = T(1) / l[r];  // l = 0: every key hidden, 0 * inf = NaN
         #pragma omp simd
-        for (int64_t e = 0; e < dv; ++e) yr[e] = l[r] == T(0) ? acc[r * dv + e] / l[r] : acc[r * dv + e] * inv;
+        for (int64_t e = 0; e < dv; ++e) yrow[e] = l[r] == T(0) ? acc[r * dv + e] / l[r] : acc[r * dv + e] * inv;
       }
     }
     std::free(s);
@@ -312,7 +352,7 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
                       const T* __restrict dy, const void* mask, T* __restrict dq, T* __restrict dk, T* __restrict dv,
                       T* __restrict dmask, int64_t mask_numel, int64_t batch, int64_t hq, int64_t hk, int64_t sq,
                       int64_t sk, int64_t d, int64_t dvn, double scale, int causal, int64_t offset, int nlead,
-                      const int64_t* lead, const int64_t* mstride) {
+                      const int64_t* lead, const int64_t* mstride, int swapped) {
   constexpr int64_t kQ = 128, kK = 512, kWhole = 8192;
   constexpr T kHidden = -std::numeric_limits<T>::infinity();
   if (kMask != 0) std::memset(static_cast<void*>(dmask), 0, static_cast<size_t>(mask_numel) * sizeof(T));
@@ -329,8 +369,11 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
     if (!dyv_finite)  // in double (see ig_widened)
       return ig_attention_grad_widened<double, T, kMask>(ctx, q, k, v, dy, mask, dq, dk, dv, dmask, mask_numel, batch,
                                                          hq, hk, sq, sk, d, dvn, scale, causal, offset, nlead, lead,
-                                                         mstride);
+                                                         mstride, swapped);
   }
+  const ig_rows qr{hq, sq, d, (swapped & 1) != 0}, kr{hk, sk, d, (swapped & 2) != 0}, vr{hk, sk, dvn, (swapped & 4) != 0},
+      dyr{hq, sq, dvn, (swapped & 8) != 0}, dqr{hq, sq, d, (swapped & 16) != 0}, dkr{hk, sk, d, (swapped & 32) != 0},
+      dvr{hk, sk, dvn, (swapped & 64) != 0};
   const bool skip_hidden = causal && dyv_finite && ig_all_finite(q, batch * sq * d) && ig_all_finite(k, units * sk * d);
   // Fewer key/value heads than threads (one long sequence): each head's query blocks split into
   // `parts`, each adding into a dk / dv slab of its own, summed at the end.
@@ -370,28 +413,31 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
       if (s == nullptr) continue;
       const int64_t unit = item / parts, part = item % parts;
       const int64_t o = unit / hk, kh = unit % hk;
-      const T* kb = k + unit * sk * d;
-      const T* vb = v + unit * sk * dvn;
-      T* dkb = parts > 1 ? partial + item * sk * (d + dvn) : dk + unit * sk * d;
-      T* dvb = parts > 1 ? dkb + sk * d : dv + unit * sk * dvn;
+      const T* kb = k + kr.at(unit, 0);
+      const T* vb = v + vr.at(unit, 0);
+      const int64_t kld = kr.ld(), vld = vr.ld(), qld = qr.ld(), dyld = dyr.ld(), dqld = dqr.ld();
+      // A part's dk / dv slab is dense; a unit's own rows are where dk's and dv's views put them.
+      T* dkb = parts > 1 ? partial + item * sk * (d + dvn) : dk + dkr.at(unit, 0);
+      T* dvb = parts > 1 ? dkb + sk * d : dv + dvr.at(unit, 0);
+      const int64_t dkld = parts > 1 ? d : dkr.ld(), dvld = parts > 1 ? dvn : dvr.ld();
       if (parts > 1) std::fill(dkb, dkb + sk * (d + dvn), T(0));
       for (int64_t pair = part; pair < pairs; pair += parts) {
         const int64_t b = o * hq + kh * group + pair / qblocks;
         const int64_t mbase = kMask != 0 ? ig_mask_base(b, nlead, lead, mstride) : 0;
         const int64_t i0 = (pair % qblocks) * kQ;
         const int64_t rows = sq - i0 < kQ ? sq - i0 : kQ;
-        const T* qb = q + (b * sq + i0) * d;
-        const T* dyb = dy + (b * sq + i0) * dvn;
-        T* dqb = dq + (b * sq + i0) * d;
+        const T* qb = q + qr.at(b, i0);
+        const T* dyb = dy + dyr.at(b, i0);
+        T* dqb = dq + dqr.at(b, i0);
         const int64_t end = skip_hidden ? (i0 + rows + offset < sk ? (i0 + rows + offset > 0 ? i0 + rows + offset : 0) : sk) : sk;
         // The rows' masked scores for the block of n keys from j0, into s; and dP = dy V^T for the
         // block, into ds.
         auto block_scores = [&](int64_t j0, int64_t n) {
-          ig_block_gemm(ctx, true, rows, n, d, tscale, qb, d, kb + j0 * d, d, T(0), s, ld);
+          ig_block_gemm(ctx, true, rows, n, d, tscale, qb, qld, kb + j0 * kld, kld, T(0), s, ld);
           ig_mask_scores<T, kMask>(s, ld, rows, n, i0, j0, mask, mbase, nlead, mstride, causal, offset);
         };
         auto block_dp = [&](int64_t j0, int64_t n) {
-          ig_block_gemm(ctx, true, rows, n, dvn, T(1), dyb, dvn, vb + j0 * dvn, dvn, T(0), ds, ld);
+          ig_block_gemm(ctx, true, rows, n, dvn, T(1), dyb, dyld, vb + j0 * vld, vld, T(0), ds, ld);
         };
         // dS = P (dP - D) for the rows' block of n keys from j0, P in s and dP in ds (ld apart),
         // left in ds; a float mask's gradient gathers dS.
@@ -416,9 +462,9 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
         };
         // dq, dv and dk from the block's P (in s) and dS (in ds).
         auto block_grads = [&](int64_t j0, int64_t n) {
-          ig_block_gemm(ctx, false, rows, d, n, tscale, ds, ld, kb + j0 * d, d, T(1), dqb, d);
-          ig_block_gemm_at(ctx, n, dvn, rows, T(1), s, ld, dyb, dvn, T(1), dvb + j0 * dvn, dvn, t);
-          ig_block_gemm_at(ctx, n, d, rows, tscale, ds, ld, qb, d, T(1), dkb + j0 * d, d, t);
+          ig_block_gemm(ctx, false, rows, d, n, tscale, ds, ld, kb + j0 * kld, kld, T(1), dqb, dqld);
+          ig_block_gemm_at(ctx, n, dvn, rows, T(1), s, ld, dyb, dyld, T(1), dvb + j0 * dvld, dvld, t);
+          ig_block_gemm_at(ctx, n, d, rows, tscale, ds, ld, qb, qld, T(1), dkb + j0 * dkld, dkld, t);
         };
         if (whole) {
           // The visible keys' scores, softmax'd in place; a row that sees no key has NaN
@@ -521,8 +567,8 @@ int ig_attention_grad(const ig_ctx* ctx, const T* __restrict q, const T* __restr
       const int64_t unit = e / slab, at = e % slab;
       T sum = 0;
       for (int64_t p = 0; p < parts; ++p) sum += partial[(unit * parts + p) * slab + at];
-      if (at < sk * d) dk[unit * sk * d + at] = sum;
-      else dv[unit * sk * dvn + at - sk * d] = sum;
+      if (at < sk * d) dk[dkr.at(unit, at / d) + at % d] = sum;
+      else dv[dvr.at(unit, (at - sk * d) / dvn) + (at - sk * d) % dvn] = sum;
     }
     std::free(partial);
   }

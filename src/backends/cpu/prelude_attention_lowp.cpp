@@ -123,16 +123,16 @@ int ig_attention_bf16(const ig_ctx* ctx, const ig_bf16* q, const ig_bf16* k, con
 template <class T, int kMask>
 int ig_attention_lowp(const ig_ctx* ctx, const T* q, const T* k, const T* v, const void* mask, T* y, int64_t batch,
                       int64_t hq, int64_t hk, int64_t sq, int64_t sk, int64_t d, int64_t dv, double scale, int causal,
-                      int64_t offset, int nlead, const int64_t* lead, const int64_t* mstride) {
+                      int64_t offset, int nlead, const int64_t* lead, const int64_t* mstride, int swapped) {
   if constexpr (std::is_same<T, ig_bf16>::value) {
-    if (ig_library_gemm && ctx->host->gemm_bf16 != nullptr) {
+    if (ig_library_gemm && ctx->host->gemm_bf16 != nullptr && swapped == 0) {
       const int rc = ig_attention_bf16<kMask>(ctx, q, k, v, mask, y, batch, hq, hk, sq, sk, d, dv, scale, causal, offset,
                                               nlead, lead, mstride);
       if (rc != -1) return rc;
     }
   }
   return ig_attention_widened<float, T, kMask>(ctx, q, k, v, mask, y, batch, hq, hk, sq, sk, d, dv, scale, causal,
-                                               offset, nlead, lead, mstride);
+                                               offset, nlead, lead, mstride, swapped);
 }
 
 // bfloat16 attention backward on the host's bf16 matmul (see above); -1 where the caller must
@@ -303,16 +303,16 @@ template <class T, int kMask>
 int ig_attention_grad_lowp(const ig_ctx* ctx, const T* q, const T* k, const T* v, const T* dy, const void* mask, T* dq,
                            T* dk, T* dv, T* dmask, int64_t mask_numel, int64_t batch, int64_t hq, int64_t hk,
                            int64_t sq, int64_t sk, int64_t d, int64_t dvn, double scale, int causal, int64_t offset,
-                           int nlead, const int64_t* lead, const int64_t* mstride) {
+                           int nlead, const int64_t* lead, const int64_t* mstride, int swapped) {
   if constexpr (std::is_same<T, ig_bf16>::value) {
-    if (ig_library_gemm && ctx->host->gemm_bf16 != nullptr) {
+    if (ig_library_gemm && ctx->host->gemm_bf16 != nullptr && swapped == 0) {
       const int rc = ig_attention_grad_bf16<kMask>(ctx, q, k, v, dy, mask, dq, dk, dv, dmask, mask_numel, batch, hq, hk,
                                                    sq, sk, d, dvn, scale, causal, offset, nlead, lead, mstride);
       if (rc != -1) return rc;
     }
   }
   return ig_attention_grad_widened<float, T, kMask>(ctx, q, k, v, dy, mask, dq, dk, dv, dmask, mask_numel, batch, hq, hk,
-                                                    sq, sk, d, dvn, scale, causal, offset, nlead, lead, mstride);
+                                                    sq, sk, d, dvn, scale, causal, offset, nlead, lead, mstride, swapped);
 }
 )IGPRELUDE";
 

@@ -53,7 +53,9 @@ void ig_reduce_axes(const T* __restrict x, O* __restrict y, int nb, const int64_
       A a = R::init();
       for (int64_t c = 0; c < combos; ++c) {
         const T* run = x + base + offset(c, true);
-        if constexpr (kKind < 2) {
+        if constexpr (kKind < 2 && std::is_same<A, double>::value) {
+          a += ig_sum_run<T>([run](int64_t j) { return run[j]; }, 0, len);
+        } else if constexpr (kKind < 2) {
           #pragma omp simd reduction(+:a)
           for (int64_t j = 0; j < len; ++j) R::step(a, run[j]);
         } else {
@@ -79,6 +81,25 @@ void ig_reduce_axes(const T* __restrict x, O* __restrict y, int nb, const int64_
 // In double and in two passes, the second around the mean, as the reference (n = 0: NaN).
 template <class T>
 void ig_moments(const T* __restrict x, T* __restrict mean, T* __restrict var, int64_t outer, int64_t n, int64_t inner) {
+  if (inner == 1) {  // contiguous rows (layer norm's moments): unit-stride loads the lanes share
+    #pragma omp parallel for if(ig_big(outer * n) && outer > 1)
+    for (int64_t o = 0; o < outer; ++o) {
+      const T* xr = x + o * n;
+      double sum = 0;
+      #pragma omp simd reduction(+:sum)
+      for (int64_t k = 0; k < n; ++k) sum += static_cast<double>(xr[k]);
+      const double mu = sum / static_cast<double>(n);
+      double m2 = 0;
+      #pragma omp simd reduction(+:m2)
+      for (int64_t k = 0; k < n; ++k) {
+        const double e = static_cast<double>(xr[k]) - mu;
+        m2 += e * e;
+      }
+      mean[o] = static_cast<T>(mu);
+      var[o] = static_cast<T>(m2 / static_cast<double>(n));
+    }
+    return;
+  }
   #pragma omp parallel for if(ig_big(outer * n * inner) && outer * inner > 1)
   for (int64_t oi = 0; oi < outer * inner; ++oi) {
     const T* xr = x + (oi / inner) * n * inner + oi % inner;
