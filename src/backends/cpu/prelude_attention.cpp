@@ -135,6 +135,24 @@ bool ig_all_finite(const T* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) finite = finite && std::isfinite(x[i]);
   return finite;
 }
+// float32 and float64 through the bits (finite unless the exponent is all ones): an OR that
+// vectorizes, where the short-circuit && above ran one value at a time (perf: a tenth of a
+// [8, 4, 128, 64] forward's time, which checks v; the backward checks q, k, v and dy).
+template <class U, class F>
+bool ig_all_finite_bits(const F* x, int64_t n, U exponent) {
+  U bad = 0;
+  #pragma omp parallel for simd reduction(|:bad) if(ig_big(n))
+  for (int64_t i = 0; i < n; ++i) {
+    U u;
+    std::memcpy(&u, x + i, sizeof u);
+    bad |= (u & exponent) == exponent ? U(1) : U(0);
+  }
+  return bad == 0;
+}
+inline bool ig_all_finite(const float* x, int64_t n) { return ig_all_finite_bits<uint32_t>(x, n, 0x7f800000u); }
+inline bool ig_all_finite(const double* x, int64_t n) {
+  return ig_all_finite_bits<uint64_t>(x, n, 0x7ff0000000000000ull);
+}
 
 // float32 attention whose v (or, backward, dy) holds an inf or NaN runs in double, as the
 // reference does: a probability that float32 rounds to 0 (a key scored 305 below the row's
