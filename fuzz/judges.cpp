@@ -75,9 +75,10 @@ ValueId typed(Graph& g, ValueId v, DType dtype, const std::vector<int64_t>& dims
 
 std::string empty_name(const Graph& g) { return "empty_" + std::to_string(g.values().size()); }
 
-// v's dims when every one is known (a scalar's are none), else nullopt.
-std::optional<Shape> static_dims(const Value& v) {
-  if (!v.shape_known || !is_static(v.shape)) return std::nullopt;
+// A scan's stack (an xs, or a stacked ys: the steps first, so rank 1 or more): its dims when
+// every one is known, else nullopt.
+std::optional<Shape> stack_dims(const Value& v) {
+  if (!v.shape_known || v.shape.empty() || !is_static(v.shape)) return std::nullopt;
   return to_shape(v.shape);
 }
 
@@ -90,12 +91,11 @@ std::optional<std::vector<ValueId>> unrolled_scan(Graph& out, const Graph& g, co
   constexpr int64_t kMaxSteps = 8;
   const size_t c = static_cast<size_t>(n.attrs.get_int("num_carry")), x = static_cast<size_t>(n.attrs.get_int("num_xs"));
   if (x == 0) return std::nullopt;
-  // Stacks (xs, and the stacked ys) have the steps first: rank 1 or more.
   for (size_t j = c; j < c + x; ++j)
-    if (!static_dims(g.value(n.inputs[j])) || static_dims(g.value(n.inputs[j]))->empty()) return std::nullopt;
+    if (!stack_dims(g.value(n.inputs[j]))) return std::nullopt;
   for (size_t k = c; k < n.outputs.size(); ++k)
-    if (!static_dims(g.value(n.outputs[k])) || static_dims(g.value(n.outputs[k]))->empty()) return std::nullopt;
-  const int64_t steps = (*static_dims(g.value(n.inputs[c])))[0];
+    if (!stack_dims(g.value(n.outputs[k]))) return std::nullopt;
+  const int64_t steps = (*stack_dims(g.value(n.inputs[c])))[0];
   if (steps < 2 || steps > kMaxSteps) return std::nullopt;
   const bool reverse = n.attrs.get_int("reverse", 0) != 0;
   std::vector<ValueId> args;
@@ -106,7 +106,7 @@ std::optional<std::vector<ValueId>> unrolled_scan(Graph& out, const Graph& g, co
     std::vector<ValueId> operands = args;
     for (size_t j = c; j < c + x; ++j) {
       const Value& xs = g.value(n.inputs[j]);
-      std::vector<int64_t> dims = *static_dims(xs);
+      std::vector<int64_t> dims = *stack_dims(xs);
       dims[0] = 1;
       const ValueId row = typed(out,
                                 out.add_op("slice", {args[j]},
@@ -119,7 +119,7 @@ std::optional<std::vector<ValueId>> unrolled_scan(Graph& out, const Graph& g, co
     const std::vector<ValueId> results = inline_graph(out, n.subgraphs[0], operands, n.scope);
     for (size_t i = 0; i < c; ++i) args[i] = results[i];
     for (size_t k = c; k < results.size(); ++k) {
-      std::vector<int64_t> dims = *static_dims(g.value(n.outputs[k]));
+      std::vector<int64_t> dims = *stack_dims(g.value(n.outputs[k]));
       dims[0] = 1;
       rows[k - c][static_cast<size_t>(t)] = reshape_static(out, results[k], g.value(n.outputs[k]).dtype, dims, empty_name(out), n.scope);
     }
@@ -127,7 +127,7 @@ std::optional<std::vector<ValueId>> unrolled_scan(Graph& out, const Graph& g, co
   std::vector<ValueId> finals(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(c));
   for (size_t k = c; k < n.outputs.size(); ++k) {
     const Value& y = g.value(n.outputs[k]);
-    finals.push_back(typed(out, out.add_op("concat", rows[k - c], {{"axis", int64_t{0}}}, n.scope), y.dtype, *static_dims(y)));
+    finals.push_back(typed(out, out.add_op("concat", rows[k - c], {{"axis", int64_t{0}}}, n.scope), y.dtype, *stack_dims(y)));
   }
   return finals;
 }

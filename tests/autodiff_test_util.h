@@ -128,6 +128,17 @@ inline void check_op_gradients(const std::string& op, const std::vector<Tensor>&
       opt);
 }
 
+// Graph inputs x0, x1, ... typed and shaped as `feed`, their shape constraints appended to `cs`.
+inline std::vector<ValueId> add_inputs_like(Graph& g, const std::vector<Tensor>& feed, std::vector<ShapeConstraint>& cs) {
+  std::vector<ValueId> in;
+  for (size_t i = 0; i < feed.size(); ++i) {
+    in.push_back(g.add_input("x" + std::to_string(i)));
+    g.value(in.back()).dtype = feed[i].dtype();
+    cs.push_back({in.back(), template_of(feed[i].shape()), "", "test"});
+  }
+  return in;
+}
+
 // Random float64 values in [lo, hi).
 inline Tensor rnd(Shape shape, uint64_t seed, double lo = -1, double hi = 1) {
   return random_tensor(std::move(shape), seed, lo, hi, DType::Float64);

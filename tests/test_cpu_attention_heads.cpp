@@ -40,13 +40,8 @@ struct Variant {
 // head split; each result through the merge ([..., S, H, D] -> [..., S, H x D]) to an output.
 Graph head_split_graph(const HeadCase& c, const std::vector<Tensor>& feed, const Variant& var) {
   Graph g;
-  std::vector<ValueId> in;
   std::vector<ShapeConstraint> cs;
-  for (size_t i = 0; i < feed.size(); ++i) {
-    in.push_back(g.add_input("x" + std::to_string(i)));
-    g.value(in.back()).dtype = feed[i].dtype();
-    cs.push_back({in.back(), template_of(feed[i].shape()), "", "test"});
-  }
+  const std::vector<ValueId> in = add_inputs_like(g, feed, cs);
   const size_t r = c.q.size(), operands = var.grad ? 4 : 3;
   std::vector<ValueId> args;
   for (size_t i = 0; i < in.size(); ++i)

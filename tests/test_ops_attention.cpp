@@ -45,15 +45,10 @@ Tensor written_out(const AttentionCase& c, const Tensor& q, const Tensor& k, con
   const int64_t times = r >= 3 ? c.q[r - 3] / c.k[r - 3] : 1;
   const Tensor kr = repeat_heads(k, times), vr = repeat_heads(v, times);
   Graph g;
-  std::vector<ValueId> in;
-  std::vector<ShapeConstraint> cs;
   std::vector<Tensor> feed = {q, kr, vr};
   if (c.mask) feed.push_back(*c.mask);
-  for (size_t i = 0; i < feed.size(); ++i) {
-    in.push_back(g.add_input("x" + std::to_string(i)));
-    g.value(in.back()).dtype = feed[i].dtype();
-    cs.push_back({in.back(), template_of(feed[i].shape()), "", "test"});
-  }
+  std::vector<ShapeConstraint> cs;
+  const std::vector<ValueId> in = add_inputs_like(g, feed, cs);
   std::vector<int64_t> perm(r);
   for (size_t i = 0; i < r; ++i) perm[i] = static_cast<int64_t>(i);
   std::swap(perm[r - 1], perm[r - 2]);
@@ -81,13 +76,8 @@ Tensor written_out(const AttentionCase& c, const Tensor& q, const Tensor& k, con
 // gradient op (q, k, v, dy, [mask]) -> d0..d3.
 Graph attention_graph(const AttentionCase& c, const std::vector<Tensor>& feed, bool grad = false) {
   Graph g;
-  std::vector<ValueId> in;
   std::vector<ShapeConstraint> cs;
-  for (size_t i = 0; i < feed.size(); ++i) {
-    in.push_back(g.add_input("x" + std::to_string(i)));
-    g.value(in.back()).dtype = feed[i].dtype();
-    cs.push_back({in.back(), template_of(feed[i].shape()), "", "test"});
-  }
+  const std::vector<ValueId> in = add_inputs_like(g, feed, cs);
   if (grad) {
     const std::vector<ValueId> grads = g.add_node("scaled_dot_product_attention_grad", in, c.attrs, 4);
     for (size_t i = 0; i < 4; ++i) g.set_output("d" + std::to_string(i), grads[i]);
@@ -319,13 +309,8 @@ TEST(AttentionOp, CpuBackwardKernelKeepsTheReferencesNonFiniteValues) {
     for (DType t : {DType::Float32, DType::Float64, DType::BFloat16}) {
       const std::vector<Tensor> feed = {q.astype(t), k.astype(t), v.astype(t), dy.astype(t)};
       Graph g;
-      std::vector<ValueId> in;
       std::vector<ShapeConstraint> cs;
-      for (size_t i = 0; i < feed.size(); ++i) {
-        in.push_back(g.add_input("x" + std::to_string(i)));
-        g.value(in.back()).dtype = t;
-        cs.push_back({in.back(), template_of(feed[i].shape()), "", "test"});
-      }
+      const std::vector<ValueId> in = add_inputs_like(g, feed, cs);
       const std::vector<ValueId> grads = g.add_node("scaled_dot_product_attention_grad", in, c.attrs, 4);
       for (size_t i = 0; i < 3; ++i) g.set_output("d" + std::to_string(i), grads[i]);
       infer_shapes(g, cs);
@@ -357,13 +342,8 @@ TEST(AttentionOp, CpuKernelWithANonFiniteVMatchesTheReferencesDoublePrecision) {
       std::vector<Tensor> in = feed;
       if (grad) in.insert(in.begin() + 3, dy.astype(DType::Float32));
       Graph g;
-      std::vector<ValueId> ids;
       std::vector<ShapeConstraint> cs;
-      for (size_t i = 0; i < in.size(); ++i) {
-        ids.push_back(g.add_input("x" + std::to_string(i)));
-        g.value(ids.back()).dtype = DType::Float32;
-        cs.push_back({ids.back(), template_of(in[i].shape()), "", "test"});
-      }
+      const std::vector<ValueId> ids = add_inputs_like(g, in, cs);
       if (grad) {
         const std::vector<ValueId> grads = g.add_node("scaled_dot_product_attention_grad", ids, attrs, 4);
         for (size_t i = 0; i < (masked ? 4u : 3u); ++i) g.set_output("d" + std::to_string(i), grads[i]);

@@ -604,14 +604,11 @@ ValueId transpose_last2(VjpContext& c, ValueId v) {
   return c.op("transpose", {v}, {{"perm", perm}});
 }
 
-// The gradient of a matrix b that every batch entry of a shares ([..., M, K] @ [K, N]): one
-// product over all the batch's rows, [rows, K]ᵀ @ [rows, N], instead of a product per entry
-// summed afterwards, which writes and reads back a [K, N] partial per entry (a training step's
-// weight gradients). Static shapes only; otherwise (and for `b_like`'s other cases) the general
-// rule: per-entry products, summed to b's shape.
-ValueId shared_weight_grad(VjpContext& c, ValueId a, ValueId g, ValueId b_like) {
-  if (!is_static(c.shape(a)) || !is_static(c.shape(g)))
-    return c.sum_to_like(c.op("matmul", {transpose_last2(c, a), g}), b_like);
+// The gradient of a matrix b that every batch entry of a shares ([..., M, K] @ [K, N], a and g
+// of static shape): one product over all the batch's rows, [rows, K]ᵀ @ [rows, N], instead of a
+// product per entry summed afterwards, which writes and reads back a [K, N] partial per entry (a
+// training step's weight gradients).
+ValueId shared_matrix_grad(VjpContext& c, ValueId a, ValueId g) {
   const auto rows_of = [&](ValueId v) {
     const Shape s = to_shape(c.shape(v));
     int64_t rows = 1;
@@ -637,8 +634,8 @@ void matmul_vjp(VjpContext& c) {
     c.set_grad(0, a1 ? c.reshape_like(da, a) : da);
   }
   if (c.needs_grad(1)) {
-    const ValueId db = c.rank(b2) == 2 && c.rank(a2) > 2 ? shared_weight_grad(c, a2, g, b2)
-                                                         : c.sum_to_like(c.op("matmul", {transpose_last2(c, a2), g}), b2);
+    const bool shared = c.rank(b2) == 2 && c.rank(a2) > 2 && is_static(c.shape(a2)) && is_static(c.shape(g));
+    const ValueId db = shared ? shared_matrix_grad(c, a2, g) : c.sum_to_like(c.op("matmul", {transpose_last2(c, a2), g}), b2);
     c.set_grad(1, b1 ? c.reshape_like(db, b) : db);
   }
 }
