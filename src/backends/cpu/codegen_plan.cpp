@@ -41,6 +41,15 @@ bool strided_attention(const Graph& g, const Node& n) {
   return (t == DType::Float32 || t == DType::Float64) && is_native(g, n);
 }
 
+// How often each value is read: once for each node input naming it, once if it is a graph output.
+std::vector<int> read_counts(const Graph& g) {
+  std::vector<int> reads(g.values().size(), 0);
+  for (const Node& n : g.nodes())
+    for (ValueId v : n.inputs) ++reads[v];
+  for (const auto& [name, v] : g.outputs()) ++reads[v];
+  return reads;
+}
+
 }  // namespace
 
 // -- transposes folded into gemm
@@ -53,17 +62,15 @@ bool strided_attention(const Graph& g, const Node& n) {
 // v or dy: the kernel reads the transpose's input, each head's rows H x D apart (ig_rows).
 void Generator::fold_transposes() {
   folded_.assign(g_.values().size(), -1);
-  std::vector<int> matmul_reads(g_.values().size(), 0), attention_reads(g_.values().size(), 0),
-      reads(g_.values().size(), 0);
+  const std::vector<int> reads = read_counts(g_);
+  std::vector<int> matmul_reads(g_.values().size(), 0), attention_reads(g_.values().size(), 0);
   for (const Node& n : g_.nodes())
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const ValueId v = n.inputs[i];
-      ++reads[v];
       if (n.op == "matmul" && is_native(g_, n)) ++matmul_reads[v];
       const size_t operands = n.op == "scaled_dot_product_attention" ? 3 : 4;  // q, k, v (, dy): not a mask
       if (i < operands && strided_attention(g_, n)) ++attention_reads[v];
     }
-  for (const auto& [name, v] : g_.outputs()) ++reads[v];
   for (const Node& n : g_.nodes()) {
     if (n.op != "transpose" || n.outputs.size() != 1) continue;
     const ValueId y = n.outputs[0];
@@ -81,14 +88,9 @@ void Generator::fold_transposes() {
 // transpose becomes a view of it (its segment Folded). Not for graph outputs (they go to the
 // caller's buffer).
 void Generator::fold_head_swaps() {
-  std::vector<int> reads(g_.values().size(), 0);
-  for (const Node& n : g_.nodes())
-    for (ValueId v : n.inputs) ++reads[v];
+  const std::vector<int> reads = read_counts(g_);
   std::set<ValueId> outputs;
-  for (const auto& [name, v] : g_.outputs()) {
-    ++reads[v];
-    outputs.insert(v);
-  }
+  for (const auto& [name, v] : g_.outputs()) outputs.insert(v);
   std::vector<const Node*> producer(g_.values().size(), nullptr);
   for (const Node& n : g_.nodes())
     for (ValueId v : n.outputs) producer[v] = &n;

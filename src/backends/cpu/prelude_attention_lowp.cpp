@@ -23,16 +23,10 @@ const char* const kAttentionLowpPrelude = R"IGPRELUDE(
 // an inf or NaN, the backward of rows longer than 8,192 keys or of a row that sees no key, a
 // block product the host refuses) widens the operands to float32 and runs the float32 kernel.
 
-// Whether every bfloat16 value is finite, from the bits (exponent not all ones): the generic
-// ig_all_finite converts each value to float first, one at a time, which perf found taking a
-// large share of a [8, 4, 128, 64] backward's time.
-inline bool ig_all_finite(const ig_bf16* x, int64_t n) {
-  const uint16_t* bits = ig_raw(x);
-  int bad = 0;
-  #pragma omp parallel for simd reduction(|:bad) if(ig_big(n))
-  for (int64_t i = 0; i < n; ++i) bad |= (bits[i] & 0x7f80) == 0x7f80;
-  return bad == 0;
-}
+// Whether every bfloat16 value is finite, from the bits (ig_all_finite_bits: exponent not all
+// ones): the generic ig_all_finite converts each value to float first, one at a time, which perf
+// found taking a large share of a [8, 4, 128, 64] backward's time.
+inline bool ig_all_finite(const ig_bf16* x, int64_t n) { return ig_all_finite_bits<uint16_t>(ig_raw(x), n, uint16_t{0x7f80}); }
 
 // bfloat16 attention on the host's bf16 matmul (see above); -1 where the caller must widen instead.
 template <int kMask>

@@ -79,43 +79,36 @@ void ig_reduce_axes(const T* __restrict x, O* __restrict y, int nb, const int64_
 
 // ---- moments: mean and biased variance along the middle axis of [outer, n, inner] ----
 // In double and in two passes, the second around the mean, as the reference (n = 0: NaN).
+// One row's mean and (biased) variance, in double, of n values `stride` apart. Stride is
+// std::integral_constant<int64_t, 1> for contiguous rows (layer norm's moments: unit-stride loads
+// the lanes share) and int64_t otherwise.
+template <class T, class Stride>
+inline void ig_row_moments(const T* __restrict xr, int64_t n, Stride stride, T* mean, T* var) {
+  double sum = 0;
+  #pragma omp simd reduction(+:sum)
+  for (int64_t k = 0; k < n; ++k) sum += static_cast<double>(xr[k * stride]);
+  const double mu = sum / static_cast<double>(n);
+  double m2 = 0;
+  #pragma omp simd reduction(+:m2)
+  for (int64_t k = 0; k < n; ++k) {
+    const double e = static_cast<double>(xr[k * stride]) - mu;
+    m2 += e * e;
+  }
+  *mean = static_cast<T>(mu);
+  *var = static_cast<T>(m2 / static_cast<double>(n));
+}
+
 template <class T>
 void ig_moments(const T* __restrict x, T* __restrict mean, T* __restrict var, int64_t outer, int64_t n, int64_t inner) {
-  if (inner == 1) {  // contiguous rows (layer norm's moments): unit-stride loads the lanes share
+  if (inner == 1) {
     #pragma omp parallel for if(ig_big(outer * n) && outer > 1)
-    for (int64_t o = 0; o < outer; ++o) {
-      const T* xr = x + o * n;
-      double sum = 0;
-      #pragma omp simd reduction(+:sum)
-      for (int64_t k = 0; k < n; ++k) sum += static_cast<double>(xr[k]);
-      const double mu = sum / static_cast<double>(n);
-      double m2 = 0;
-      #pragma omp simd reduction(+:m2)
-      for (int64_t k = 0; k < n; ++k) {
-        const double e = static_cast<double>(xr[k]) - mu;
-        m2 += e * e;
-      }
-      mean[o] = static_cast<T>(mu);
-      var[o] = static_cast<T>(m2 / static_cast<double>(n));
-    }
+    for (int64_t o = 0; o < outer; ++o)
+      ig_row_moments(x + o * n, n, std::integral_constant<int64_t, 1>{}, mean + o, var + o);
     return;
   }
   #pragma omp parallel for if(ig_big(outer * n * inner) && outer * inner > 1)
-  for (int64_t oi = 0; oi < outer * inner; ++oi) {
-    const T* xr = x + (oi / inner) * n * inner + oi % inner;
-    double sum = 0;
-    #pragma omp simd reduction(+:sum)
-    for (int64_t k = 0; k < n; ++k) sum += static_cast<double>(xr[k * inner]);
-    const double mu = sum / static_cast<double>(n);
-    double m2 = 0;
-    #pragma omp simd reduction(+:m2)
-    for (int64_t k = 0; k < n; ++k) {
-      const double e = static_cast<double>(xr[k * inner]) - mu;
-      m2 += e * e;
-    }
-    mean[oi] = static_cast<T>(mu);
-    var[oi] = static_cast<T>(m2 / static_cast<double>(n));
-  }
+  for (int64_t oi = 0; oi < outer * inner; ++oi)
+    ig_row_moments(x + (oi / inner) * n * inner + oi % inner, n, inner, mean + oi, var + oi);
 }
 
 // ---- argmax along the middle axis of [outer, n, inner]: the first maximum; NaN counts as one ----
