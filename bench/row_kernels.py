@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Row kernels against memory bandwidth (issue 13, benchmark 4; scripts/bench_attention.sh --rows):
 softmax, log_softmax, layer_norm and rms_norm over the last axis of a float32 [64, 128, 1024] array
-(32 MiB in, 32 MiB out), each a one-op function compiled with ml.compile on the CPU backend, beside
+(32 MiB in, 32 MiB out), and batch_norm over it as [N 64, C 128, L 1024] (per channel: with given
+statistics, as inference runs it, and with the batch's own, `moments` over N and L first, as
+training runs it), each a one-op function compiled with ml.compile on the CPU backend, beside
 
   memcpy, new tensor   torch's x.clone(): a copy into a new tensor each call, the allocation path an
                        op's output takes (2 threads); NumPy's copy (one thread) without torch
   memcpy, reused       torch's y.copy_(x) into one buffer
-  torch                torch.softmax / log_softmax / F.layer_norm / F.rms_norm (eager, no_grad)
+  torch                torch.softmax / log_softmax / F.layer_norm / F.rms_norm / F.batch_norm
+                       (training=False, then True; eager, no_grad)
 
 each timed alone in its own loop (2 threads, the median of --reps calls after a warm-up), the whole
 set --runs times so the spread shows. ingot is fed an ml.array made once (a NumPy argument is copied
@@ -53,21 +56,45 @@ def numpy_oracle(op, x):
         return np.exp(s - lse) if op == "softmax" else s - lse
     if op == "layer_norm":
         return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + EPS)
+    if op == "batch_norm":
+        w, b, m, v = (a.astype(np.float64)[None, :, None] for a in channel_params(x.shape[1]))
+        return (x - m) / np.sqrt(v + EPS) * w + b
+    if op == "batch_norm, batch statistics":
+        w, b, _, _ = (a.astype(np.float64)[None, :, None] for a in channel_params(x.shape[1]))
+        return (x - x.mean((0, 2), keepdims=True)) / np.sqrt(x.var((0, 2), keepdims=True) + EPS) * w + b
     return x / np.sqrt((x * x).mean(-1, keepdims=True) + EPS)
 
 
-def ingot_fn(op):
+def channel_params(c):
+    """batch_norm's weight, bias, running mean and running variance for c channels (fixed values)."""
+    rng = np.random.default_rng(1)
+    return (rng.uniform(0.5, 1.5, c).astype(np.float32), rng.uniform(-0.5, 0.5, c).astype(np.float32),
+            rng.uniform(-0.1, 0.1, c).astype(np.float32), rng.uniform(0.5, 2.0, c).astype(np.float32))
+
+
+def ingot_fn(op, channels):
+    w, b, m, v = (ml.array(a) for a in channel_params(channels))
+
+    def batch_statistics(x):
+        mean, var = ml.moments(x, axis=(0, 2))
+        return ml.op("batch_norm", x, w, b, mean, var, eps=EPS)
     fns = {"softmax": lambda x: ml.softmax(x), "log_softmax": lambda x: ml.log_softmax(x),
            "layer_norm": lambda x: ml.op("layer_norm", x, eps=EPS),
-           "rms_norm": lambda x: ml.rms_norm(x, eps=EPS)}
+           "rms_norm": lambda x: ml.rms_norm(x, eps=EPS),
+           "batch_norm": lambda x: ml.op("batch_norm", x, w, b, m, v, eps=EPS),
+           "batch_norm, batch statistics": batch_statistics}
     return ml.compile(fns[op])
 
 
 def torch_fn(op, tx):
     f = torch.nn.functional
     d = tx.shape[-1]
+    w, b, m, v = (torch.from_numpy(a) for a in channel_params(tx.shape[1]))
     fns = {"softmax": lambda: torch.softmax(tx, -1), "log_softmax": lambda: torch.log_softmax(tx, -1),
            "layer_norm": lambda: f.layer_norm(tx, (d,), eps=EPS),
+           "batch_norm": lambda: f.batch_norm(tx, m, v, w, b, training=False, eps=EPS),
+           # training=True updates running statistics in place: copies, so every call sees the same
+           "batch_norm, batch statistics": lambda: f.batch_norm(tx, m.clone(), v.clone(), w, b, training=True, eps=EPS),
            "rms_norm": (lambda: f.rms_norm(tx, (d,), eps=EPS)) if hasattr(f, "rms_norm")
            else (lambda: tx * torch.rsqrt((tx * tx).mean(-1, keepdim=True) + EPS))}
 
@@ -87,7 +114,7 @@ def main():
     shape = (8, 128, 1024) if args.quick else (64, 128, 1024)
     x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
     nbytes = x.nbytes
-    ops = ["softmax", "log_softmax", "layer_norm", "rms_norm"]
+    ops = ["softmax", "log_softmax", "layer_norm", "rms_norm", "batch_norm", "batch_norm, batch statistics"]
     sides = {}
     if torch is not None:
         tx = torch.from_numpy(x)
@@ -99,7 +126,7 @@ def main():
     errors = {}
     xa = ml.array(x)
     for op in ops:
-        f = ingot_fn(op)
+        f = ingot_fn(op, shape[1])
         want = numpy_oracle(op, x)
         errors["ingot " + op] = float(np.max(np.abs(np.asarray(f(xa)) - want)))
         sides["ingot " + op] = lambda f=f: f(xa)

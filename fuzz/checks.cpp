@@ -106,7 +106,9 @@ double error_where_reference_holds(const Tensor& got, const Tensor& want, const 
 // `g` rebuilt node by node with every float32 result cast to float64: where float32 comes from
 // integers (gelu of an argmax, a cast to float32), promoting the leaves leaves it float32, and
 // an op that needs one float type for all its operands (scaled_dot_product_attention) refused
-// the program (found by the program fuzzer, seed 95027).
+// the program (found by the program fuzzer, seed 95027). Control flow's subgraphs are rebuilt
+// the same way: a gradient's cast back to float32 inside a loop's backward `if` left one branch
+// float32 and the other float64 (seed 55610).
 Graph rebuilt_in_float64(const Graph& g) {
   Graph h;
   std::vector<ValueId> to(g.values().size(), -1);
@@ -117,7 +119,7 @@ Graph rebuilt_in_float64(const Graph& g) {
     Value& w = h.value(to[static_cast<size_t>(id)]);
     w.dtype = v.dtype == DType::Float32 ? DType::Float64 : v.dtype;
     w.weak_type = v.weak_type;
-    if (v.kind != ValueKind::Constant) {
+    if (v.kind != ValueKind::Constant && v.shape_known) {
       ShapeTemplate t;
       for (const SymDim& d : v.shape) t.emplace_back(d.value);
       cs.push_back({w.id, t, "", "float64 run"});
@@ -127,7 +129,10 @@ Graph rebuilt_in_float64(const Graph& g) {
     std::vector<ValueId> ins;
     for (ValueId i : n.inputs) ins.push_back(to[static_cast<size_t>(i)]);
     const std::vector<ValueId> outs = h.add_node(n.op, ins, n.attrs, static_cast<int>(n.outputs.size()), n.scope);
-    if (!outs.empty()) h.node(h.value(outs[0]).producer).subgraphs = n.subgraphs;  // control flow's
+    if (!outs.empty()) {  // control flow's
+      std::vector<Graph>& subgraphs = h.node(h.value(outs[0]).producer).subgraphs;
+      for (const Graph& sub : n.subgraphs) subgraphs.push_back(rebuilt_in_float64(sub));
+    }
     infer_types(h);
     for (size_t k = 0; k < outs.size(); ++k)
       to[static_cast<size_t>(n.outputs[k])] = h.value(outs[k]).dtype == DType::Float32

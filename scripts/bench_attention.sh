@@ -11,8 +11,8 @@
 # --train: bench/attention_train.py instead (forward and backward at S 512 to 8192 against
 # PyTorch's sdpa and PyTorch written out, with peak memory) -> bench/results/attention_train.json
 # (README "Attention").
-# --rows: bench/row_kernels.py instead (softmax, log_softmax, layer_norm and rms_norm on
-# [64, 128, 1024] against a memcpy into a new tensor and PyTorch) -> bench/results/row_kernels.json
+# --rows: bench/row_kernels.py instead (softmax, log_softmax, layer_norm, rms_norm and batch_norm
+# on [64, 128, 1024] against a memcpy into a new tensor and PyTorch) -> bench/results/row_kernels.json
 # (README "Row kernels against memory bandwidth").
 # --layers: bench/transformer_layers.py instead (BERT-base layers and a GPT-2 small block through
 # ingot's compile(fn) and zoo, ONNX Runtime, PyTorch eager, torch.compile and JAX jit, and a
