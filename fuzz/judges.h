@@ -42,11 +42,12 @@ bool explained_by_conditioning(const Graph& g, size_t output, const Variation& v
                                double operand_tol = 1e-4);
 
 // `g` with each `if` on the branch the reference takes for `inputs`, that branch's nodes inlined
-// in its place, each scan of one step and while of one known iteration inlined too, and each
-// scan of 2 to 8 static steps written out step by step; nullopt when there is nothing to inline.
-// The judges see a control-flow node as one node, so an amplifying op inside a branch was out of
-// their sight (seed 53009: an `if` whose branch divides the attention backward's dk by a dv near
-// 0); on this graph they see its ops one by one. Whiles of several iterations stay whole.
+// in its place, each scan of one step and while of one known iteration inlined too, each scan of
+// 2 to 8 static steps written out step by step, and each while written out for the iterations
+// the reference runs (up to 8); nullopt when there is nothing to inline. The judges see a
+// control-flow node as one node, so an amplifying op inside a branch was out of their sight
+// (seed 53009: an `if` whose branch divides the attention backward's dk by a dv near 0); on this
+// graph they see its ops one by one. Control flow nested inside a loop's body stays whole.
 std::optional<Graph> with_control_flow_inlined(const Graph& g, const std::map<std::string, Tensor>& inputs);
 
 }  // namespace ingot::fuzz

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "cpu_test_util.h"
+#include "ir/inline.h"
 #include "ir/op_registry.h"
 #include "judges.h"
 #include "models.h"
@@ -403,6 +404,58 @@ TEST(ProgramFuzz, JudgesUnrollAScanIntoTheSameValues) {
     const std::optional<Graph> unrolled = fuzz::with_control_flow_inlined(g, inputs);
     ASSERT_TRUE(unrolled.has_value());
     for (const Node& n : unrolled->nodes()) EXPECT_NE(n.op, "scan") << print_graph(*unrolled);
+    const std::vector<Tensor> want = fuzz::run_reference(g, inputs), got = fuzz::run_reference(*unrolled, inputs);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_EQ(got[k].shape(), want[k].shape());
+      EXPECT_TRUE(equal(got[k], want[k])) << k;
+    }
+  }
+}
+
+// A while of several iterations is written out for the iterations the reference runs (here 3,
+// or 2 where max_iterations stops it first), the same values as the loop itself, so the judges
+// see its body's ops one by one (they once saw only whiles of one known iteration).
+TEST(ProgramFuzz, JudgesUnrollAWhileIntoTheSameValues) {
+  for (const int64_t max_iterations : {int64_t{-1}, int64_t{2}}) {
+    SCOPED_TRACE(max_iterations);
+    Graph g;
+    const ValueId h = g.add_input("h"), w = g.add_input("w");
+    for (ValueId v : {h, w}) g.value(v).dtype = DType::Float32;
+    const ValueId i0 = g.add_constant("i0", Tensor::full(DType::Int32, {}, 0));
+    const ValueId n = g.add_constant("n", Tensor::full(DType::Int32, {}, 3));
+    auto params = [](Graph& sub) {
+      std::vector<ValueId> p = {sub.add_input("i"), sub.add_input("h"), sub.add_input("n"), sub.add_input("w")};
+      for (size_t k : {size_t{0}, size_t{2}}) set_static_type(sub.value(p[k]), DType::Int32, {});
+      for (size_t k : {size_t{1}, size_t{3}}) set_static_type(sub.value(p[k]), DType::Float32, {2});
+      return p;
+    };
+    Graph cond, body;
+    const std::vector<ValueId> cp = params(cond), bp = params(body);
+    cond.set_output("go", cond.add_op("less", {cp[0], cp[2]}));
+    body.set_output("i", body.add_op("add", {bp[0], body.add_constant("one", Tensor::full(DType::Int32, {}, 1))}));
+    body.set_output("h", body.add_op("tanh", {body.add_op("add", {body.add_op("mul", {bp[1], bp[3]}),
+                                                                  body.add_constant("half", Tensor::full(DType::Float32, {}, 0.5))})}));
+    infer_types(cond);
+    infer_types(body);
+    Attrs attrs{{"num_invariant", int64_t{2}}};
+    if (max_iterations >= 0) attrs.set("max_iterations", max_iterations);
+    const std::vector<ValueId> r = g.add_node("while", {i0, h, n, w}, attrs, 2);
+    g.node(g.value(r[0]).producer).subgraphs = {cond, body};
+    g.set_output("i_out", r[0]);
+    g.set_output("h_out", r[1]);
+    infer_shapes(g, {{h, ingot::testing::template_of({2}), "", "test"}, {w, ingot::testing::template_of({2}), "", "test"}});
+    infer_types(g);
+    const std::map<std::string, Tensor> inputs = {{"h", ingot::testing::random_tensor({2}, 1, -1, 1)},
+                                                  {"w", ingot::testing::random_tensor({2}, 2, -1, 1)}};
+    const std::optional<Graph> unrolled = fuzz::with_control_flow_inlined(g, inputs);
+    ASSERT_TRUE(unrolled.has_value());
+    int tanhs = 0;
+    for (const Node& node : unrolled->nodes()) {
+      EXPECT_NE(node.op, "while") << print_graph(*unrolled);
+      tanhs += node.op == "tanh";
+    }
+    EXPECT_EQ(tanhs, max_iterations >= 0 ? 2 : 3);
     const std::vector<Tensor> want = fuzz::run_reference(g, inputs), got = fuzz::run_reference(*unrolled, inputs);
     ASSERT_EQ(got.size(), want.size());
     for (size_t k = 0; k < want.size(); ++k) {
