@@ -153,6 +153,16 @@ std::optional<Graph> with_scans_unrolled(const Graph& g) {
   return out;
 }
 
+// The reference's values of `vs` when `g` runs on `inputs`: the program run once with each of
+// them exposed as an extra output (a value already an output is exposed again under its new name).
+std::vector<Tensor> reference_values(const Graph& g, const std::vector<ValueId>& vs,
+                                     const std::map<std::string, Tensor>& inputs) {
+  Graph probe = g;
+  for (size_t k = 0; k < vs.size(); ++k) probe.set_output("reference_value_" + std::to_string(k), vs[k]);
+  const std::vector<Tensor> ran = run_reference(probe, inputs);
+  return std::vector<Tensor>(ran.end() - static_cast<std::ptrdiff_t>(vs.size()), ran.end());
+}
+
 // How many iterations while node `n` runs from `operands` (the reference's values): the loop
 // replayed on the reference, its cond and body lowered on their own, as the while's own kernel
 // runs them; nullopt past kMaxIterations.
@@ -177,19 +187,15 @@ std::optional<int64_t> while_trips(const Node& n, std::vector<Tensor> operands) 
 // the judges' sight op by op, as a scan's steps are.
 std::optional<Graph> with_whiles_unrolled(const Graph& g, const std::map<std::string, Tensor>& inputs) {
   std::vector<NodeId> whiles;
-  Graph probe = g;
-  size_t probed = 0;
+  std::vector<ValueId> operand_values;
   for (const Node& n : g.nodes()) {
     if (n.op != "while") continue;
     whiles.push_back(n.id);
-    for (size_t k = 0; k < n.inputs.size(); ++k)
-      probe.set_output("while_" + std::to_string(n.id) + "_" + std::to_string(k), n.inputs[k]);
-    probed += n.inputs.size();
+    operand_values.insert(operand_values.end(), n.inputs.begin(), n.inputs.end());
   }
   if (whiles.empty()) return std::nullopt;
-  // The operands are the probe's last outputs, while by while.
-  const std::vector<Tensor> ran = run_reference(probe, inputs);
-  size_t at = ran.size() - probed;
+  const std::vector<Tensor> ran = reference_values(g, operand_values, inputs);  // while by while
+  size_t at = 0;
   std::map<NodeId, int64_t> trips;
   for (NodeId w : whiles) {
     const Node& n = g.node(w);
@@ -409,23 +415,21 @@ bool explained_by_conditioning(const Graph& g, size_t output, const Variation& v
 
 std::optional<Graph> with_control_flow_inlined(const Graph& g, const std::map<std::string, Tensor>& inputs) {
   std::vector<NodeId> ifs;
+  std::vector<ValueId> conditions;
   size_t loops = 0;
-  Graph probe = g;
   for (const Node& n : g.nodes()) {
     if (n.op == "if") {
       ifs.push_back(n.id);
-      probe.set_output("taken_" + std::to_string(n.id), n.inputs[0]);
+      conditions.push_back(n.inputs[0]);
     }
     loops += n.op == "scan" || n.op == "while";
   }
   if (ifs.empty() && loops == 0) return std::nullopt;
   Graph taken = g;
   if (!ifs.empty()) {
-    // The conditions are the probe's last outputs (a value already an output is exposed again
-    // under its new name).
-    const std::vector<Tensor> ran = run_reference(probe, inputs);
+    const std::vector<Tensor> ran = reference_values(g, conditions, inputs);
     for (size_t k = 0; k < ifs.size(); ++k) {
-      const Tensor& condition = ran[ran.size() - ifs.size() + k];
+      const Tensor& condition = ran[k];
       const ValueId c = taken.add_constant("taken_" + std::to_string(ifs[k]), condition);
       const Value& was = g.value(g.node(ifs[k]).inputs[0]);
       taken.value(c).dtype = was.dtype;

@@ -195,28 +195,27 @@ IG_VMATH float ig_vexp_normal(float x) {
 // clamps compiled (GCC 12, AVX-512) to a chain of five mask compares and blends ahead of the
 // reduction, 40% of the function's time (12.7 -> 8.5 cycles a vector on the EPYC, the same bits
 // for all 2^32 inputs). A NaN fails both compares and comes through the arithmetic.
-IG_VMATH float ig_vexp(float x) {
+// e^x for x in [-104, 89] (and NaN): the scaling by 2^n as two factors, so a subnormal result
+// rounds once. Past 88.7 it overflows to +inf, below -103.3 it underflows to +0.
+IG_VMATH float ig_vexp_in_range(float x) {
   int32_t ni;
   const float p = ig_vexp_reduced(x, ni);
   const int32_t n1 = ni >> 1, n2 = ni - n1;
   const float s1 = ig_bitsf(static_cast<uint32_t>(n1 + 127) << 23);
   const float s2 = ig_bitsf(static_cast<uint32_t>(n2 + 127) << 23);
-  const float y = p * s1 * s2;
-  // e^89 > FLT_MAX; e^-104 < 2^-150 (between them the scaling itself overflows or underflows).
+  return p * s1 * s2;
+}
+IG_VMATH float ig_vexp(float x) {
+  const float y = ig_vexp_in_range(x);
+  // e^89 > FLT_MAX; e^-104 < 2^-150.
   return x > 89.0f ? std::numeric_limits<float>::infinity() : x < -104.0f ? 0.0f : y;
 }
 
-// exp for arguments at most 88 (a softmax's x - max, never positive; NaN passes): the same
+// exp for arguments at most 89 (a softmax's x - max, never positive; NaN passes): the same
 // function as ig_vexp there, with only the underflow clamp, taken on the argument. Where the
 // result feeds a double sum, GCC moved ig_vexp's selects past the conversion, onto both halves
 // of the widened vector: softmax's exp-and-sum pass ran 20% slower than with this one.
-IG_VMATH float ig_vexp_capped(float x) {
-  x = x < -104.0f ? -104.0f : x;  // e^-104 < 2^-150: the scaling below gives +0
-  int32_t ni;
-  const float p = ig_vexp_reduced(x, ni);
-  const int32_t n1 = ni >> 1, n2 = ni - n1;
-  return p * ig_bitsf(static_cast<uint32_t>(n1 + 127) << 23) * ig_bitsf(static_cast<uint32_t>(n2 + 127) << 23);
-}
+IG_VMATH float ig_vexp_capped(float x) { return ig_vexp_in_range(x < -104.0f ? -104.0f : x); }
 
 // log: x = m 2^e with m in [sqrt(1/2), sqrt(2)) (subnormals prescaled by 2^23), log(1 + f) by a
 // degree-9 polynomial (Cephes logf), e ln2 added in two parts. Max error 0.83 ulp.
@@ -505,12 +504,13 @@ template <class C> inline C ig_exp_capped(C x) {
 
 // ---- softmax / log_softmax along the middle axis of [outer, n, inner] (reference order) ----
 // The three passes over a row are `omp simd` loops; exp is ig_exp_capped (the vectorized
-// ig_vexp_capped for float compute, its argument x - max never positive; libm for double); the sum accumulates in double as the reference does. A
-// contiguous row (the last axis: inner 1) has its own loops: read through a runtime stride, every
-// pass gathered, and softmax over [64, 128, 1024] ran at 12% of a memcpy; softmax keeps each
-// exp in y between the sum and the scaling (the same value, computed once). The exp pass fetches
-// the next row (`next`, null for the last) a chunk at a time: its first pass, the max,
-// then reads from cache (softmax 4-10% faster on [64, 128, 1024], interleaved runs).
+// ig_vexp_capped for float compute, its argument x - max never positive; libm for double); the sum
+// accumulates in double as the reference does. A contiguous row (the last axis: inner 1) has its
+// own loops: read through a runtime stride, every pass gathered, and softmax over [64, 128, 1024]
+// ran at 12% of a memcpy; softmax keeps each exp in y between the sum and the scaling (the same
+// value, computed once). The exp pass fetches the next row (`next`, null for the last) a chunk at a
+// time: its first pass, the max, then reads from cache (softmax 4-10% faster on [64, 128, 1024],
+// interleaved runs).
 template <bool kLog, class TI, class TO>
 void ig_softmax_row(const TI* __restrict xr, TO* __restrict yr, int64_t n, const TI* next) {
   using C = ig_c<TO>;
