@@ -256,10 +256,14 @@ TEST(CpuBackend, RowKernels) {
 // The row kernels reduce a contiguous row in four interleaved streams over its quarters plus a
 // tail (ig_row_max, ig_row_sum): every row length from 1 up past a few vector widths, with the
 // row's maximum in each quarter and in the tail, a row of equal values, a row holding -inf and
-// one holding a NaN, against the reference.
+// one holding a NaN, against the reference. Rows 8-10 take layer_norm / rms_norm's float path
+// and its way back to double (ig_norm_row_float): a row far from 0 with a spread of a few units
+// (its mean must come from the sum of x - x0, not of x: summed as is in float it was off by up
+// to 1e-3 of the output), a row of 1e20s (squares past float's range) and a row spread by 1e-22 (squares
+// under it).
 TEST(CpuBackend, RowKernelsOverEveryRowLengthAndMaxPosition) {
   const std::vector<int64_t> lengths = {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 64, 67, 130, 1027};
-  const int64_t rows = 8;
+  const int64_t rows = 11;
   std::vector<Input> inputs;  // every length in one graph: one compile
   std::vector<Tensor> feed;
   for (int64_t len : lengths) {
@@ -275,6 +279,11 @@ TEST(CpuBackend, RowKernelsOverEveryRowLengthAndMaxPosition) {
     for (int64_t k = 0; k < len; ++k) p[5 * len + k] = 101.5f;
     p[6 * len + len / 2] = -std::numeric_limits<float>::infinity();
     p[7 * len + len / 3] = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t k = 0; k < len; ++k) {
+      p[8 * len + k] = 1e4f + 0.75f * p[k];        // row 0's spread (-4..4, one 200) around 1e4
+      p[9 * len + k] = 1e20f * (1.0f + p[k] / 8);  // |x - mean| ~1e20: x^2 overflows float
+      p[10 * len + k] = 1e-22f * p[k];             // (x - mean)^2 ~1e-44: float denormals
+    }
     feed.insert(feed.end(), {x, random_tensor({len}, 7, 0.5, 2), random_tensor({len}, 8)});
   }
   Graph g = make_graph(inputs, [&](Graph& g, std::vector<ValueId>& in) {
