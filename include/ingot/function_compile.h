@@ -90,9 +90,12 @@ using Traceable = std::function<std::vector<Array>(const std::vector<Array>&)>;
 // The shared cache for a function identity (`key` empty: a cache of its own).
 std::shared_ptr<CompiledState> compiled_state(const std::string& key, const CompileFnOptions& options);
 // `key_suffix` extends the signature with what a binding's own calling convention adds (e.g.
-// the layout of Python state trees), so a change there traces again.
+// the layout of Python state trees), so a change there traces again. `borrowed[i]` (when given):
+// args[i] views memory its caller may change after the call (a NumPy argument read in place, not
+// copied): an uncompiled or inlined call, whose lazy results could still read it, runs on a copy,
+// and a result that views it (fn returned the argument, or a view of it) is copied.
 std::vector<Array> call_compiled(CompiledState& state, const std::vector<Array>& args, const Traceable& fn,
-                                 const std::string& key_suffix = "");
+                                 const std::string& key_suffix = "", const std::vector<bool>& borrowed = {});
 // The cache key call_compiled files `args` under (bindings keep per-signature data beside it).
 std::string call_signature(const CompiledState& state, const std::vector<Array>& args,
                            const std::string& key_suffix = "");

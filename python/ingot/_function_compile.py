@@ -43,7 +43,10 @@ class CompiledFunction:
     are ml.arrays, array data, numbers, or trees of them (nested lists, tuples and dicts, as in
     JAX and MLX). The first call for each signature (the arguments' tree structures, the shapes
     and dtypes of their leaves and of the captured inputs, the layout of the state trees) traces
-    fn with placeholder arrays and builds the trace; later calls run the cached executable."""
+    fn with placeholder arrays and builds the trace; later calls run the cached executable.
+    Array data (a NumPy array of the dtype it holds, C-contiguous) is read in place for the call,
+    not copied; what the call returns never views it (a result that is an argument, or a view of
+    one, comes back as a copy), so the caller may reuse its buffer as soon as the call returns."""
 
     def __init__(self, fn: Callable, cache: _Cache):
         functools.update_wrapper(self, fn)
@@ -57,7 +60,9 @@ class CompiledFunction:
                             f"arguments {sorted(kwargs)} (bind them with functools.partial before ml.compile)")
         # Arguments are trees (nested lists, tuples and dicts of arrays, array data and numbers):
         # their leaves are the executable's inputs, their structure part of the signature.
-        arguments = _tree.Arguments(args, lambda i: f"compiled function {self._name}(): argument {i}")
+        # Array data (NumPy) is read in place for the call, not copied: call_compiled copies it
+        # where a result or a lazy eager run could keep it.
+        arguments = _tree.Arguments(args, lambda i: f"compiled function {self._name}(): argument {i}", borrow=True)
         arrays = arguments.leaves
         c = self._cache
         ins = _tree.slots(c.inputs, "inputs", mutable=False)
@@ -84,7 +89,8 @@ class CompiledFunction:
 
         signature = _ingot._compiled_signature(c.state, arrays + captured, key)
         try:
-            results = _ingot._call_compiled(c.state, arrays + captured, trace, key)
+            results = _ingot._call_compiled(c.state, arrays + captured, arguments.borrowed + [False] * len(captured),
+                                            trace, key)
         except BaseException:
             for slot, value in zip(outs, before):  # leave the state as it was before the call
                 slot.set(value)

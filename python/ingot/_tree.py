@@ -2,7 +2,7 @@
 return them: flattening to a list of arrays and back, and the slots of captured state."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, List, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 from . import _ingot
 
@@ -13,40 +13,52 @@ _LEAF = "leaf"
 # (the function holds the cell that holds it), which would keep the arrays it reaches alive until
 # the garbage collector runs, and arrays can be large.
 
-def flatten(tree: Any, what: str, convert: bool = False) -> Tuple[List["_ingot.array"], Any]:
+def flatten(tree: Any, what: str, convert: bool = False,
+            borrowed: Optional[List[bool]] = None) -> Tuple[List["_ingot.array"], Any]:
     """The arrays of `tree` in order, and its structure for unflatten. None is an empty subtree.
     With `convert`, other leaves become ml.arrays (array data, numbers); else they are a TypeError
-    naming their path inside `what`."""
+    naming their path inside `what`. With a `borrowed` list, converted array data is read in place
+    (ml.asarray: no copy where the dtype and layout allow) and `borrowed` gets, per leaf, whether
+    it was converted (its memory may be the caller's)."""
     leaves: List[_ingot.array] = []
-    return leaves, _flatten(tree, what, "", convert, leaves)
+    return leaves, _flatten(tree, what, "", convert, leaves, borrowed)
 
 
-def _flatten(x: Any, what: str, path: str, convert: bool, leaves: List["_ingot.array"]) -> Any:
+def _flatten(x: Any, what: str, path: str, convert: bool, leaves: List["_ingot.array"],
+             borrowed: Optional[List[bool]]) -> Any:
     if isinstance(x, _ingot.array):
         leaves.append(x)
+        if borrowed is not None:
+            borrowed.append(False)
         return _LEAF
     if x is None:
         return None
     if isinstance(x, (list, tuple)):
-        return (type(x), [_flatten(v, what, f"{path}[{i}]", convert, leaves) for i, v in enumerate(x)])
+        return (type(x), [_flatten(v, what, f"{path}[{i}]", convert, leaves, borrowed) for i, v in enumerate(x)])
     if isinstance(x, dict):
-        return (dict, list(x), [_flatten(v, what, f"{path}[{k!r}]", convert, leaves) for k, v in x.items()])
+        return (dict, list(x),
+                [_flatten(v, what, f"{path}[{k!r}]", convert, leaves, borrowed) for k, v in x.items()])
     if convert:
-        leaves.append(as_array(x, f"{what}{path}"))
+        leaves.append(as_array(x, f"{what}{path}", copy=borrowed is None))
+        if borrowed is not None:
+            borrowed.append(True)
         return _LEAF
     raise TypeError(f"{what}{path} is a {type(x).__name__}: expected ml.arrays, or lists, tuples and dicts of them")
 
 
 class Arguments:
     """Positional arguments that are trees, flattened into one list of arrays (their leaves,
-    converted from array data and numbers) and rebuilt from a list of the same length."""
+    converted from array data and numbers) and rebuilt from a list of the same length. With
+    `borrow`, array data is read in place and `borrowed` says which leaves may be the caller's
+    memory (see flatten)."""
 
-    def __init__(self, args: Any, what: Callable[[int], str]):
+    def __init__(self, args: Any, what: Callable[[int], str], borrow: bool = False):
         self.leaves: List["_ingot.array"] = []
         self.structures: List[Any] = []
         self.offsets: List[int] = []
+        self.borrowed: Optional[List[bool]] = [] if borrow else None
         for i, a in enumerate(args):
-            flat, structure = flatten(a, what(i), convert=True)
+            flat, structure = flatten(a, what(i), convert=True, borrowed=self.borrowed)
             self.offsets.append(len(self.leaves))
             self.leaves += flat
             self.structures.append(structure)
@@ -65,14 +77,15 @@ class Arguments:
         return range(self.offsets[i], self.offsets[i + 1])
 
 
-def as_array(x: Any, what: str) -> "_ingot.array":
-    """x as an ml.array (array data is copied). Errors name `what`: what is not array data is a
-    TypeError (nanobind's own message would only list the constructor's signature), data of an
-    unsupported dtype an IngotError."""
+def as_array(x: Any, what: str, copy: bool = True) -> "_ingot.array":
+    """x as an ml.array (array data is copied, or with copy=False read in place where its dtype
+    and layout allow, as ml.asarray). Errors name `what`: what is not array data is a TypeError
+    (nanobind's own message would only list the constructor's signature), data of an unsupported
+    dtype an IngotError."""
     if isinstance(x, _ingot.array):
         return x
     try:
-        return _ingot.array(x)
+        return _ingot.array(x) if copy else _ingot.asarray(x)
     except _ingot.IngotError as e:  # data of an unsupported dtype
         raise _ingot.IngotError(f"{what}: {e}") from None
     except TypeError:

@@ -130,11 +130,12 @@ void bind_function_compile(nb::module_& m) {
       .def("__init__", [](CompiledStateHandle* self, bool shapeless) {
         new (self) CompiledStateHandle{detail::compiled_state("", {.shapeless = shapeless})};
       }, nb::arg("shapeless"));
-  m.def("_call_compiled", [](CompiledStateHandle& h, const std::vector<Array>& args, nb::callable trace,
-                             const std::string& key) {
-    return detail::call_compiled(*h.state, args, python_function(std::move(trace)), key);
-  }, nb::arg("state"), nb::arg("args"), nb::arg("trace"), nb::arg("key"),
-        "Runs the executable cached for the arguments' signature (+ key), tracing `trace` first on a miss.");
+  m.def("_call_compiled", [](CompiledStateHandle& h, const std::vector<Array>& args, const std::vector<bool>& borrowed,
+                             nb::callable trace, const std::string& key) {
+    return detail::call_compiled(*h.state, args, python_function(std::move(trace)), key, borrowed);
+  }, nb::arg("state"), nb::arg("args"), nb::arg("borrowed"), nb::arg("trace"), nb::arg("key"),
+        "Runs the executable cached for the arguments' signature (+ key), tracing `trace` first on a miss; "
+        "borrowed[i]: args[i] is the caller's memory, copied where a result could keep it.");
   m.def("_compiled_signature", [](const CompiledStateHandle& h, const std::vector<Array>& args, const std::string& key) {
     return detail::call_signature(*h.state, args, key);
   }, nb::arg("state"), nb::arg("args"), nb::arg("key"), "The cache key _call_compiled uses.");

@@ -253,6 +253,78 @@ def test_nested_compiled_functions_inline():
     assert ml.compile_count() == c0 + 1  # only the outer function was built
 
 
+# A NumPy argument is read in place for the call (no copy), but what the call hands back is never
+# the caller's memory: a result that is the argument or a view of it is copied, and an uncompiled
+# run, whose lazy results would read the argument later, runs on a copy. Each case mutates the
+# NumPy array after the call and checks the results kept the values they had.
+PASS_THROUGH = {
+    "identity": lambda x: x,
+    "reshape": lambda x: ml.reshape(x, (-1,)),
+    "slice": lambda x: x[1:],
+    "computed": lambda x: x * 2.0,
+    "tree": lambda x: {"same": x, "pair": (x, x + 1.0)},
+}
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("name", list(PASS_THROUGH))
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "uncompiled"])
+def test_numpy_arguments_are_read_in_place_but_never_kept(backend, name, compiled):
+    if backend == "cpu":
+        ml.set_compile_config(backend=cpu())
+    fn = PASS_THROUGH[name]
+    f = ml.compile(fn)
+    original = np.arange(6, dtype=np.float32).reshape(2, 3)
+    expected = [np.asarray(e) for e in _leaves(fn(ml.array(original)))]
+    x = original.copy()
+    if not compiled:
+        ml.disable_compile()
+    try:
+        for _ in range(2):  # the first call traces, the second runs the cached executable
+            got = _leaves(f(x))
+            x[...] = -7.0  # the caller reuses its buffer
+            assert len(got) == len(expected)
+            for g, e in zip(got, expected):
+                np.testing.assert_array_equal(np.asarray(g), e)
+            x[...] = original
+    finally:
+        ml.enable_compile()
+
+
+def _leaves(tree):
+    if isinstance(tree, dict):
+        return [a for k in sorted(tree) for a in _leaves(tree[k])]
+    if isinstance(tree, (list, tuple)):
+        return [a for v in tree for a in _leaves(v)]
+    return [tree]
+
+
+def test_captured_state_set_to_a_numpy_argument_is_a_copy():
+    state = {"last": ml.zeros((2,))}
+
+    def remember(x):
+        state["last"] = x
+        return x + 1.0
+
+    f = ml.compile(remember, inputs=[state], outputs=[state])
+    x = np.array([1.0, 2.0], dtype=np.float32)
+    for _ in range(2):
+        f(x)
+        x[...] = 9.0
+        assert state["last"].tolist() == [1.0, 2.0]
+        x[...] = [1.0, 2.0]
+
+
+def test_numpy_arguments_are_borrowed_not_copied():
+    from ingot import _tree
+    x = np.arange(4, dtype=np.float32)
+    borrowed = _tree.Arguments((x, ml.ones(2), 3.0), lambda i: f"argument {i}", borrow=True)
+    assert borrowed.borrowed == [True, False, True]
+    assert np.shares_memory(np.asarray(borrowed.leaves[0]), x)  # read in place: no copy
+    copied = _tree.Arguments((x,), lambda i: f"argument {i}")
+    assert copied.borrowed is None and not np.shares_memory(np.asarray(copied.leaves[0]), x)
+
+
 def test_disable_compile_runs_uncompiled():
     f = ml.compile(lambda x: x * 2.0)
     c0 = ml.compile_count()

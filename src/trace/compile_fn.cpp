@@ -194,9 +194,30 @@ std::shared_ptr<CompiledState> compiled_state(const std::string& key, const Comp
   return slot;
 }
 
+namespace {
+
+// Whether tensors a and b view any of the same bytes.
+bool overlap(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || a.nbytes() == 0 || b.nbytes() == 0) return false;
+  if (a.shares_storage(b)) return true;
+  const char* pa = static_cast<const char*>(a.raw_data());
+  const char* pb = static_cast<const char*>(b.raw_data());
+  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+}  // namespace
+
 std::vector<Array> call_compiled(CompiledState& state, const std::vector<Array>& args, const Traceable& fn,
-                                 const std::string& key_suffix) {
-  if (!compile_enabled() || tracing_depth() > 0) return fn(args);  // uncompiled, or inlined
+                                 const std::string& key_suffix, const std::vector<bool>& borrowed) {
+  INGOT_CHECK(borrowed.empty() || borrowed.size() == args.size(), "compiled function: ", borrowed.size(),
+              " borrowed flags for ", args.size(), " arguments");
+  auto is_borrowed = [&](size_t i) { return !borrowed.empty() && borrowed[i]; };
+  if (!compile_enabled() || tracing_depth() > 0) {  // uncompiled, or inlined: lazy results may keep args
+    std::vector<Array> owned = args;
+    for (size_t i = 0; i < owned.size(); ++i)
+      if (is_borrowed(i)) owned[i] = Array(owned[i].tensor().clone());
+    return fn(owned);
+  }
   const CompileFnOptions& o = state.options;
   for (size_t i = 0; i < args.size(); ++i)
     INGOT_CHECK(args[i].defined(), "compiled function: argument ", i, " is undefined");
@@ -232,6 +253,13 @@ std::vector<Array> call_compiled(CompiledState& state, const std::vector<Array>&
   std::vector<Tensor> inputs;
   for (const Array& a : all) inputs.push_back(a.tensor());
   std::vector<Tensor> outs = built->run(inputs);
+  // An output may be an input passed through (or a view of one): never the caller's memory.
+  for (Tensor& out : outs)
+    for (size_t i = 0; i < args.size(); ++i)
+      if (is_borrowed(i) && overlap(out, inputs[i])) {
+        out = out.clone();
+        break;
+      }
   const size_t num_returned = outs.size() - o.outputs.size();
   for (size_t i = 0; i < o.outputs.size(); ++i) *o.outputs[i] = Array(outs[num_returned + i]);
   std::vector<Array> result;
