@@ -61,8 +61,12 @@ TEST(CpuPooling, MaxPoolGradientIsNativeAndMatchesReference) {
   // dy goes to each window's first maximum: ties (values rounded to a coarse grid repeat), a NaN
   // (the window's maximum from where it is seen; also a window's first element, and -inf beside
   // it), overlapping windows adding into one element, padding on every side, and a row of 75
-  // outputs (the kernel finds the maxima of up to 64 windows at once).
-  Graph g = make_graph({{"x", {"N", 3, 9, 7}}, {"xd", {2, 2, 6, 6}, DType::Float64}, {"xw", {1, 2, 5, 150}}},
+  // outputs (the kernel finds the maxima of up to 64 windows at once). "xf" runs the windows
+  // wholly inside the plane through the vectorized search (ig_window_argmax: 3x3 at strides 2
+  // and 1, 2x2 at stride 2), each row's 74-150 windows in chunks of 64, with ties, NaNs (one a
+  // window's first element) and an inf inside them; float64 ("xd") takes the 2x2 one too.
+  Graph g = make_graph({{"x", {"N", 3, 9, 7}}, {"xd", {2, 2, 6, 6}, DType::Float64}, {"xw", {1, 2, 5, 150}},
+                        {"xf", {2, 2, 8, 150}}},
                        [&](Graph& g, std::vector<ValueId>& in) {
     const Attrs a{{"kernel", V{3, 3}}, {"stride", V{2, 2}}, {"padding", V{1, 1}}}, b{{"kernel", V{2, 2}}},
         c{{"kernel", V{2, 3}}, {"stride", V{1, 2}}, {"padding", V{1, 1}}};
@@ -72,6 +76,11 @@ TEST(CpuPooling, MaxPoolGradientIsNativeAndMatchesReference) {
     g.set_output("dxd", g.add_op("max_pool2d_grad", {in[1], g.add_op("cos", {yd})}, b));
     const ValueId yw = g.add_op("max_pool2d", {in[2]}, c);
     g.set_output("dxw", g.add_op("max_pool2d_grad", {in[2], g.add_op("sin", {yw})}, c));
+    const Attrs s1{{"kernel", V{3, 3}}, {"stride", V{1, 1}}, {"padding", V{1, 1}}};
+    for (const auto& [name, at] : {std::pair{"dxf_3s2", a}, std::pair{"dxf_2s2", b}, std::pair{"dxf_3s1", s1}}) {
+      const ValueId yf = g.add_op("max_pool2d", {in[3]}, at);
+      g.set_output(name, g.add_op("max_pool2d_grad", {in[3], g.add_op("sin", {yf})}, at));
+    }
   });
   auto inputs = [&](int64_t n, uint64_t seed) {
     Tensor x = random_tensor({n, 3, 9, 7}, seed, -2, 2);
@@ -84,10 +93,19 @@ TEST(CpuPooling, MaxPoolGradientIsNativeAndMatchesReference) {
     w[1] = -INFINITY;
     w[150 + 141] = NAN;  // row 1, in a window past the first 64
     w[4 * 150 + 149] = INFINITY;  // the last column: a window over the right padding
-    return std::vector<Tensor>{x, random_tensor({2, 2, 6, 6}, seed + 1, -1, 1).astype(DType::Float64), xw};
+    Tensor xf = random_tensor({2, 2, 8, 150}, seed + 3, -2, 2);
+    float* f = xf.data<float>();
+    for (int64_t i = 0; i < xf.numel(); ++i) f[i] = std::round(f[i] * 2) / 2;
+    f[2 * 150 + 40] = NAN;        // inside windows of every pool
+    f[3 * 150 + 101] = NAN;       // past the first 64 windows
+    f[5 * 150 + 20] = NAN;        // a window's first element: 2x2 stride 2 (window 10), 3x3 stride 1 (21)
+    f[5 * 150 + 21] = NAN;        // and 3x3 stride 2 padded (window 11)
+    f[5 * 150 + 22] = INFINITY;   // after them in the same windows: the first NaN still wins
+    f[1200 + 6 * 150 + 77] = -INFINITY;
+    return std::vector<Tensor>{x, random_tensor({2, 2, 6, 6}, seed + 1, -1, 1).astype(DType::Float64), xw, xf};
   };
   const std::string src = check(g, {inputs(2, 60), inputs(1, 70), inputs(0, 80)}, plan_fusion, 1e-6, 1e-6);
-  EXPECT_EQ(count(src, "ig_max_pool2d_grad("), 3 + 1) << "three native calls and the prelude's definition";
+  EXPECT_EQ(count(src, "ig_max_pool2d_grad("), 6 + 1) << "six native calls and the prelude's definition";
   EXPECT_EQ(count(src, "host->run_node"), 0) << src;
 }
 
