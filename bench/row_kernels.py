@@ -52,42 +52,32 @@ EPS = 1e-5
 EVICT = None
 
 
-def timed_from_memory(fn, reps):
-    """Like machine.timed, but with the caches evicted before each call (128 MiB written, not
-    timed): 64 MiB of traffic against a 32 MiB L3 otherwise hits it by chance, and a reused-buffer
-    memcpy ran anywhere from 0.48 to 1.25 ms within one run (2026-11-29), so every side, the memcpy
-    included, is timed from memory."""
+def evicted_ms(fn):
+    """One call of fn in ms, the caches evicted before it (128 MiB written, not timed): 64 MiB of
+    traffic against a 32 MiB L3 otherwise hits it by chance, and a reused-buffer memcpy ran
+    anywhere from 0.48 to 1.25 ms within one run (2026-11-29), so every side, the memcpy included,
+    is timed from memory."""
     global EVICT
     if EVICT is None:
         EVICT = np.zeros(32 << 20, dtype=np.float32)
+    EVICT += 1.0
+    t = time.perf_counter()
     fn()
-    times = []
-    for _ in range(reps):
-        EVICT += 1.0
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e3)
-    times.sort()
+    return (time.perf_counter() - t) * 1e3
+
+
+def timed_from_memory(fn, reps):
+    """Like machine.timed, each call from memory (evicted_ms): median, fastest and slowest ms."""
+    fn()
+    times = sorted(evicted_ms(fn) for _ in range(reps))
     return {"ms": times[len(times) // 2], "min_ms": times[0], "max_ms": times[-1], "reps": reps}
 
 
 def paired_ratio(copy, kernel, reps):
-    """The median over `reps` pairs of a memcpy's time over the kernel's, the two called in turn,
-    the caches evicted before each call."""
-    global EVICT
-    if EVICT is None:
-        EVICT = np.zeros(32 << 20, dtype=np.float32)
+    """The median over `reps` pairs of a memcpy's time over the kernel's, the two called in turn
+    (the memcpy first), each from memory."""
     copy(), kernel()
-    ratios = []
-    for _ in range(reps):
-        ms = []
-        for fn in (copy, kernel):
-            EVICT += 1.0
-            t = time.perf_counter()
-            fn()
-            ms.append(time.perf_counter() - t)
-        ratios.append(ms[0] / ms[1])
-    ratios.sort()
+    ratios = sorted(evicted_ms(copy) / evicted_ms(kernel) for _ in range(reps))
     return ratios[len(ratios) // 2]
 
 
