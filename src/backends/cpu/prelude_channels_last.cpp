@@ -339,6 +339,12 @@ void ig_max_pool2d_grad(const T* __restrict x, const T* __restrict dy, T* __rest
   // Columns [lo, hi) of windows wholly inside [0, W): ow * sw - pw >= 0 and ow * sw - pw + kw <= W.
   const int64_t lo = std::min<int64_t>(Wo, (pw + sw - 1) / sw);
   const int64_t hi = std::max<int64_t>(lo, std::min<int64_t>(Wo, W - kw + pw >= 0 ? (W - kw + pw) / sw + 1 : 0));
+  // The vectorized search for this kernel and stride (the ig_window_argmax instances), or null.
+  using Search = void (*)(const T*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t*);
+  const Search search = kh == 3 && kw == 3 && sw == 2   ? ig_window_argmax<3, 2, T>
+                        : kh == 3 && kw == 3 && sw == 1 ? ig_window_argmax<3, 1, T>
+                        : kh == 2 && kw == 2 && sw == 2 ? ig_window_argmax<2, 2, T>
+                                                        : nullptr;
   #pragma omp parallel for if(ig_big(planes * Ho * Wo * kh * kw))
   for (int64_t p = 0; p < planes; ++p) {
     const T* xp = x + p * H * W;
@@ -352,9 +358,7 @@ void ig_max_pool2d_grad(const T* __restrict x, const T* __restrict dy, T* __rest
         const int64_t w0 = std::max<int64_t>(ow * sw - pw, 0), w1 = std::min<int64_t>(ow * sw - pw + kw, W);
         if (w0 < w1) dxp[ig_window_argmax_clipped(xp, W, h0, h1, w0, w1)] += dyp[oh * Wo + ow];
       };
-      const bool full_rows = h1 - h0 == kh;
-      const bool fast = full_rows && ((kh == 3 && kw == 3 && (sw == 1 || sw == 2)) || (kh == 2 && kw == 2 && sw == 2));
-      if (!fast) {
+      if (search == nullptr || h1 - h0 != kh) {  // another shape, or rows clipped by the padding
         for (int64_t ow = 0; ow < Wo; ++ow) clipped(ow);
         continue;
       }
@@ -362,9 +366,7 @@ void ig_max_pool2d_grad(const T* __restrict x, const T* __restrict dy, T* __rest
       for (int64_t c0 = lo; c0 < hi; c0 += 64) {  // dy added in column order, as the reference
         const int64_t c1 = c0 + 64 < hi ? c0 + 64 : hi;
         int64_t at[64];
-        if (kh == 2) ig_window_argmax<2, 2>(xp, W, h0, pw, c0, c1, at);
-        else if (sw == 2) ig_window_argmax<3, 2>(xp, W, h0, pw, c0, c1, at);
-        else ig_window_argmax<3, 1>(xp, W, h0, pw, c0, c1, at);
+        search(xp, W, h0, pw, c0, c1, at);
         for (int64_t ow = c0; ow < c1; ++ow) dxp[at[ow - c0]] += dyp[oh * Wo + ow];
       }
       for (int64_t ow = hi; ow < Wo; ++ow) clipped(ow);
