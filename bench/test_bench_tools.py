@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Tests of the benchmark tooling (run by ctest as `bench_tools`): bench_graph_opt's JSON in quick
-mode, make_table.py's tables, summary.json and target verdicts on small fixtures, and
-onnx_architectures.py's tables. No timing is
+mode, make_table.py's tables, summary.json and target verdicts on small fixtures,
+onnx_architectures.py's tables, and conv_bound.py's reading of oneDNN's verbose lines with the
+GEMM shapes tool it drives. No timing is
 asserted: the figures only have to be present and well-formed.
 
-  BENCH_GRAPH_OPT=build/release/bench_graph_opt python3 bench/test_bench_tools.py
+  BENCH_GRAPH_OPT=build/release/bench_graph_opt BENCH_GEMM_SHAPES=build/release/bench_gemm_shapes \
+      python3 bench/test_bench_tools.py
 """
 import copy
 import json
@@ -16,6 +18,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import conv_bound  # noqa: E402
 import make_table  # noqa: E402
 import onnx_architectures  # noqa: E402
 
@@ -207,6 +210,45 @@ class OnnxArchitecturesTables(unittest.TestCase):
         timed = {"models": [{"model": "m", "input_shape": [1, 3, 224, 224], "error": 1e-7, "rounds": rounds}]}
         self.assertEqual(onnx_architectures.table(timed, timed=True).splitlines()[2],
                          "| m | 1x3x224x224 | 8.0-10.0 | 12.0-12.0 | 1.20-1.50× | 1.0e-07 |")
+
+
+class ConvBound(unittest.TestCase):
+    WINO = ("onednn_verbose,exec,cpu,convolution,jit_wino_4x3:avx512_core,forward_inference,src_f32::blocked:aBcd16b:f0 "
+            "wei_f32::wino::f0 bia_undef::undef::f0 dst_f32::blocked:aBcd16b:f0,attr-post-ops:eltwise_relu ,alg:convolution_winograd,"
+            "mb8_ic64oc64_ih56oh56kh3sh1dh0ph1_iw56ow56kw3sw1dw0pw1,2.0")
+    GROUPED = ("onednn_verbose,exec,cpu,convolution,jit:avx512_core,forward_inference,src_f32::blocked:aBcd16b:f0 "
+               "wei_f32::blocked:gOIhw16i16o:f0 bia_undef::undef::f0 dst_f32::blocked:aBcd16b:f0,,alg:convolution_direct,"
+               "mb8_g2ic64oc128_ih28oh14kh3sh2dh0ph1_iw28ow14kw3sw2dw0pw1,1.5")
+
+    def test_the_last_calls_convolutions_and_their_gemm_work(self):
+        reorder = "onednn_verbose,exec,cpu,reorder,jit:uni,undef,src_f32::blocked:abcd:f0 dst_f32::blocked:aBcd16b:f0,,,8x3x224x224,0.5"
+        calls = [self.WINO.replace(",2.0", f",{9 + i}.0") + "\n" + reorder + "\n" + self.GROUPED
+                 for i in range(conv_bound.CALLS)]
+        convs = conv_bound.parse_convs("onednn_verbose,info,cpu,runtime:OpenMP\n" + "\n".join(calls) + "\n")
+        self.assertEqual(convs, [("jit_wino_4x3:avx512_core", (8, 1, 64, 64, 56, 56, 3, 3), 12.0),
+                                 ("jit:avx512_core", (8, 2, 64, 128, 14, 14, 3, 3), 1.5)])
+        # Per group: [8 x 14 x 14, 32 x 9] x [32 x 9, 64], twice; the Winograd conv is timed as it ran.
+        self.assertEqual(conv_bound.gemm_work(convs), {(8 * 14 * 14, 32 * 9, 64): 2})
+
+    def test_calls_that_differ_are_refused(self):
+        with self.assertRaises(SystemExit):
+            conv_bound.parse_convs("\n".join([self.WINO] * (conv_bound.CALLS + 1)))
+        with self.assertRaises(SystemExit):
+            conv_bound.parse_convs("")
+
+    @unittest.skipUnless(os.environ.get("BENCH_GEMM_SHAPES"), "BENCH_GEMM_SHAPES not set (ctest sets it)")
+    def test_gemm_shapes_tool_times_each_line_and_refuses_bad_ones(self):
+        tool = os.environ["BENCH_GEMM_SHAPES"]
+        run = subprocess.run([tool, "2"], input="3 4 5\n1 1 1\n", capture_output=True, text=True)
+        if run.returncode == 2 and "no oneDNN" in run.stderr:
+            self.skipTest("built without oneDNN")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        rows = [ln.split() for ln in run.stdout.splitlines()]
+        self.assertEqual([r[:3] for r in rows], [["3", "4", "5"], ["1", "1", "1"]])
+        self.assertTrue(all(float(r[3]) >= 0 for r in rows))
+        bad = subprocess.run([tool], input="0 4 5\n", capture_output=True, text=True)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("out of range", bad.stderr)
 
 
 if __name__ == "__main__":
