@@ -1,7 +1,7 @@
 // The zoo's vision networks (ResNet-18, ResNet-50, MobileNetV2) end to end at a small
 // resolution: parameters named as torchvision names them, and the CPU backend's logits against
-// the reference interpreter's (inference at the default level under every layout target, and at
-// level high on this machine's target).
+// the reference interpreter's (inference at levels none and low, at the default level under every
+// layout target, and at level high on this machine's target).
 #include <gtest/gtest.h>
 
 #include "backends/cpu/conv_post_ops.h"
@@ -26,6 +26,7 @@ bool has(const std::vector<std::string>& v, const std::string& s) { return std::
 
 void every_target(const Model& m, const Shape& shape) {
   const Expected want = reference_run(m, shape, false);
+  for (const char* level : {"none", "low"}) expect_matches(m, shape, {level, host_layout()}, want);
   for (Layout l : cpu_test::all_layout_targets()) expect_matches(m, shape, {"medium", l}, want);
   expect_matches(m, shape, {"high", host_layout()}, want);
 }
