@@ -7,6 +7,7 @@
 // transformer layer's, the zoo's networks' steps) that run with no reference callback at all.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 
 #include "compiler/autodiff.h"
@@ -217,6 +218,39 @@ TEST(CpuMovement, MomentsNumelArgmaxAndAveragePoolingAreNative) {
     const std::string src = check(g, {feed}, unfused, 1e-6, 1e-7);
     EXPECT_EQ(callbacks(src), 0) << "no reference callback";
     EXPECT_EQ(count(src, "ig_moments_axes(x0"), 3) << "axes {0, 2, 3} and twice {0, 2}";
+  }
+}
+
+// Moments over [outer, channels, inner] keeping the channels, with rows of 64 values or more, add
+// each row in memory order and combine the rows per channel (ig_moments_rows): values far from
+// zero with a small spread, infinities and NaNs come out as the reference's.
+TEST(CpuMovement, ChannelMomentsRowByRowMatchTheReference) {
+  for (DType t : {DType::Float32, DType::Float64}) {
+    SCOPED_TRACE(dtype_name(t));
+    Tensor x = random_tensor({5, 4, 70}, 7, -1, 1).astype(DType::Float64);
+    double* p = x.data<double>();
+    for (int64_t o = 0; o < 5; ++o)
+      for (int64_t j = 0; j < 70; ++j) {
+        p[(o * 4 + 0) * 70 + j] += 1e4;  // channel 0: mean 1e4, spread 1
+        if (o == 2 && j == 5) p[(o * 4 + 1) * 70 + j] = std::numeric_limits<double>::infinity();  // channel 1: inf, NaN
+        if (o == 4 && j == 69) p[(o * 4 + 2) * 70 + j] = std::numeric_limits<double>::quiet_NaN();
+      }
+    p[(0 * 4 + 3) * 70] = std::numeric_limits<double>::infinity();  // channel 3: +inf and -inf, NaN
+    p[(3 * 4 + 3) * 70 + 1] = -std::numeric_limits<double>::infinity();
+    const Tensor feed = x.astype(t);
+    Graph g = make_graph({{"x", {"N", 4, 70}, t}}, [&](Graph& g, std::vector<ValueId>& in) {
+      const std::vector<ValueId> mv = g.add_node("moments", {in[0]}, {{"axes", std::vector<int64_t>{0, 2}}, {"keepdims", int64_t{1}}}, 2);
+      g.set_output("mean", mv[0]);
+      g.set_output("var", mv[1]);
+    });
+    const std::string src = check(g, {{feed}}, unfused, 1e-7, 1e-9);
+    EXPECT_EQ(count(src, "ig_moments_axes(x0"), 1);
+    const std::vector<Tensor> got = CpuBackend(cpu_options()).lower(g, {})->run(std::vector<Tensor>{feed});
+    const Tensor mean = got[0].astype(DType::Float64), var = got[1].astype(DType::Float64);
+    EXPECT_NEAR(mean.data<double>()[0], 1e4, 1.0);
+    EXPECT_TRUE(std::isinf(mean.data<double>()[1]) && std::isnan(var.data<double>()[1]));
+    EXPECT_TRUE(std::isnan(mean.data<double>()[2]) && std::isnan(var.data<double>()[2]));
+    EXPECT_TRUE(std::isnan(mean.data<double>()[3]) && std::isnan(var.data<double>()[3]));
   }
 }
 

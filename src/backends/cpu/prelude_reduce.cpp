@@ -132,11 +132,62 @@ void ig_argmax(const T* __restrict x, int64_t* __restrict y, int64_t outer, int6
   }
 }
 
+// Moments of [outer, channels, inner] over the outer and inner axes (a training batch norm's
+// statistics, NCHW), its rows (o, c) visited in memory order. Visiting a channel at a time read
+// its rows a channel-row apart (for [64, 128, 1024]: runs of 4 KB, 512 KB apart), a page each,
+// which the hardware's stream prefetcher does not follow. Each row's sum and squared distances
+// from its own mean are taken in double (the row in L1 for the second pass); a channel's mean is
+// then the sum of its rows' sums over the count, and its variance the law of total variance over
+// its rows, sum_o (m2_o + inner (mean_o - mean)^2) / count: two-pass exact up to double rounding,
+// and a NaN or an inf in x gives the reference's NaN and inf. Returns false (nothing written)
+// when the rows' scratch cannot be allocated.
+template <class T>
+bool ig_moments_rows(const T* __restrict x, T* __restrict mean, T* __restrict var, int64_t outer, int64_t channels,
+                     int64_t inner) {
+  const int64_t rows = outer * channels;
+  double* st = static_cast<double*>(std::malloc(sizeof(double) * 2 * static_cast<size_t>(rows > 0 ? rows : 1)));
+  if (st == nullptr) return false;
+  #pragma omp parallel for if(ig_big(rows * inner) && rows > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * inner;
+    double sum = 0;
+    #pragma omp simd reduction(+:sum)
+    for (int64_t j = 0; j < inner; ++j) sum += static_cast<double>(xr[j]);
+    const double mu = sum / static_cast<double>(inner);
+    double m2 = 0;
+    #pragma omp simd reduction(+:m2)
+    for (int64_t j = 0; j < inner; ++j) {
+      const double e = static_cast<double>(xr[j]) - mu;
+      m2 += e * e;
+    }
+    st[2 * r] = sum;
+    st[2 * r + 1] = m2;
+  }
+  const double count = static_cast<double>(outer * inner);
+  for (int64_t c = 0; c < channels; ++c) {
+    double sum = 0;
+    for (int64_t o = 0; o < outer; ++o) sum += st[2 * (o * channels + c)];
+    const double mu = sum / count;
+    double m2 = 0;
+    for (int64_t o = 0; o < outer; ++o) {
+      const double d = st[2 * (o * channels + c)] / static_cast<double>(inner) - mu;
+      m2 += st[2 * (o * channels + c) + 1] + static_cast<double>(inner) * d * d;
+    }
+    mean[c] = static_cast<T>(mu);
+    var[c] = static_cast<T>(m2 / count);
+  }
+  std::free(st);
+  return true;
+}
+
 // The same over any set of axes, given as ig_reduce_axes's blocks: each output's elements visited
 // in memory order, a reduced innermost block as one contiguous run.
 template <class T>
 void ig_moments_axes(const T* __restrict x, T* __restrict mean, T* __restrict var, int nb, const int64_t* size,
                      const bool* reduced, int64_t count) {
+  if (nb == 3 && reduced[0] && !reduced[1] && reduced[2] && size[2] >= 64 && size[0] > 1 &&
+      ig_moments_rows(x, mean, var, size[0], size[1], size[2]))
+    return;
   int64_t stride[16];
   int64_t outputs = 1, total = 1;
   for (int b = nb; b-- > 0;) {
