@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <new>
 #include <vector>
 
 #include "backends/cpu/dnnl_gemm.h"
@@ -28,7 +29,15 @@ int main(int argc, char** argv) {
       std::cerr << "bench_gemm_shapes: shape " << m << " " << k << " " << n << " out of range (each side 1.. and 2^31 elements)\n";
       return 2;
     }
-    std::vector<float> a(static_cast<size_t>(m * k), 0.5f), b(static_cast<size_t>(k * n), 0.25f), c(static_cast<size_t>(m * n));
+    std::vector<float> a, b, c;
+    try {
+      a.assign(static_cast<size_t>(m * k), 0.5f);
+      b.assign(static_cast<size_t>(k * n), 0.25f);
+      c.assign(static_cast<size_t>(m * n), 0.0f);
+    } catch (const std::bad_alloc&) {
+      std::cerr << "bench_gemm_shapes: out of memory for " << m << " " << k << " " << n << "\n";
+      return 2;
+    }
     double best = 1e30;
     for (int r = 0; r < reps; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
