@@ -7,7 +7,6 @@
 //
 //   build/release/bench_gemm_shapes [reps]   (default 15)
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/dnnl_gemm.h"
+#include "bench_util.h"
 
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 15;
@@ -38,16 +38,16 @@ int main(int argc, char** argv) {
       std::cerr << "bench_gemm_shapes: out of memory for " << m << " " << k << " " << n << "\n";
       return 2;
     }
-    double best = 1e30;
+    double best_ms = 1e30;
     for (int r = 0; r < reps; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
+      const auto t0 = ingot::bench::Clock::now();
       if (sgemm('N', 'N', m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n) != 0) {
         std::cerr << "bench_gemm_shapes: sgemm failed on " << m << " " << k << " " << n << "\n";
         return 1;
       }
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      best_ms = std::min(best_ms, ingot::bench::ms_since(t0));
     }
-    std::printf("%lld %lld %lld %.6f\n", m, k, n, best * 1e3);
+    std::printf("%lld %lld %lld %.6f\n", m, k, n, best_ms);
     std::fflush(stdout);
   }
   return 0;

@@ -79,11 +79,11 @@ void ig_reduce_axes(const T* __restrict x, O* __restrict y, int nb, const int64_
 
 // ---- moments: mean and biased variance along the middle axis of [outer, n, inner] ----
 // In double and in two passes, the second around the mean, as the reference (n = 0: NaN).
-// One row's mean and (biased) variance, in double, of n values `stride` apart. Stride is
-// std::integral_constant<int64_t, 1> for contiguous rows (layer norm's moments: unit-stride loads
-// the lanes share) and int64_t otherwise.
+// One row's sum and squared distances from its mean, in double, of n values `stride` apart.
+// Stride is std::integral_constant<int64_t, 1> for contiguous rows (layer norm's moments:
+// unit-stride loads the lanes share) and int64_t otherwise.
 template <class T, class Stride>
-inline void ig_row_moments(const T* __restrict xr, int64_t n, Stride stride, T* mean, T* var) {
+inline void ig_row_sum_m2(const T* __restrict xr, int64_t n, Stride stride, double* sum_out, double* m2_out) {
   double sum = 0;
   #pragma omp simd reduction(+:sum)
   for (int64_t k = 0; k < n; ++k) sum += static_cast<double>(xr[k * stride]);
@@ -94,7 +94,15 @@ inline void ig_row_moments(const T* __restrict xr, int64_t n, Stride stride, T* 
     const double e = static_cast<double>(xr[k * stride]) - mu;
     m2 += e * e;
   }
-  *mean = static_cast<T>(mu);
+  *sum_out = sum;
+  *m2_out = m2;
+}
+// The row's mean and (biased) variance.
+template <class T, class Stride>
+inline void ig_row_moments(const T* __restrict xr, int64_t n, Stride stride, T* mean, T* var) {
+  double sum, m2;
+  ig_row_sum_m2(xr, n, stride, &sum, &m2);
+  *mean = static_cast<T>(sum / static_cast<double>(n));
   *var = static_cast<T>(m2 / static_cast<double>(n));
 }
 
@@ -148,21 +156,8 @@ bool ig_moments_rows(const T* __restrict x, T* __restrict mean, T* __restrict va
   double* st = static_cast<double*>(std::malloc(sizeof(double) * 2 * static_cast<size_t>(rows > 0 ? rows : 1)));
   if (st == nullptr) return false;
   #pragma omp parallel for if(ig_big(rows * inner) && rows > 1)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * inner;
-    double sum = 0;
-    #pragma omp simd reduction(+:sum)
-    for (int64_t j = 0; j < inner; ++j) sum += static_cast<double>(xr[j]);
-    const double mu = sum / static_cast<double>(inner);
-    double m2 = 0;
-    #pragma omp simd reduction(+:m2)
-    for (int64_t j = 0; j < inner; ++j) {
-      const double e = static_cast<double>(xr[j]) - mu;
-      m2 += e * e;
-    }
-    st[2 * r] = sum;
-    st[2 * r + 1] = m2;
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    ig_row_sum_m2(x + r * inner, inner, std::integral_constant<int64_t, 1>{}, &st[2 * r], &st[2 * r + 1]);
   const double count = static_cast<double>(outer * inner);
   for (int64_t c = 0; c < channels; ++c) {
     double sum = 0;
