@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Tests of the benchmark tooling (run by ctest as `bench_tools`): bench_graph_opt's JSON in quick
 mode, make_table.py's tables, summary.json and target verdicts on small fixtures,
-onnx_architectures.py's tables, and conv_bound.py's reading of oneDNN's verbose lines with the
-GEMM shapes tool it drives. No timing is
+onnx_architectures.py's tables, conv_bound.py's reading of oneDNN's verbose lines with the
+GEMM shapes tool it drives, and transformer_bound.py's products and refusals. No timing is
 asserted: the figures only have to be present and well-formed.
 
   BENCH_GRAPH_OPT=build/release/bench_graph_opt BENCH_GEMM_SHAPES=build/release/bench_gemm_shapes \
@@ -21,6 +21,7 @@ sys.path.insert(0, HERE)
 import conv_bound  # noqa: E402
 import make_table  # noqa: E402
 import onnx_architectures  # noqa: E402
+import transformer_bound  # noqa: E402
 
 MODELS = ("mlp", "cnn", "transformer block")
 
@@ -249,6 +250,23 @@ class ConvBound(unittest.TestCase):
         bad = subprocess.run([tool], input="0 4 5\n", capture_output=True, text=True)
         self.assertEqual(bad.returncode, 2)
         self.assertIn("out of range", bad.stderr)
+
+
+class TransformerBound(unittest.TestCase):
+    def test_a_layers_products(self):
+        # BERT-base at 2 x 64: four [128, 768] x [768, 768] projections and the feed-forward pair.
+        self.assertEqual(transformer_bound.products(2, 64),
+                         {(128, 768, 768): 4, (128, 768, 3072): 1, (128, 3072, 768): 1})
+        self.assertEqual(sum(2 * m * k * n * c for (m, k, n), c in transformer_bound.products(1, 128).items()),
+                         2 * 128 * (4 * 768 * 768 + 2 * 768 * 3072))
+
+    def test_bad_arguments_are_refused_before_anything_runs(self):
+        script = os.path.join(HERE, "transformer_bound.py")
+        for args, message in [(["--rounds", "0"], "at least 1"), (["--gemm", "/nonexistent/gemm"], "not found"),
+                              (["--row", "bert:3:7"], "invalid choice")]:
+            run = subprocess.run([sys.executable, script] + args, capture_output=True, text=True)
+            self.assertEqual(run.returncode, 2, run.stderr)
+            self.assertIn(message, run.stderr)
 
 
 if __name__ == "__main__":

@@ -447,13 +447,15 @@ class CpuBackend(Backend):
     built with the system compiler and cached on disk.
     """
 
-    def __init__(self, *, cache: bool = True, cache_dir: str | None = None, compiler: str | None = None, extra_flags: Sequence[str] = [], num_threads: int = 0, winograd: bool = True, blas: bool = True) -> None:
+    def __init__(self, *, cache: bool = True, cache_dir: str | None = None, compiler: str | None = None, extra_flags: Sequence[str] = [], num_threads: int = 0, winograd: bool = True, blas: bool = True, dnnl_matmul: bool = True) -> None:
         """
         cache: use the disk cache; cache_dir: default $INGOT_CACHE_DIR, $XDG_CACHE_HOME/ingot or ~/.cache/ingot;
         compiler: default $INGOT_CXX, $CXX, c++/g++/clang++; extra_flags: appended to the build command;
         num_threads: OpenMP threads per call (0: OpenMP's default; compile's cpu_options overrides it); winograd: 3x3 stride-1 float32
         convs run oneDNN's Winograd kernels where it has them (AVX-512): faster, a few times the rounding error (False: direct);
-        blas: products in oneDNN's sgemm and OpenBLAS (else in plain loops, as without a BLAS library).
+        blas: products in oneDNN's sgemm and OpenBLAS (else in plain loops, as without a BLAS library);
+        dnnl_matmul: float32 matmuls by constant weights (up to 256 rows) run as oneDNN 1x1 convolutions, weights reordered once at
+        load, bias / activation / residual add inside (False: sgemm and a pass).
         """
 
     @property
@@ -476,6 +478,9 @@ class CpuBackend(Backend):
 
     @property
     def blas(self) -> bool: ...
+
+    @property
+    def dnnl_matmul(self) -> bool: ...
 
     @staticmethod
     def compile_count() -> int:

@@ -235,7 +235,7 @@ void bind_compile(nb::module_& m) {
       .def(
           "__init__",
           [](CpuBackend* self, bool cache, std::optional<std::string> cache_dir, std::optional<std::string> compiler,
-             std::vector<std::string> extra_flags, int num_threads, bool winograd, bool blas) {
+             std::vector<std::string> extra_flags, int num_threads, bool winograd, bool blas, bool dnnl_matmul) {
             CpuBackend::CpuOptions o;
             o.cache = cache;
             o.cache_dir = cache_dir.value_or("");
@@ -245,16 +245,19 @@ void bind_compile(nb::module_& m) {
             o.num_threads = num_threads;
             o.winograd = winograd;
             o.blas = blas;
+            o.dnnl_matmul = dnnl_matmul;
             new (self) CpuBackend(o);
           },
           nb::kw_only(), nb::arg("cache") = true, nb::arg("cache_dir").none() = nb::none(),
           nb::arg("compiler").none() = nb::none(), nb::arg("extra_flags") = std::vector<std::string>{},
-          nb::arg("num_threads") = 0, nb::arg("winograd") = true, nb::arg("blas") = true,
+          nb::arg("num_threads") = 0, nb::arg("winograd") = true, nb::arg("blas") = true, nb::arg("dnnl_matmul") = true,
           "cache: use the disk cache; cache_dir: default $INGOT_CACHE_DIR, $XDG_CACHE_HOME/ingot or ~/.cache/ingot;\n"
           "compiler: default $INGOT_CXX, $CXX, c++/g++/clang++; extra_flags: appended to the build command;\n"
           "num_threads: OpenMP threads per call (0: OpenMP's default; compile's cpu_options overrides it); winograd: 3x3 stride-1 float32\n"
           "convs run oneDNN's Winograd kernels where it has them (AVX-512): faster, a few times the rounding error (False: direct);\n"
-          "blas: products in oneDNN's sgemm and OpenBLAS (else in plain loops, as without a BLAS library).")
+          "blas: products in oneDNN's sgemm and OpenBLAS (else in plain loops, as without a BLAS library);\n"
+          "dnnl_matmul: float32 matmuls by constant weights (up to 256 rows) run as oneDNN 1x1 convolutions, weights reordered once at\n"
+          "load, bias / activation / residual add inside (False: sgemm and a pass).")
       .def_prop_ro("cache", [](const CpuBackend& b) { return b.options().cache; })
       .def_prop_ro("cache_dir", [](const CpuBackend& b) { return b.options().cache_dir; })
       .def_prop_ro("compiler", [](const CpuBackend& b) { return b.options().compiler; })
@@ -262,6 +265,7 @@ void bind_compile(nb::module_& m) {
       .def_prop_ro("num_threads", [](const CpuBackend& b) { return b.options().num_threads; })
       .def_prop_ro("winograd", [](const CpuBackend& b) { return b.options().winograd; })
       .def_prop_ro("blas", [](const CpuBackend& b) { return b.options().blas; })
+      .def_prop_ro("dnnl_matmul", [](const CpuBackend& b) { return b.options().dnnl_matmul; })
       .def_static("compile_count", &CpuBackend::compile_count, "How many times this process ran the C++ compiler.");
   nb::class_<PythonBackend, Backend>(m, "PythonBackend", "A backend whose code an ingot.emitters emitter generates.")
       .def("__init__", [](PythonBackend* self, std::string name, nb::object emitter) {

@@ -207,3 +207,33 @@ def test_zoo_against_pytorch_modules(rng):
         lin.bias.copy_(torch.from_numpy(p["linear_0.bias"]))
         y = torch.log_softmax(lin(torch.flatten(torch.max_pool2d(torch.relu(conv(torch.from_numpy(x))), 2), 1)), -1)
     assert_close(pm.evaluate(p, {"input": x})["output"], y.numpy())
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_transformer_layer_with_constant_weights_matches_numpy(fused, rng):
+    # Weights given as constants: the layer's products (10 rows, at most 512) run as oneDNN 1x1
+    # convolutions with bias + GELU inside (CpuBackend(dnnl_matmul=True), the default); False
+    # keeps the library GEMM and a pass. Either way the layer is the NumPy one's within float32
+    # rounding, and a NaN in the input reaches the same outputs.
+    assert ml.CpuBackend().dnnl_matmul and not ml.CpuBackend(dnnl_matmul=False).dnnl_matmul
+    block = ml.TransformerEncoderLayer(8, 2, 16, num_kv_heads=1, causal=True, norm_first=True, rms_norm=True,
+                                       activation="gelu")
+    m = ml.Model()
+    m += block
+    opts = dict(shapes={"input": [2, 5, 8]}, inference=True)
+    params = ml.compile(m, ml.ReferenceBackend(), **opts).randomize_params(seed=4)
+    pm = ml.compile(m, ml.CpuBackend(dnnl_matmul=fused), constant_keys=params, **opts)
+    x = rng.normal(size=(2, 5, 8)).astype(np.float32)
+    p = block_params(pm, params)
+
+    def numpy_layer(x):
+        h = x + _attention(_rms_norm(x, p["norm1.weight"]), p, 2, 1, True, "self_attn.")
+        f = _linear(_rms_norm(h, p["norm2.weight"]), p, "linear1")
+        f = 0.5 * f * (1 + _erf(f / math.sqrt(2)))
+        return h + _linear(f, p, "linear2")
+
+    assert_close(pm.evaluate({}, {"input": x})["output"], numpy_layer(x.astype(np.float64)).astype(np.float32), np.float32)
+    x[1, 2, 3] = np.nan
+    got = pm.evaluate({}, {"input": x})["output"]
+    want = ml.compile(m, ml.ReferenceBackend(), **opts).evaluate(params, {"input": x})["output"]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))

@@ -21,6 +21,9 @@ struct CodegenOptions {
   bool blas = false;    // call cblas_?gemm (else loops)
   bool dnnl = false;    // float32 conv2d through the host's oneDNN primitives (else im2col + gemm)
   bool bf16_conv = false;  // bfloat16 conv2d too (bf16_conv_fits, dnnl_native_bf16_conv)
+  // float32 matmuls by constant weights as oneDNN 1x1 convolutions with their epilogue as
+  // post-ops (matmul_runs_as_conv; CpuOptions::dnnl_matmul), else gemm + a pass. Needs dnnl.
+  bool dnnl_matmul = false;
   bool inplace = true;  // elementwise kernels may write over an input that dies there
   // > 0: num_threads(n) on every parallel loop, and the entry point runs the call on n OpenMP
   // threads (the prelude's loops and oneDNN's included), restoring the caller's count after.

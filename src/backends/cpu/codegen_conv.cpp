@@ -29,11 +29,19 @@ std::optional<float> scalar_constant(const Value& v) {
   return static_cast<float>(v.constant.item(0));
 }
 
-// [C, 1, 1] or [1, C, 1, 1] against y = [N, C, H, W] (all sizes known), or y's own shape.
+// [C, 1, 1] or [1, C, 1, 1] against y = [N, C, H, W] (all sizes known), or y's own shape. For a
+// matmul's y = [..., N] (`channels_last`): [N], [1, N], ... up to y's rank.
 enum class Broadcast { None, PerChannel, Full };
-Broadcast operand_broadcast(const Value& o, const Value& y) {
+Broadcast operand_broadcast(const Value& o, const Value& y, bool channels_last) {
   if (o.dtype != DType::Float32) return Broadcast::None;
   if (o.shape == y.shape) return Broadcast::Full;
+  if (channels_last) {
+    if (o.shape.empty() || o.shape.size() > y.shape.size() || !is_static(o.shape) || !y.shape.back().known())
+      return Broadcast::None;
+    for (size_t d = 0; d + 1 < o.shape.size(); ++d)
+      if (o.shape[d].value != 1) return Broadcast::None;
+    return o.shape.back().value == y.shape.back().value ? Broadcast::PerChannel : Broadcast::None;
+  }
   if (o.shape.size() < 3 || o.shape.size() > 4 || !is_static(o.shape) || !y.shape[1].known()) return Broadcast::None;
   const size_t off = 4 - o.shape.size();
   for (size_t d = 0; d < o.shape.size(); ++d) {
@@ -72,7 +80,7 @@ bool product_of(const Graph& g, const Node& n, ValueId y, ValueId v) {
   return n.op == "mul" && reads && writes_like(g, n, y);
 }
 
-std::optional<Step> step_for(const Graph& g, const Node& n, ValueId y) {
+std::optional<Step> step_for(const Graph& g, const Node& n, ValueId y, bool channels_last) {
   static const std::map<std::string, Kind> unary = {{"relu", Kind::Relu}, {"tanh", Kind::Tanh}, {"sigmoid", Kind::Sigmoid},
                                                     {"exp", Kind::Exp},   {"log", Kind::Log},   {"sqrt", Kind::Sqrt},
                                                     {"abs", Kind::Abs}};
@@ -109,7 +117,7 @@ std::optional<Step> step_for(const Graph& g, const Node& n, ValueId y) {
     else return std::nullopt;
     return s;
   }
-  const Broadcast b = operand_broadcast(g.value(o), g.value(y));
+  const Broadcast b = operand_broadcast(g.value(o), g.value(y), channels_last);
   if (b == Broadcast::None || (!y_first && kind == Kind::Div)) return std::nullopt;
   ConvPostOp p;
   p.kind = kind;
@@ -260,7 +268,7 @@ ConvEpilogue fold_conv_epilogue(const Graph& g, NodeId conv, const std::vector<N
       bool reads_y = false;
       for (ValueId v : n.inputs) reads_y = reads_y || v == y;
       if (!reads_y || uses[static_cast<size_t>(y)] != 1) break;
-      s = step_for(g, n, y);
+      s = step_for(g, n, y, g.node(conv).op == "matmul");
       taken = 1;
     }
     // An operand computed inside the group would not exist yet when the primitive runs.
@@ -282,6 +290,24 @@ ConvEpilogue fold_conv_epilogue(const Graph& g, NodeId conv, const std::vector<N
   return prefixes[0];
 }
 
+bool matmul_runs_as_conv(const Graph& g, const Node& n) {
+  if (n.op != "matmul" || n.inputs.size() != 2 || n.outputs.size() != 1) return false;
+  const Value &a = g.value(n.inputs[0]), &b = g.value(n.inputs[1]), &y = g.value(n.outputs[0]);
+  if (a.dtype != DType::Float32 || b.dtype != DType::Float32 || y.dtype != DType::Float32) return false;
+  if (b.kind != ValueKind::Constant || b.shape.size() != 2 || !is_static(b.shape) || a.shape.empty()) return false;
+  const int64_t k = b.shape[0].value, cols = b.shape[1].value;
+  if (k < 1 || !(a.shape.back() == b.shape[0]) || y.shape.size() != std::max<size_t>(a.shape.size(), 1)) return false;
+  for (size_t d = 0; d + 1 < a.shape.size(); ++d)
+    if (!(y.shape[d] == a.shape[d])) return false;
+  return y.shape.back().known() && y.shape.back().value == cols;
+}
+
+ConvSpec dense_spec(const Node& node, const Shape& x, const Shape& w, const Shape& y) {
+  if (node.op != "matmul") return conv_spec(node, x, w, y);
+  const int64_t k = w[0], rows = k > 0 ? numel(x) / k : 0;
+  return matmul_conv_spec(rows, k, w[1]);
+}
+
 bool dnnl_runs_fast(const Graph& g, const Node& conv, const ConvEpilogue& e, Layout src, Layout dst,
                     bool residual_in_dst) {
   auto concrete = [](const SymShape& s) {
@@ -289,10 +315,12 @@ bool dnnl_runs_fast(const Graph& g, const Node& conv, const ConvEpilogue& e, Lay
     for (const SymDim& d : s) r.push_back(d.known() ? d.value : 1);
     return r;
   };
-  ConvSpec spec = conv_spec(conv, concrete(g.value(conv.inputs[0]).shape), concrete(g.value(conv.inputs[1]).shape),
-                            concrete(g.value(conv.outputs[0]).shape));
-  spec.src_layout = src;
-  spec.dst_layout = dst;
+  ConvSpec spec = dense_spec(conv, concrete(g.value(conv.inputs[0]).shape), concrete(g.value(conv.inputs[1]).shape),
+                             concrete(g.value(conv.outputs[0]).shape));
+  if (conv.op != "matmul") {  // a matmul's buffers are row-major matrices, its spec's NHWC
+    spec.src_layout = src;
+    spec.dst_layout = dst;
+  }
   spec.post_ops = e.post_ops;
   spec.residual_in_dst = residual_in_dst;
   spec.bf16 = g.value(conv.outputs[0]).dtype == DType::BFloat16;

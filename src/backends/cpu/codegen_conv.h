@@ -38,6 +38,16 @@ struct ConvEpilogue {
   ValueId result = -1;               // the value the primitive writes
 };
 
+// Whether matmul `n` can run as a oneDNN 1x1 convolution (matmul_conv_spec, dnnl_conv.h): y = a @ b
+// of float32 a [..., K] and a constant float32 b [K, N] of known sizes with K > 0 (a zoo layer's
+// weights given as constants, an imported initializer), y = a's leading dims + [N]. Its epilogue
+// folds as a conv's does, a per-channel operand being one of N values ([N], [1, N], ...).
+bool matmul_runs_as_conv(const Graph& g, const Node& n);
+
+// The ConvSpec of `node` (a conv2d, or a matmul_runs_as_conv matmul) at concrete shapes of its
+// first two inputs and its output (layouts NCHW for a conv, no post-ops).
+ConvSpec dense_spec(const Node& node, const Shape& x, const Shape& w, const Shape& y);
+
 // `after`: the nodes of the conv's fusion group that follow it, in group order.
 ConvEpilogue fold_conv_epilogue(const Graph& g, NodeId conv, const std::vector<NodeId>& after,
                                 const std::function<bool(const ConvEpilogue&)>& accepts);

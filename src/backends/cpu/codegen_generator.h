@@ -280,9 +280,12 @@ class Generator {
   // -- oneDNN conv2d: float32 convs with static sizes whose padding covers the output exactly,
   // and bfloat16 ones where the host runs them natively (CodegenOptions::bf16_conv); the rest
   // keeps the generated im2col + gemm.
+  // A matmul by constant weights runs as a oneDNN 1x1 convolution (CodegenOptions::dnnl_matmul)
+  // when its left operand is stored plain (no folded transpose) and oneDNN runs it fast.
   bool use_dnnl(const Node& n) const {
-    return opt_.dnnl && (conv_runs_channels_last(g_, n) || (opt_.bf16_conv && bf16_conv_fits(g_, n)));
+    return opt_.dnnl && (conv_runs_channels_last(g_, n) || (opt_.bf16_conv && bf16_conv_fits(g_, n)) || dnnl_matmul(n));
   }
+  bool dnnl_matmul(const Node& n) const;
   bool use_dnnl_grad(const Node& n) const;
   bool dnnl_weight_grad_trusted(const Node& n) const;
 

@@ -14,6 +14,7 @@
 #include "backends/cpu/cache.h"
 #include "backends/cpu/codegen.h"
 #include "backends/cpu/codegen_control.h"
+#include "backends/cpu/codegen_conv.h"
 #include "backends/cpu/dnnl_conv.h"
 #include "backends/cpu/dnnl_gemm.h"
 #include "backends/cpu/dnnl_conv_backward.h"
@@ -383,9 +384,11 @@ class CpuExecutable final : public Executable {
       const Node& n = graph_.node(c.node);
       const Shape &x = b.shapes[static_cast<size_t>(n.inputs[0])], &w = b.shapes[static_cast<size_t>(n.inputs[1])],
                   &y = b.shapes[static_cast<size_t>(n.outputs[0])];
-      cpu::ConvSpec spec = cpu::conv_spec(n, x, w, y);
-      spec.src_layout = c.src_layout;
-      spec.dst_layout = c.dst_layout;
+      cpu::ConvSpec spec = cpu::dense_spec(n, x, w, y);  // a matmul's spec keeps its own (NHWC) layouts
+      if (n.op != "matmul") {
+        spec.src_layout = c.src_layout;
+        spec.dst_layout = c.dst_layout;
+      }
       spec.post_ops = c.post_ops;
       spec.residual_in_dst = c.residual_in_place;
       spec.bf16 = graph_.value(n.outputs[0]).dtype == DType::BFloat16;  // Generator::use_dnnl
@@ -395,7 +398,7 @@ class CpuExecutable final : public Executable {
       // weights into its Winograd layout is slow (ResNet-18 at batch 1 took 263 ms a call with
       // its weights passed every call, 34 ms with direct kernels), so weights that can change
       // every call (training, parameters passed to evaluate) keep direct kernels.
-      spec.winograd = winograd_ && k != code_.constants.end();
+      spec.winograd = winograd_ && k != code_.constants.end() && n.op == "conv2d";
       // Convs of one spec share a primitive (batch chunks repeat the same convs).
       std::shared_ptr<const cpu::DnnlConv> conv;
       for (size_t i = 0; i < b.convs.size() && !conv; ++i)
@@ -604,6 +607,7 @@ cpu::PreparedCode cpu::prepare_code(const Graph& graph, const FusionPlan& plan, 
   co.blas = !tc.openblas.empty();
   co.dnnl = cpu::dnnl_available();
   co.bf16_conv = cpu::dnnl_native_bf16_conv();
+  co.dnnl_matmul = co.dnnl && options.blas && options.dnnl_matmul;
   co.inplace = memory_planning != "none";
   co.num_threads = options.num_threads;
   co.vectorize = options.vectorize;
@@ -681,7 +685,8 @@ std::unique_ptr<Executable> cpu::lower_with_plan(const Graph& graph, const Fusio
               << b.placement.lower_bound_bytes << ", " << inplace << " in place, memory_planning " << memory_planning
               << "), " << exe->code().channels_last_values.size() << " stored channels-last\n";
     for (size_t i = 0; i < b.convs.size(); ++i)
-      std::cerr << "[cpu] conv2d node " << exe->code().dnnl_convs[i].node << ": oneDNN " << b.convs[i]->implementation()
+      std::cerr << "[cpu] " << graph.node(exe->code().dnnl_convs[i].node).op << " node " << exe->code().dnnl_convs[i].node
+                << ": oneDNN " << b.convs[i]->implementation()
                 << ", " << b.convs[i]->layouts() << "\n";
     for (size_t i = 0; i < b.conv_grads.size(); ++i)
       std::cerr << "[cpu] " << graph.node(exe->code().dnnl_conv_grads[i].node).op << " node "

@@ -45,6 +45,19 @@ ConvSpec conv_spec(const Node& n, const Shape& x, const Shape& w, const Shape& y
   return s;
 }
 
+ConvSpec matmul_conv_spec(int64_t m, int64_t k, int64_t n) {
+  ConvSpec s;
+  s.n = 1;
+  s.cin = k;
+  s.h = s.oh = 1;
+  s.w = s.ow = m;
+  s.cout = n;
+  s.kh = s.kw = 1;
+  s.src_layout = s.dst_layout = Layout::Nhwc;
+  s.weights_kn = true;
+  return s;
+}
+
 #ifdef INGOT_HAVE_DNNL
 
 bool dnnl_available() { return true; }
@@ -265,6 +278,7 @@ std::optional<Choice> choose(const ConvSpec& s, const memory::desc& src_user, co
 }
 
 memory::desc weights_user(const ConvSpec& s) {
+  if (s.weights_kn) return memory::desc({s.cout, s.cin, 1, 1}, data_type(s), Tag::iohw);
   const int64_t g = s.groups;
   return g > 1 ? memory::desc({g, s.cout / g, s.cin / g, s.kh, s.kw}, data_type(s), Tag::goihw)
                : memory::desc({s.cout, s.cin, s.kh, s.kw}, data_type(s), Tag::oihw);
