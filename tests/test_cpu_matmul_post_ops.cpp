@@ -121,7 +121,7 @@ TEST(CpuMatmulPostOps, OtherProductsKeepTheLibraryGemm) {
     g.set_output("y", bias_gelu(g, in[0], weights(g, "w", {8, 6}, 9), weights(g, "b", {6}, 10)));
   });
   Graph transposed = make_graph({{"x", {8, 5}}}, [&](Graph& g, std::vector<ValueId>& in) {
-    const ValueId xt = g.add_op("transpose", {in[0]}, {{"axes", std::vector<int64_t>{1, 0}}});
+    const ValueId xt = g.add_op("transpose", {in[0]}, {{"perm", std::vector<int64_t>{1, 0}}});
     g.set_output("y", bias_gelu(g, xt, weights(g, "w", {8, 6}, 11), weights(g, "b", {6}, 12)));
   });
   Graph constant = make_graph({{"x", {4, 8}}}, [&](Graph& g, std::vector<ValueId>& in) {

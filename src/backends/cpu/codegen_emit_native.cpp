@@ -420,6 +420,19 @@ void Generator::emit_matmul(const Node& n, std::ostream& k) {
   const std::vector<Mono> batch(yd.begin(), yd.begin() + static_cast<std::ptrdiff_t>(ob));
   k << broadcast_guards(std::vector<Mono>(ad.begin(), ad.begin() + static_cast<std::ptrdiff_t>(ab)), batch, n.op)
     << broadcast_guards(std::vector<Mono>(bd.begin(), bd.begin() + static_cast<std::ptrdiff_t>(bb)), batch, n.op);
+  // One batched call where the host has one (ig_matmul_batched), else a loop over the batch.
+  // (No batch dims: a product with a folded transposed a, one gemm in the loop below.)
+  auto list = [&](const std::vector<Mono>& v) {
+    std::string l;
+    for (const Mono& m : v) l += (l.empty() ? "" : ", ") + str(m);
+    return l;
+  };
+  if (ob > 0)
+    k << "  const int64_t batch_dims[] = {" << list(batch) << "}, batch_a[] = {" << list(sa) << "}, batch_b[] = {"
+      << list(sb) << "};\n"
+      << "  if (ig_matmul_batched(ctx, " << opt_.num_threads << ", " << (ta ? "true" : "false") << ", "
+      << (tb ? "true" : "false") << ", " << ob << ", batch_dims, batch_a, batch_b, M, N, K, x0, " << lda << ", x1, "
+      << ldb << ", y)) return 0;\n";
   k << "  const int64_t batch = " << str(product(yd, 0, ob)) << ";\n"
     << "  for (int64_t bi = 0; bi < batch; ++bi) {\n    int64_t rest = bi, oa = 0, ob = 0;\n";
   for (size_t d = ob; d-- > 0;) {

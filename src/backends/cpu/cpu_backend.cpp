@@ -238,7 +238,8 @@ class CpuExecutable final : public Executable {
                          &CpuExecutable::run_conv_grad,
                          cpu::host_sgemm(),
                          f->subgraphs.empty() ? nullptr : f->subgraphs.data(),
-                         cpu::host_gemm_bf16()};
+                         cpu::host_gemm_bf16(),
+                         cpu::host_sgemm_batched()};
     return f;
   }
 

@@ -157,6 +157,30 @@ inline void ig_matmul(const ig_ctx* ctx, int threads, bool ta, bool tb, int64_t 
   ig_gemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
 }
 
+// A product over batch dims (C [batch..., M, N] contiguous; nb batch dims of sizes batch[i], the
+// operands sa[i] / sb[i] elements apart along them, 0 where one broadcasts): float32 as one call
+// of the host's batched oneDNN matmul where it has one and library products are on, parallel over
+// the batch (0.25-0.64x the time of a loop of sgemm calls on attention-sized heads, 2026-11-29).
+// False otherwise: the caller loops over the batch with ig_matmul.
+template <class T>
+inline bool ig_matmul_batched(const ig_ctx* ctx, int threads, bool ta, bool tb, int32_t nb, const int64_t* batch,
+                              const int64_t* sa, const int64_t* sb, int64_t M, int64_t N, int64_t K, const T* A,
+                              int64_t lda, const T* B, int64_t ldb, T* C) {
+  if constexpr (std::is_same<T, float>::value) {
+    if (ig_library_gemm && ctx->host->sgemm_batched != nullptr) {
+      const int before = threads > 0 ? omp_get_max_threads() : 0;
+      if (threads > 0) omp_set_num_threads(threads);
+      const bool done = ctx->host->sgemm_batched(ta ? 'T' : 'N', tb ? 'T' : 'N', nb, batch, sa, sb, M, N, K, A, lda,
+                                                 B, ldb, C) == 0;
+      if (threads > 0) omp_set_num_threads(before);
+      return done;
+    }
+  }
+  (void)ctx, (void)threads, (void)ta, (void)tb, (void)nb, (void)batch, (void)sa, (void)sb;
+  (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)C;
+  return false;
+}
+
 // bfloat16 products as the reference computes them (float32 accumulation, the result rounded once
 // to bfloat16): the host's native bf16 matmul into float32 where it has one (AVX512_BF16, AMX),
 // else both operands widened to float32 (exact) and the float32 product.
