@@ -1,5 +1,5 @@
 // Batched float32 matmuls as one call: the generated code hands a product over batch dims to the
-// host's batched oneDNN matmul (ingot_host::sgemm_batched, ig_matmul_batched in the prelude)
+// host's batched oneDNN matmul (ingot_host::gemm_batched, ig_matmul_batched in the prelude)
 // instead of looping over the batch with one GEMM call each. Every batch pattern (full batch,
 // broadcast on either side and on both, a transposed operand read through its stored layout,
 // vector operands, a symbolic batch) against the reference, which products take the batched call,
@@ -48,17 +48,17 @@ TEST(CpuBatchedMatmul, EveryBatchPatternMatchesReference) {
                          g.set_output("vector_right", g.add_op("matmul", {a3, v}));  // [3, 5]: one gemm of 15 rows
                          g.set_output("symbolic", g.add_op("matmul", {aN, bN}));
                        });
-  const int64_t before = cpu::sgemm_batched_calls();
+  const int64_t before = cpu::gemm_batched_calls();
   check(g, {random_inputs(g, 2, 1), random_inputs(g, 1, 2)}, plan_fusion, 1e-5, 1e-6);
   // Two runs of seven batched products (all but vector_right, which folds its batch into rows).
-  if (cpu::host_sgemm_batched() != nullptr) {
-    EXPECT_EQ(cpu::sgemm_batched_calls() - before, 14);
+  if (cpu::host_gemm_batched() != nullptr) {
+    EXPECT_EQ(cpu::gemm_batched_calls() - before, 14);
   }
   CpuBackend::CpuOptions loops = cpu_options();
   loops.blas = false;  // every product in the generated loops, as without a BLAS library
-  const int64_t before_loops = cpu::sgemm_batched_calls();
+  const int64_t before_loops = cpu::gemm_batched_calls();
   check(g, {random_inputs(g, 2, 3)}, plan_fusion, 1e-5, 1e-6, host_layout(), loops);
-  EXPECT_EQ(cpu::sgemm_batched_calls(), before_loops);
+  EXPECT_EQ(cpu::gemm_batched_calls(), before_loops);
 }
 
 // Zero-size batch, rows, columns or depth, and float64, take the loop over the batch (the host's
@@ -78,7 +78,26 @@ TEST(CpuBatchedMatmul, ZeroSizesAndFloat64TakeTheLoop) {
                          g.set_output("no_rows", g.add_op("matmul", {in[4], in[5]}));
                          g.set_output("float64", g.add_op("matmul", {in[6], in[7]}));
                        });
-  const int64_t before = cpu::sgemm_batched_calls();
+  const int64_t before = cpu::gemm_batched_calls();
   check(g, {random_inputs(g, 1, 4)}, plan_fusion, 1e-6, 1e-9);
-  EXPECT_EQ(cpu::sgemm_batched_calls(), before);
+  EXPECT_EQ(cpu::gemm_batched_calls(), before);
+}
+
+// bfloat16 products over batch dims: one call of the host's batched bf16 matmul (float32
+// accumulation, each result rounded once, as the reference computes it) where the host runs bf16
+// natively (AVX512_BF16, AMX); elsewhere they are widened to float32 first.
+TEST(CpuBatchedMatmul, Bfloat16AsOneCallWhereTheHostRunsItNatively) {
+  Graph g = make_graph({{"a", {3, 5, 7}, DType::BFloat16}, {"b", {3, 7, 4}, DType::BFloat16},
+                        {"a4", {2, 1, 5, 7}, DType::BFloat16}, {"bt", {3, 4, 7}, DType::BFloat16}},
+                       [&](Graph& g, std::vector<ValueId>& in) {
+                         g.set_output("full", g.add_op("matmul", {in[0], in[1]}));
+                         g.set_output("both_broadcast", g.add_op("matmul", {in[2], in[1]}));
+                         g.set_output("b_transposed", g.add_op("matmul", {in[0], swap_last_two(g, in[3], 3)}));
+                       });
+  const int64_t before = cpu::gemm_batched_calls();
+  // One bfloat16 ulp (2^-8 relative) where the two sums' orders round differently.
+  check(g, {random_inputs(g, 1, 5)}, plan_fusion, 1e-2, 1e-2);
+  if (cpu::host_gemm_batched() != nullptr && cpu::host_gemm_bf16() != nullptr) {
+    EXPECT_EQ(cpu::gemm_batched_calls() - before, 3);
+  }
 }

@@ -62,16 +62,17 @@ struct ingot_host {
   // Null, or float32 C[batch..., m, n] (contiguous) = op(A) op(B) over `batch_dims` batch dims of
   // sizes batch[i], the operands `stride_a[i]` / `stride_b[i]` elements apart along them (0:
   // broadcast), as one oneDNN matmul primitive on the calling thread's OpenMP team (dnnl_gemm.h).
-  // Returns 0, or nonzero to fall back to a loop over the batch.
-  int (*sgemm_batched)(char ta, char tb, int32_t batch_dims, const int64_t* batch, const int64_t* stride_a,
-                       const int64_t* stride_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                       const float* b, int64_t ldb, float* c);
+  // A and B float32, or with bf16 != 0 bfloat16 (their bits; only where the host runs bf16
+  // natively). Returns 0, or nonzero to fall back to a loop over the batch.
+  int (*gemm_batched)(char ta, char tb, int32_t bf16, int32_t batch_dims, const int64_t* batch, const int64_t* stride_a,
+                      const int64_t* stride_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                      const void* b, int64_t ldb, float* c);
 };
 }
 
 namespace ingot::cpu {
 // 2: arena, offsets and conv2d in ingot_host; 3: profile; 4: conv2d_args; 5: conv2d_grad; 6:
-// sgemm; 7: subgraphs (control flow compiled into the library); 8: gemm_bf16; 9: sgemm_batched.
+// sgemm; 7: subgraphs (control flow compiled into the library); 8: gemm_bf16; 9: gemm_batched.
 // Part of the cache key; the library reports it.
 inline constexpr int kAbiVersion = 9;
 }  // namespace ingot::cpu

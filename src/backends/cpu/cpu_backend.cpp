@@ -239,7 +239,7 @@ class CpuExecutable final : public Executable {
                          cpu::host_sgemm(),
                          f->subgraphs.empty() ? nullptr : f->subgraphs.data(),
                          cpu::host_gemm_bf16(),
-                         cpu::host_sgemm_batched()};
+                         cpu::host_gemm_batched()};
     return f;
   }
 

@@ -62,7 +62,7 @@ std::shared_ptr<const Bf16Matmul> bf16_matmul(char ta, char tb, int64_t m, int64
   return p;
 }
 
-// One float32 batched matmul primitive per (ta, tb, batch dims and strides, m, n, k, lda, ldb):
+// One batched matmul primitive per (type, ta, tb, batch dims and strides, m, n, k, lda, ldb):
 // a batch dim an operand broadcasts is 1 in its memory descriptor. Null where oneDNN would run
 // its reference implementation. Kept as bf16_matmul's are (at most kKept shapes).
 std::atomic<int64_t> batched_calls{0};
@@ -70,18 +70,19 @@ struct BatchedMatmul {
   dnnl::matmul::primitive_desc pd;
   dnnl::matmul primitive;
 };
-std::shared_ptr<const BatchedMatmul> batched_matmul(char ta, char tb, const std::vector<int64_t>& batch,
+std::shared_ptr<const BatchedMatmul> batched_matmul(bool bf16, char ta, char tb, const std::vector<int64_t>& batch,
                                                     const std::vector<int64_t>& stride_a,
                                                     const std::vector<int64_t>& stride_b, int64_t m, int64_t n,
                                                     int64_t k, int64_t lda, int64_t ldb) {
-  using Key = std::tuple<char, char, std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>, int64_t, int64_t,
-                         int64_t, int64_t, int64_t>;
+  using Key = std::tuple<bool, char, char, std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>, int64_t,
+                         int64_t, int64_t, int64_t, int64_t>;
   static std::mutex mu;
   static std::map<Key, std::shared_ptr<const BatchedMatmul>> made;
-  const Key key{ta, tb, batch, stride_a, stride_b, m, n, k, lda, ldb};
+  const Key key{bf16, ta, tb, batch, stride_a, stride_b, m, n, k, lda, ldb};
   std::lock_guard<std::mutex> lock(mu);
   if (const auto it = made.find(key); it != made.end()) return it->second;
   if (made.size() >= kKept) made.clear();
+  using dt = dnnl::memory::data_type;
   // [batch..., rows, cols] with the given batch strides (a broadcast dim as size 1) and row stride ld.
   auto operand = [&](const std::vector<int64_t>& strides, int64_t rows, int64_t cols, bool transposed, int64_t ld) {
     dnnl::memory::dims dims, st;
@@ -91,7 +92,7 @@ std::shared_ptr<const BatchedMatmul> batched_matmul(char ta, char tb, const std:
     }
     dims.insert(dims.end(), {rows, cols});
     st.insert(st.end(), transposed ? std::initializer_list<int64_t>{1, ld} : std::initializer_list<int64_t>{ld, 1});
-    return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, st);
+    return dnnl::memory::desc(dims, bf16 ? dt::bf16 : dt::f32, st);
   };
   dnnl::memory::dims cdims(batch.begin(), batch.end());
   cdims.insert(cdims.end(), {m, n});
@@ -106,7 +107,7 @@ std::shared_ptr<const BatchedMatmul> batched_matmul(char ta, char tb, const std:
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     const dnnl::matmul::primitive_desc pd(
         dnnl::matmul::desc(operand(stride_a, m, k, ta == 'T', lda), operand(stride_b, k, n, tb == 'T', ldb),
-                           dnnl::memory::desc(cdims, dnnl::memory::data_type::f32, cst)),
+                           dnnl::memory::desc(cdims, dt::f32, cst)),
         attr, cpu_engine());
     if (std::string(pd.impl_info_str()).rfind("ref", 0) != 0)
       p = std::make_shared<const BatchedMatmul>(BatchedMatmul{pd, dnnl::matmul(pd)});
@@ -164,24 +165,25 @@ HostGemmBf16 host_gemm_bf16() {
   };
 }
 
-int64_t sgemm_batched_calls() { return batched_calls.load(); }
+int64_t gemm_batched_calls() { return batched_calls.load(); }
 
-HostSgemmBatched host_sgemm_batched() {
-  return [](char ta, char tb, int32_t batch_dims, const int64_t* batch, const int64_t* stride_a,
-            const int64_t* stride_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+HostGemmBatched host_gemm_batched() {
+  return [](char ta, char tb, int32_t bf16, int32_t batch_dims, const int64_t* batch, const int64_t* stride_a,
+            const int64_t* stride_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
             int64_t ldb, float* c) {
     if (batch_dims < 1 || batch_dims > 10 || m < 1 || n < 1 || k < 1) return 1;  // the caller's loop does these
+    if (bf16 != 0 && host_gemm_bf16() == nullptr) return 1;  // not native here: widened in the loop
     for (int32_t i = 0; i < batch_dims; ++i)
       if (batch[i] < 1) return 1;
     const std::vector<int64_t> bd(batch, batch + batch_dims), sa(stride_a, stride_a + batch_dims),
         sb(stride_b, stride_b + batch_dims);
-    const std::shared_ptr<const BatchedMatmul> p = batched_matmul(ta, tb, bd, sa, sb, m, n, k, lda, ldb);
+    const std::shared_ptr<const BatchedMatmul> p = batched_matmul(bf16 != 0, ta, tb, bd, sa, sb, m, n, k, lda, ldb);
     if (p == nullptr) return 1;
     try {
       const dnnl::matmul::primitive_desc& pd = p->pd;
       dnnl::stream s(cpu_engine());
-      dnnl::memory am(pd.src_desc(), cpu_engine(), const_cast<float*>(a));
-      dnnl::memory bm(pd.weights_desc(), cpu_engine(), const_cast<float*>(b));
+      dnnl::memory am(pd.src_desc(), cpu_engine(), const_cast<void*>(a));
+      dnnl::memory bm(pd.weights_desc(), cpu_engine(), const_cast<void*>(b));
       dnnl::memory cm(pd.dst_desc(), cpu_engine(), c);
       dnnl::memory scratch(pd.scratchpad_desc(), cpu_engine(), thread_scratch(pd.scratchpad_desc().get_size()));
       p->primitive.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, scratch}});
@@ -202,8 +204,8 @@ namespace ingot::cpu {
 HostSgemm host_sgemm() { return nullptr; }
 HostGemmBf16 host_gemm_bf16() { return nullptr; }
 int64_t gemm_bf16_calls() { return 0; }
-HostSgemmBatched host_sgemm_batched() { return nullptr; }
-int64_t sgemm_batched_calls() { return 0; }
+HostGemmBatched host_gemm_batched() { return nullptr; }
+int64_t gemm_batched_calls() { return 0; }
 }  // namespace ingot::cpu
 
 #endif

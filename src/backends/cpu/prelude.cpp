@@ -43,9 +43,9 @@ struct ingot_host {
   const ingot_subgraph* subgraphs;
   int (*gemm_bf16)(char ta, char tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
                    const uint16_t* b, int64_t ldb, float* c, int64_t ldc);
-  int (*sgemm_batched)(char ta, char tb, int32_t batch_dims, const int64_t* batch, const int64_t* stride_a,
-                       const int64_t* stride_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                       const float* b, int64_t ldb, float* c);
+  int (*gemm_batched)(char ta, char tb, int32_t bf16, int32_t batch_dims, const int64_t* batch, const int64_t* stride_a,
+                      const int64_t* stride_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
+                      const void* b, int64_t ldb, float* c);
 };
 }
 

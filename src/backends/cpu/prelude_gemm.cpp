@@ -167,11 +167,11 @@ inline bool ig_matmul_batched(const ig_ctx* ctx, int threads, bool ta, bool tb, 
                               const int64_t* sa, const int64_t* sb, int64_t M, int64_t N, int64_t K, const T* A,
                               int64_t lda, const T* B, int64_t ldb, T* C) {
   if constexpr (std::is_same<T, float>::value) {
-    if (ig_library_gemm && ctx->host->sgemm_batched != nullptr) {
+    if (ig_library_gemm && ctx->host->gemm_batched != nullptr) {
       const int before = threads > 0 ? omp_get_max_threads() : 0;
       if (threads > 0) omp_set_num_threads(threads);
-      const bool done = ctx->host->sgemm_batched(ta ? 'T' : 'N', tb ? 'T' : 'N', nb, batch, sa, sb, M, N, K, A, lda,
-                                                 B, ldb, C) == 0;
+      const bool done = ctx->host->gemm_batched(ta ? 'T' : 'N', tb ? 'T' : 'N', 0, nb, batch, sa, sb, M, N, K, A, lda,
+                                                B, ldb, C) == 0;
       if (threads > 0) omp_set_num_threads(before);
       return done;
     }
@@ -216,6 +216,31 @@ inline void ig_matmul(const ig_ctx* ctx, int threads, bool ta, bool tb, int64_t 
     for (int64_t j = 0; j < N; ++j) ci[j] = ig_bf16(c[i * N + j]).bits;
   }
   std::free(c);
+}
+
+// bfloat16 products over batch dims: one call of the host's batched bf16 matmul into float32
+// where it runs bf16 natively, each result rounded once to bfloat16, as the loop's products are.
+inline bool ig_matmul_batched(const ig_ctx* ctx, int threads, bool ta, bool tb, int32_t nb, const int64_t* batch,
+                              const int64_t* sa, const int64_t* sb, int64_t M, int64_t N, int64_t K,
+                              const ig_bf16* A, int64_t lda, const ig_bf16* B, int64_t ldb, ig_bf16* C) {
+  if (!ig_library_gemm || ctx->host->gemm_batched == nullptr || ctx->host->gemm_bf16 == nullptr) return false;
+  int64_t total = M * N;
+  for (int32_t i = 0; i < nb; ++i) total *= batch[i];
+  if (total <= 0) return false;
+  float* c = static_cast<float*>(std::malloc(sizeof(float) * size_t(total)));
+  if (c == nullptr) throw std::bad_alloc();
+  const int before = threads > 0 ? omp_get_max_threads() : 0;
+  if (threads > 0) omp_set_num_threads(threads);
+  const bool done = ctx->host->gemm_batched(ta ? 'T' : 'N', tb ? 'T' : 'N', 1, nb, batch, sa, sb, M, N, K, ig_raw(A),
+                                            lda, ig_raw(B), ldb, c) == 0;
+  if (threads > 0) omp_set_num_threads(before);
+  if (done) {
+    uint16_t* ci = ig_raw(C);
+    #pragma omp simd
+    for (int64_t i = 0; i < total; ++i) ci[i] = ig_bf16(c[i]).bits;
+  }
+  std::free(c);
+  return done;
 }
 )IGPRELUDE";
 
