@@ -16,6 +16,7 @@
 #include <set>
 
 #include "compiler/passes/passes.h"
+#include "compiler/shape_inference.h"
 #include "ir/op_registry.h"
 #include "ingot/error.h"
 #include "ir/inline.h"
@@ -300,6 +301,32 @@ bool emit_hoisting_invariants(Graph& out, const Graph& g, const Node& n, std::ve
   return true;
 }
 
+// Inlined values keep the shapes their subgraph's own inference gave them, and an unknown dim
+// there (a reshape's -1, a slice of a symbol) is named by that inference: its "u1" may be another
+// dim than the graph's "u1" (program fuzzer seed 9693, shapeless: a branch's reshape to [-1] and
+// the graph's strided slice both "u1", 4 and 1 at run time, which the CPU backend's binding
+// refused). Where any shape is symbolic, the rebuilt graph's shapes are inferred again from its
+// leaves, so every unknown gets one name in one inference.
+void reinfer_symbolic_shapes(Graph& g) {
+  bool symbolic = false;
+  for (const Value& v : g.values()) symbolic = symbolic || !is_static(v.shape);
+  if (!symbolic) return;
+  std::vector<ShapeConstraint> cs;
+  for (ValueId id : g.leaves()) {
+    const Value& v = g.value(id);
+    if (v.kind == ValueKind::Constant) continue;
+    ShapeTemplate t;
+    for (const SymDim& d : v.shape) t.push_back(d.known() ? Dim(d.value) : Dim(d.symbol));
+    cs.push_back({id, t, "", "the shape of '" + v.name + "'"});
+  }
+  for (Value& v : g.values()) {
+    if (v.producer < 0) continue;
+    v.shape.clear();
+    v.shape_known = false;
+  }
+  infer_shapes(g, cs);
+}
+
 }  // namespace
 
 PassReport simplify_control_flow(Graph& g, const PassContext& ctx) {
@@ -346,6 +373,7 @@ PassReport simplify_control_flow(Graph& g, const PassContext& ctx) {
   for (const auto& [name, v] : g.outputs()) out.set_output(name, map[static_cast<size_t>(v)]);
   g = std::move(out);
   report.changes += rewrites;
+  reinfer_symbolic_shapes(g);
   return report;
 }
 
