@@ -13,6 +13,7 @@
 #include "backends/cpu/dnnl_conv.h"
 #include "backends/cpu/dnnl_gemm.h"
 #include "compiler/passes/passes.h"
+#include "cpu_post_ops_test_util.h"
 #include "cpu_test_util.h"
 
 using namespace ingot;
@@ -20,26 +21,6 @@ using namespace ingot::cpu_test;
 using ingot::testing::random_tensor;
 using V = std::vector<int64_t>;
 using Kind = cpu::ConvPostOp::Kind;
-
-namespace {
-
-std::vector<Kind> kinds(const cpu::DnnlConvCall& c) {
-  std::vector<Kind> k;
-  for (const cpu::ConvPostOp& p : c.post_ops) k.push_back(p.kind);
-  return k;
-}
-
-// Inputs for every leaf of `g` (kind Input), batch `n` where the shape has a symbol.
-// The code the CPU backend generates for `g` with oneDNN: the fusion pass's plan and the layout
-// plan for this backend and layout target.
-cpu::GeneratedCode generated_with_dnnl(const Graph& g, Layout layout = host_layout()) {
-  cpu::CodegenOptions o;
-  o.dnnl = true;
-  const LayoutPlan layouts = layout == Layout::Nchw ? nchw_plan(g) : plan_layouts(g, cpu::cpu_layout_target(true, layout));
-  return cpu::generate_cpp(g, plan_fusion(g), layouts, o);
-}
-
-}  // namespace
 
 TEST(CpuConvPostOps, EveryFoldablePatternMatchesReference) {
   // x: odd spatial sizes; each conv has its own epilogue, fused by the fusion pass.

@@ -9,10 +9,7 @@
 #include <cmath>
 #include <string>
 
-#include "backends/cpu/codegen.h"
-#include "backends/cpu/codegen_conv.h"
-#include "backends/cpu/dnnl_conv.h"
-#include "compiler/passes/passes.h"
+#include "cpu_post_ops_test_util.h"
 #include "cpu_test_util.h"
 
 using namespace ingot;
@@ -21,20 +18,6 @@ using ingot::testing::random_tensor;
 using Kind = cpu::ConvPostOp::Kind;
 
 namespace {
-
-std::vector<Kind> kinds(const cpu::DnnlConvCall& c) {
-  std::vector<Kind> k;
-  for (const cpu::ConvPostOp& p : c.post_ops) k.push_back(p.kind);
-  return k;
-}
-
-cpu::GeneratedCode generated(const Graph& g, bool dnnl_matmul = true) {
-  cpu::CodegenOptions o;
-  o.dnnl = true;
-  o.blas = true;
-  o.dnnl_matmul = dnnl_matmul;
-  return cpu::generate_cpp(g, plan_fusion(g), nchw_plan(g), o);
-}
 
 ValueId weights(Graph& g, const std::string& name, Shape shape, uint64_t seed) {
   return g.add_constant(name, random_tensor(std::move(shape), seed, -0.5, 0.5));
@@ -69,7 +52,7 @@ TEST(CpuMatmulPostOps, EveryEpilogueMatchesReference) {
   const std::string src = check(g, {inputs(g, 10), inputs(g, 20)}, plan_fusion, 1e-5, 1e-5);
   if (!cpu::dnnl_available()) return;
   EXPECT_EQ(count(src, "ctx->host->conv2d"), 5) << src;  // what ran above: the primitives
-  const cpu::GeneratedCode code = generated(g);
+  const cpu::GeneratedCode code = generated_with_dnnl(g, Layout::Nchw, true);
   ASSERT_EQ(code.dnnl_convs.size(), 5u) << code.source;
   EXPECT_EQ(kinds(code.dnnl_convs[0]), (std::vector<Kind>{Kind::Add, Kind::GeluErf}));
   EXPECT_EQ(kinds(code.dnnl_convs[1]), (std::vector<Kind>{Kind::Add, Kind::Add, Kind::Tanh}));
@@ -97,7 +80,7 @@ TEST(CpuMatmulPostOps, NonFiniteInputsPassThroughAsTheReferenceDoes) {
   nan[0].data<float>()[81] = -INFINITY;
   check(g, {inputs(g, 31), nan, inputs(g, 32)}, plan_fusion, 1e-5, 1e-5);
   if (cpu::dnnl_available()) {
-    EXPECT_EQ(generated(g).dnnl_convs.size(), 2u);
+    EXPECT_EQ(generated_with_dnnl(g, Layout::Nchw, true).dnnl_convs.size(), 2u);
   }
 }
 
@@ -134,11 +117,12 @@ TEST(CpuMatmulPostOps, OtherProductsKeepTheLibraryGemm) {
     check(*g, {random_inputs(*g, 3, 41)}, plan_fusion, 1e-5, 1e-5, host_layout(), off);
   }
   if (!cpu::dnnl_available()) return;
-  EXPECT_TRUE(generated(passed).dnnl_convs.empty());
-  EXPECT_TRUE(generated(tall).dnnl_convs.empty());
-  EXPECT_TRUE(generated(symbolic).dnnl_convs.empty());
-  EXPECT_TRUE(generated(transposed).dnnl_convs.empty());
-  EXPECT_EQ(generated(constant).dnnl_convs.size(), 1u);
-  EXPECT_EQ(generated(at_limit).dnnl_convs.size(), 1u);  // 256 rows: the most that run fused
-  EXPECT_TRUE(generated(constant, false).dnnl_convs.empty());
+  EXPECT_TRUE(generated_with_dnnl(passed, Layout::Nchw, true).dnnl_convs.empty());
+  EXPECT_TRUE(generated_with_dnnl(tall, Layout::Nchw, true).dnnl_convs.empty());
+  EXPECT_TRUE(generated_with_dnnl(symbolic, Layout::Nchw, true).dnnl_convs.empty());
+  EXPECT_TRUE(generated_with_dnnl(transposed, Layout::Nchw, true).dnnl_convs.empty());
+  EXPECT_EQ(generated_with_dnnl(constant, Layout::Nchw, true).dnnl_convs.size(), 1u);
+  // 256 rows: the most that run fused
+  EXPECT_EQ(generated_with_dnnl(at_limit, Layout::Nchw, true).dnnl_convs.size(), 1u);
+  EXPECT_TRUE(generated_with_dnnl(constant, Layout::Nchw, false).dnnl_convs.empty());
 }

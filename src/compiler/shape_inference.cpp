@@ -410,6 +410,18 @@ void infer_subgraphs_of(const Graph& g, Node& n) {
 }
 }  // namespace
 
+ShapeInferenceReport infer_shapes_from_leaves(Graph& g) {
+  std::vector<ShapeConstraint> cs;
+  for (ValueId id : g.leaves()) {
+    const Value& v = g.value(id);
+    if (!v.shape_known || v.kind == ValueKind::Constant) continue;
+    ShapeTemplate t;
+    for (const SymDim& d : v.shape) t.push_back(d.known() ? Dim(d.value) : Dim(d.symbol));
+    cs.push_back({id, t, "", "the shape of '" + v.name + "'"});
+  }
+  return infer_shapes(g, cs);
+}
+
 void infer_node(Graph& g, NodeId node) {
   Engine engine(g);
   Node& n = g.node(node);

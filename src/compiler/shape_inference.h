@@ -35,6 +35,11 @@ struct ShapeInferenceReport {
 // on contradictions or on a value whose rank nothing determines.
 ShapeInferenceReport infer_shapes(Graph& g, const std::vector<ShapeConstraint>& constraints, bool trace = false);
 
+// Infers every produced value's shape again from the leaves' current shapes (their symbols by
+// name; leaves without a shape left to inference): for passes that rebuilt a graph or left
+// values without shapes. Throws like infer_shapes.
+ShapeInferenceReport infer_shapes_from_leaves(Graph& g);
+
 // Infers the shapes and dtypes of one node's outputs from its inputs' (already inferred) shapes
 // and dtypes, without revisiting the rest of the graph: for transforms that grow an inferred
 // graph node by node (autodiff). Symbols keep their names; a size nothing determines gets a

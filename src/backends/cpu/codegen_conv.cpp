@@ -302,10 +302,15 @@ bool matmul_runs_as_conv(const Graph& g, const Node& n) {
   return y.shape.back().known() && y.shape.back().value == cols;
 }
 
-ConvSpec dense_spec(const Node& node, const Shape& x, const Shape& w, const Shape& y) {
-  if (node.op != "matmul") return conv_spec(node, x, w, y);
-  const int64_t k = w[0], rows = k > 0 ? numel(x) / k : 0;
-  return matmul_conv_spec(rows, k, w[1]);
+ConvSpec dense_spec(const Node& node, const Shape& x, const Shape& w, const Shape& y, Layout src, Layout dst) {
+  if (node.op == "matmul") {  // a matmul's buffers are row-major matrices: its spec's NHWC
+    const int64_t k = w[0], rows = k > 0 ? numel(x) / k : 0;
+    return matmul_conv_spec(rows, k, w[1]);
+  }
+  ConvSpec spec = conv_spec(node, x, w, y);
+  spec.src_layout = src;
+  spec.dst_layout = dst;
+  return spec;
 }
 
 bool dnnl_runs_fast(const Graph& g, const Node& conv, const ConvEpilogue& e, Layout src, Layout dst,
@@ -316,11 +321,7 @@ bool dnnl_runs_fast(const Graph& g, const Node& conv, const ConvEpilogue& e, Lay
     return r;
   };
   ConvSpec spec = dense_spec(conv, concrete(g.value(conv.inputs[0]).shape), concrete(g.value(conv.inputs[1]).shape),
-                             concrete(g.value(conv.outputs[0]).shape));
-  if (conv.op != "matmul") {  // a matmul's buffers are row-major matrices, its spec's NHWC
-    spec.src_layout = src;
-    spec.dst_layout = dst;
-  }
+                             concrete(g.value(conv.outputs[0]).shape), src, dst);
   spec.post_ops = e.post_ops;
   spec.residual_in_dst = residual_in_dst;
   spec.bf16 = g.value(conv.outputs[0]).dtype == DType::BFloat16;

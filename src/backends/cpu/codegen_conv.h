@@ -45,8 +45,9 @@ struct ConvEpilogue {
 bool matmul_runs_as_conv(const Graph& g, const Node& n);
 
 // The ConvSpec of `node` (a conv2d, or a matmul_runs_as_conv matmul) at concrete shapes of its
-// first two inputs and its output (layouts NCHW for a conv, no post-ops).
-ConvSpec dense_spec(const Node& node, const Shape& x, const Shape& w, const Shape& y);
+// first two inputs and its output, no post-ops: a conv's x and y stored in `src` and `dst`, a
+// matmul's always channels-last (the bytes of its row-major matrices).
+ConvSpec dense_spec(const Node& node, const Shape& x, const Shape& w, const Shape& y, Layout src, Layout dst);
 
 // `after`: the nodes of the conv's fusion group that follow it, in group order.
 ConvEpilogue fold_conv_epilogue(const Graph& g, NodeId conv, const std::vector<NodeId>& after,

@@ -385,11 +385,7 @@ class CpuExecutable final : public Executable {
       const Node& n = graph_.node(c.node);
       const Shape &x = b.shapes[static_cast<size_t>(n.inputs[0])], &w = b.shapes[static_cast<size_t>(n.inputs[1])],
                   &y = b.shapes[static_cast<size_t>(n.outputs[0])];
-      cpu::ConvSpec spec = cpu::dense_spec(n, x, w, y);  // a matmul's spec keeps its own (NHWC) layouts
-      if (n.op != "matmul") {
-        spec.src_layout = c.src_layout;
-        spec.dst_layout = c.dst_layout;
-      }
+      cpu::ConvSpec spec = cpu::dense_spec(n, x, w, y, c.src_layout, c.dst_layout);
       spec.post_ops = c.post_ops;
       spec.residual_in_dst = c.residual_in_place;
       spec.bf16 = graph_.value(n.outputs[0]).dtype == DType::BFloat16;  // Generator::use_dnnl

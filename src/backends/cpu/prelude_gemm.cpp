@@ -131,6 +131,17 @@ inline void ig_gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, co
 
 extern "C" int omp_get_max_threads();
 extern "C" void omp_set_num_threads(int);
+// A library product's OpenMP team while this lives: `threads` threads when > 0 (else the
+// caller's count), the caller's count restored after.
+struct ig_library_threads {
+  int before;
+  explicit ig_library_threads(int threads) : before(threads > 0 ? omp_get_max_threads() : 0) {
+    if (threads > 0) omp_set_num_threads(threads);
+  }
+  ~ig_library_threads() {
+    if (before > 0) omp_set_num_threads(before);
+  }
+};
 // C = alpha op(A) op(B) + beta C in the host's oneDNN sgemm; false where there is none, library
 // products are off, or it refused (the caller then computes it itself).
 inline bool ig_host_sgemm(const ig_ctx* ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
@@ -147,11 +158,8 @@ inline void ig_matmul(const ig_ctx* ctx, int threads, bool ta, bool tb, int64_t 
                       int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc) {
   if constexpr (std::is_same<T, float>::value) {
     if (ig_library_gemm && ctx->host->sgemm != nullptr && M > 0 && N > 0 && K > 0) {
-      const int before = threads > 0 ? omp_get_max_threads() : 0;
-      if (threads > 0) omp_set_num_threads(threads);
-      const bool done = ig_host_sgemm(ctx, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
-      if (threads > 0) omp_set_num_threads(before);
-      if (done) return;
+      const ig_library_threads team(threads);
+      if (ig_host_sgemm(ctx, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc)) return;
     }
   }
   ig_gemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
@@ -161,24 +169,19 @@ inline void ig_matmul(const ig_ctx* ctx, int threads, bool ta, bool tb, int64_t 
 // operands sa[i] / sb[i] elements apart along them, 0 where one broadcasts): float32 as one call
 // of the host's batched oneDNN matmul where it has one and library products are on, parallel over
 // the batch (0.25-0.64x the time of a loop of sgemm calls on attention-sized heads, 2026-11-29).
-// False otherwise: the caller loops over the batch with ig_matmul.
+// False otherwise (and for types without such a call: this template): the caller loops over the
+// batch with ig_matmul.
 template <class T>
-inline bool ig_matmul_batched(const ig_ctx* ctx, int threads, bool ta, bool tb, int32_t nb, const int64_t* batch,
-                              const int64_t* sa, const int64_t* sb, int64_t M, int64_t N, int64_t K, const T* A,
-                              int64_t lda, const T* B, int64_t ldb, T* C) {
-  if constexpr (std::is_same<T, float>::value) {
-    if (ig_library_gemm && ctx->host->gemm_batched != nullptr) {
-      const int before = threads > 0 ? omp_get_max_threads() : 0;
-      if (threads > 0) omp_set_num_threads(threads);
-      const bool done = ctx->host->gemm_batched(ta ? 'T' : 'N', tb ? 'T' : 'N', 0, nb, batch, sa, sb, M, N, K, A, lda,
-                                                B, ldb, C) == 0;
-      if (threads > 0) omp_set_num_threads(before);
-      return done;
-    }
-  }
-  (void)ctx, (void)threads, (void)ta, (void)tb, (void)nb, (void)batch, (void)sa, (void)sb;
-  (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)C;
+inline bool ig_matmul_batched(const ig_ctx*, int, bool, bool, int32_t, const int64_t*, const int64_t*, const int64_t*,
+                              int64_t, int64_t, int64_t, const T*, int64_t, const T*, int64_t, T*) {
   return false;
+}
+inline bool ig_matmul_batched(const ig_ctx* ctx, int threads, bool ta, bool tb, int32_t nb, const int64_t* batch,
+                              const int64_t* sa, const int64_t* sb, int64_t M, int64_t N, int64_t K, const float* A,
+                              int64_t lda, const float* B, int64_t ldb, float* C) {
+  if (!ig_library_gemm || ctx->host->gemm_batched == nullptr) return false;
+  const ig_library_threads team(threads);
+  return ctx->host->gemm_batched(ta ? 'T' : 'N', tb ? 'T' : 'N', 0, nb, batch, sa, sb, M, N, K, A, lda, B, ldb, C) == 0;
 }
 
 // bfloat16 products as the reference computes them (float32 accumulation, the result rounded once
@@ -191,10 +194,8 @@ inline void ig_matmul(const ig_ctx* ctx, int threads, bool ta, bool tb, int64_t 
   if (c == nullptr) throw std::bad_alloc();
   bool done = false;
   if (ig_library_gemm && ctx->host->gemm_bf16 != nullptr && K > 0) {
-    const int before = threads > 0 ? omp_get_max_threads() : 0;
-    if (threads > 0) omp_set_num_threads(threads);
+    const ig_library_threads team(threads);
     done = ctx->host->gemm_bf16(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, ig_raw(A), lda, ig_raw(B), ldb, c, N) == 0;
-    if (threads > 0) omp_set_num_threads(before);
   }
   if (!done) {  // each operand as stored ([rows, cols], row stride ld), widened
     auto widened = [](const ig_bf16* p, int64_t rows, int64_t cols, int64_t ld) {
@@ -229,11 +230,12 @@ inline bool ig_matmul_batched(const ig_ctx* ctx, int threads, bool ta, bool tb, 
   if (total <= 0) return false;
   float* c = static_cast<float*>(std::malloc(sizeof(float) * size_t(total)));
   if (c == nullptr) throw std::bad_alloc();
-  const int before = threads > 0 ? omp_get_max_threads() : 0;
-  if (threads > 0) omp_set_num_threads(threads);
-  const bool done = ctx->host->gemm_batched(ta ? 'T' : 'N', tb ? 'T' : 'N', 1, nb, batch, sa, sb, M, N, K, ig_raw(A),
-                                            lda, ig_raw(B), ldb, c) == 0;
-  if (threads > 0) omp_set_num_threads(before);
+  bool done = false;
+  {
+    const ig_library_threads team(threads);
+    done = ctx->host->gemm_batched(ta ? 'T' : 'N', tb ? 'T' : 'N', 1, nb, batch, sa, sb, M, N, K, ig_raw(A), lda,
+                                   ig_raw(B), ldb, c) == 0;
+  }
   if (done) {
     uint16_t* ci = ig_raw(C);
     #pragma omp simd

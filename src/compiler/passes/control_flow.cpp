@@ -310,21 +310,7 @@ bool emit_hoisting_invariants(Graph& out, const Graph& g, const Node& n, std::ve
 void reinfer_symbolic_shapes(Graph& g) {
   bool symbolic = false;
   for (const Value& v : g.values()) symbolic = symbolic || !is_static(v.shape);
-  if (!symbolic) return;
-  std::vector<ShapeConstraint> cs;
-  for (ValueId id : g.leaves()) {
-    const Value& v = g.value(id);
-    if (v.kind == ValueKind::Constant) continue;
-    ShapeTemplate t;
-    for (const SymDim& d : v.shape) t.push_back(d.known() ? Dim(d.value) : Dim(d.symbol));
-    cs.push_back({id, t, "", "the shape of '" + v.name + "'"});
-  }
-  for (Value& v : g.values()) {
-    if (v.producer < 0) continue;
-    v.shape.clear();
-    v.shape_known = false;
-  }
-  infer_shapes(g, cs);
+  if (symbolic) infer_shapes_from_leaves(g);
 }
 
 }  // namespace

@@ -129,17 +129,7 @@ namespace {
 void reannotate(Graph& g) {
   bool missing = false;
   for (const Value& v : g.values()) missing = missing || !v.shape_known;
-  if (missing) {
-    std::vector<ShapeConstraint> cs;
-    for (ValueId id : g.leaves()) {
-      const Value& v = g.value(id);
-      if (!v.shape_known || v.kind == ValueKind::Constant) continue;
-      ShapeTemplate t;
-      for (const SymDim& d : v.shape) t.push_back(d.known() ? Dim(d.value) : Dim(d.symbol));
-      cs.push_back({id, t, "", "the shape of '" + v.name + "'"});
-    }
-    infer_shapes(g, cs);
-  }
+  if (missing) infer_shapes_from_leaves(g);
   infer_types(g);
 }
 
